@@ -1,0 +1,25 @@
+# Helpers shared by every folder: one way to add a library, a test and a benchmark.
+
+set(MEMOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+
+# memopt_add_test(NAME name SOURCES a.cpp ... LIBS lib ...)
+# A GoogleTest binary registered with ctest, test by test.
+function(memopt_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+  target_compile_options(${T_NAME} PRIVATE ${MEMOPT_WARNINGS})
+  target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_compile_definitions(${T_NAME} PRIVATE
+      MEMOPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}" MEMOPT_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 120 PROPERTIES LABELS "${T_LABELS}")
+endfunction()
+
+# memopt_add_benchmark(NAME name SOURCES a.cpp ... LIBS lib ...)
+function(memopt_add_benchmark)
+  cmake_parse_arguments(B "" "NAME" "SOURCES;LIBS" ${ARGN})
+  add_executable(${B_NAME} ${B_SOURCES})
+  target_link_libraries(${B_NAME} PRIVATE ${B_LIBS} benchmark::benchmark)
+  target_include_directories(${B_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_compile_definitions(${B_NAME} PRIVATE MEMOPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+endfunction()

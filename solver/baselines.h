@@ -1,0 +1,27 @@
+// baselines.h: the simple strategies of SPEC section 7, first-class solvers with the
+// same signature as the DP so every report compares like with like.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/rotor.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+// Each returns its ops, or nullopt when they do not fit budget_bytes (simulated).
+std::optional<std::vector<Op>> store_all(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+std::optional<std::vector<Op>> recompute_blocks(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+std::optional<std::vector<Op>> sqrt_segments(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+std::optional<std::vector<Op>> recompute_all(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+
+// The ops of each strategy regardless of any budget.
+std::vector<Op> store_all_ops(const Chain&);
+std::vector<Op> recompute_blocks_ops(const Chain&);
+std::vector<Op> sqrt_ops(const Chain&);
+std::vector<Op> recompute_all_ops(const Chain&);
+
+}  // namespace memopt::solver

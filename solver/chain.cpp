@@ -1,0 +1,109 @@
+// chain.cpp: the invariants of SPEC section 1, checked once for any Chain however it
+// was made (read from a file, built by a profiler or a test), so that the simulators
+// and the DPs can trust every number they are given.
+#include "solver/chain.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace memopt::solver {
+namespace {
+
+// Note [Why totals are bounded]: every field may be a valid int64 or double on its
+// own and still break the arithmetic downstream: the simulators add resident sizes
+// in int64, and the DP scales its time bound by L+1 before taking a logarithm. No
+// real device comes near 1 EiB of activations or a step of 1e15 ms (31,700 years),
+// so anything above these limits is a unit mistake, and refusing it here keeps every
+// later sum far from overflow.
+constexpr int64_t kMaxTotalBytes = int64_t{1} << 60;
+constexpr double kMaxTotalMs = 1e15;
+
+std::string number_text(double v) {
+  char buf[32];
+  // The shortest form that reads back as v, so messages show what the user wrote.
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+struct Checker {
+  std::string error;
+  int64_t total_bytes = 0;
+  double total_ms = 0;
+
+  bool ok() const { return error.empty(); }
+
+  void bytes(const std::string& path, int64_t v) {
+    if (!ok()) return;
+    if (v < 0) {
+      error = path + ": " + std::to_string(v) + " is negative, but sizes are byte counts (>= 0)";
+    } else if (v > kMaxTotalBytes - total_bytes) {
+      error = path + ": " + std::to_string(v) + " brings the chain's sizes above 2^60 bytes (1 EiB) in total, " +
+              "beyond any device; a size is probably in the wrong unit";
+    } else {
+      total_bytes += v;
+    }
+  }
+
+  void ms(const std::string& path, double v) {
+    if (!ok()) return;
+    if (!std::isfinite(v)) {
+      error = path + ": " + number_text(v) + " is not a finite time";
+    } else if (v < 0) {
+      error = path + ": " + number_text(v) + " is negative, but times are durations in ms (>= 0)";
+    } else if (v > kMaxTotalMs - total_ms) {
+      error = path + ": " + number_text(v) + " brings the chain's times above 1e15 ms (31,700 years) in total; " +
+              "a time is probably in the wrong unit";
+    } else {
+      total_ms += v;
+    }
+  }
+
+  void bandwidth(const std::string& path, double v) {
+    if (!ok()) return;
+    if (!std::isfinite(v) || v <= 0)
+      error = path + ": " + number_text(v) + " is not a positive finite bandwidth in bytes per second";
+  }
+};
+
+}  // namespace
+
+std::string validate(const Chain& chain) {
+  if (chain.stages.empty()) return "/stages: the chain has no stages, but it needs at least one";
+  Checker c;
+  c.bytes("/input_bytes", chain.input_bytes);
+  for (size_t i = 0; i < chain.stages.size() && c.ok(); ++i) {
+    const Stage& s = chain.stages[i];
+    const std::string p = "/stages/" + std::to_string(i) + "/";
+    c.ms(p + "fwd_ms", s.fwd_ms);
+    c.ms(p + "bwd_ms", s.bwd_ms);
+    c.bytes(p + "out_bytes", s.out_bytes);
+    // Counted once more: the gradient d_{i+1} has the size of the output.
+    c.bytes(p + "out_bytes", s.out_bytes);
+    c.bytes(p + "saved_bytes", s.saved_bytes);
+    c.bytes(p + "fwd_tmp_bytes", s.fwd_tmp_bytes);
+    c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
+    if (c.ok() && s.saved_bytes < s.out_bytes)
+      c.error = p + "saved_bytes: " + std::to_string(s.saved_bytes) + " is less than out_bytes (" +
+                std::to_string(s.out_bytes) + "), but saved_bytes includes the output";
+  }
+  c.ms("/loss/bwd_ms", chain.loss.bwd_ms);
+  c.bytes("/loss/bwd_tmp_bytes", chain.loss.bwd_tmp_bytes);
+  if (chain.link) {
+    c.bandwidth("/link/d2h_bytes_per_s", chain.link->d2h_bytes_per_s);
+    c.bandwidth("/link/h2d_bytes_per_s", chain.link->h2d_bytes_per_s);
+  }
+  return c.error;
+}
+
+double sum_fwd_bwd_ms(const Chain& chain) {
+  double total_ms = chain.loss.bwd_ms;
+  for (const Stage& s : chain.stages) total_ms += s.fwd_ms + s.bwd_ms;
+  return total_ms;
+}
+
+}  // namespace memopt::solver

@@ -1,0 +1,67 @@
+// chain.h: the chain model of SPEC section 1 -- a model as L stages plus a loss,
+// described only by times and byte sizes. Everything the solver knows about a model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memopt::solver {
+
+struct Stage {
+  std::string name;
+  double fwd_ms = 0;            // uf_i
+  double bwd_ms = 0;            // ub_i
+  int64_t out_bytes = 0;        // x_{i+1}: the output a_{i+1}, also its gradient d_{i+1}
+  int64_t saved_bytes = 0;      // x̄_{i+1}: everything kept for backward, output included
+  int64_t fwd_tmp_bytes = 0;    // ftmp_i
+  int64_t bwd_tmp_bytes = 0;    // btmp_i
+};
+
+struct LossStage {
+  double bwd_ms = 0;            // ub_L
+  int64_t bwd_tmp_bytes = 0;    // btmp_L
+};
+
+struct Link {
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
+};
+
+// Stages 0..L-1 plus the loss, which the DP treats as stage L with no forward.
+// The accessors use SPEC's symbols and its conventions x_{L+1} = x̄_{L+1} = 0,
+// uf_L = ftmp_L = 0, so the DP and the simulators read like the recurrences.
+struct Chain {
+  int64_t input_bytes = 0;      // x_0
+  std::vector<Stage> stages;
+  LossStage loss;
+  std::optional<Link> link;
+
+  int length() const { return static_cast<int>(stages.size()); }  // L
+
+  int64_t x(int k) const {      // size of a_k (and d_k), k in 0..L+1
+    if (k == 0) return input_bytes;
+    if (k <= length()) return stages[k - 1].out_bytes;
+    return 0;
+  }
+  int64_t xbar(int k) const {   // size of ā_k, k in 1..L+1
+    if (k >= 1 && k <= length()) return stages[k - 1].saved_bytes;
+    return 0;
+  }
+  double uf(int i) const { return i < length() ? stages[i].fwd_ms : 0.0; }
+  double ub(int i) const { return i < length() ? stages[i].bwd_ms : loss.bwd_ms; }
+  int64_t ftmp(int i) const { return i < length() ? stages[i].fwd_tmp_bytes : 0; }
+  int64_t btmp(int i) const { return i < length() ? stages[i].bwd_tmp_bytes : loss.bwd_tmp_bytes; }
+};
+
+// Checks SPEC's invariants (non-negative finite numbers, saved >= out, at least one
+// stage, positive link bandwidths). Returns an empty string when the chain is valid,
+// otherwise what is wrong, naming the field with a JSON path such as
+// "/stages/3/saved_bytes" so that readers can prefix the file name.
+std::string validate(const Chain& chain);
+
+// The least time any schedule can take: every stage forward and backward once.
+double sum_fwd_bwd_ms(const Chain& chain);
+
+}  // namespace memopt::solver

@@ -1,0 +1,56 @@
+// io.h: profile.json and schedule.json (SPEC sections 2-3) to and from the solver's
+// structs. Readers validate at the border: every error names the file, the JSON path
+// of the field and the fix.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+// A profile: the chain plus what it describes. `model` and `device` are kept as
+// JSON objects because the runtime, not the solver, interprets them.
+struct Profile {
+  Chain chain;
+  nlohmann::json model = nlohmann::json::object();
+  nlohmann::json device = nlohmann::json::object();
+  bool measured = true;
+  int64_t static_bytes = 0;
+};
+
+// Error from a reader: "<file>: <json path>: <what is wrong>; <fix>".
+struct FormatError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// `source` names the file in error messages.
+Profile profile_from_json(const nlohmann::json& j, const std::string& source);
+nlohmann::json profile_to_json(const Profile& p);
+Schedule schedule_from_json(const nlohmann::json& j, const std::string& source);
+nlohmann::json schedule_to_json(const Schedule& s);
+
+Profile read_profile(const std::string& path);
+Schedule read_schedule(const std::string& path);
+// The text write_json_atomic writes: 2-space indent, keys in SPEC's order (others
+// after them, alphabetically), each array of scalars -- an op -- on one line.
+// Throws std::invalid_argument for NaN or infinity, which JSON cannot hold.
+std::string format_json(const nlohmann::json& j);
+// Writes to "<path>.tmp.<pid>" and renames into place: never half a file.
+void write_json_atomic(const std::string& path, const nlohmann::json& j);
+
+// Byte and bandwidth quantities from the command line.
+// parse_bytes: "4GiB", "3.5GB", "512MiB", "4000000000"; throws std::invalid_argument.
+int64_t parse_bytes(const std::string& text);
+// parse_budget: parse_bytes or "60%" of reference_bytes.
+int64_t parse_budget(const std::string& text, int64_t reference_bytes);
+// "16GB/s", "12.5GiB/s", "1e10" (bytes per second).
+double parse_bandwidth(const std::string& text);
+std::string format_bytes(int64_t bytes);  // "1.50 GiB", "512.0 KiB", "17 B"
+
+}  // namespace memopt::solver

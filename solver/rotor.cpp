@@ -1,0 +1,350 @@
+// rotor.cpp: the keep/recompute DP of SPEC section 6, fast and plain.
+//
+// Note [How the fast DP is fast]
+// The recurrence is Θ(slots·L³). Four things make it quick without changing a
+// single value (the tests compare it with the plain version bit for bit):
+//  1. Times are int32 (Note [Time quantisation] in rotor.h): exact, associative
+//     sums, half the bytes of double, 8-16 lanes per vector instruction.
+//  2. Rows are contiguous in m, so a checkpoint branch is, for all m at once,
+//     row_st[m] = min(row_st[m], F + row_jt[m - x_j] + row_sj[m]) -- a shifted
+//     vector add and min that the compiler vectorises (with target clones for
+//     AVX-512 and AVX2). No choice table is written: the reconstruction
+//     re-evaluates the few branches it visits and takes the first that attains
+//     the stored value, which is exactly the branch a strict-< scan would keep.
+//  3. Only the band of m that can matter is computed: below the first finite m
+//     of each operand nothing is feasible, and from the point where keeping every
+//     stage fits, the value is the lower bound Σ(uf+ub) and needs no search.
+//  4. Columns are filled as a wavefront over the cores (Note [Column wavefront]).
+#include "solver/rotor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "solver/plan.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace memopt::solver {
+
+int32_t TimeQuantum::units(double ms) const {
+  return static_cast<int32_t>(std::llround(ms / unit_ms));
+}
+
+TimeQuantum time_quantum_for(const Chain& chain) {
+  // No persistent schedule runs a forward more than L+1 times, so this bounds
+  // every value and every partial sum in the tables.
+  const int L = chain.length();
+  double sum_uf = 0, sum_ub = chain.loss.bwd_ms;
+  for (const Stage& s : chain.stages) { sum_uf += s.fwd_ms; sum_ub += s.bwd_ms; }
+  const double bound_ms = (L + 1) * sum_uf + sum_ub;
+  TimeQuantum q;
+  if (!(bound_ms > 0)) return q;
+  // Largest values must stay below 2^28 units so that F + two table values never
+  // overflow int32; a power of two keeps integer-ms inputs exact.
+  const int e = static_cast<int>(std::ceil(std::log2(bound_ms / static_cast<double>(1 << 28))));
+  q.unit_ms = std::ldexp(1.0, e);
+  return q;
+}
+
+int64_t bytes_to_slots(int64_t bytes, int64_t budget_bytes, int slots) {
+  if (bytes <= 0) return 0;
+  const __int128 num = static_cast<__int128>(bytes) * slots;
+  return static_cast<int64_t>((num + budget_bytes - 1) / budget_bytes);
+}
+
+namespace {
+
+constexpr int32_t kInf = 1 << 30;
+
+// The chain in slots and quantised times, with SPEC's conventions for stage L.
+struct Discrete {
+  int L = 0;
+  int64_t S = 0;                        // slots
+  std::vector<int64_t> x, xbar;         // 0..L+1
+  std::vector<int64_t> ftmp, btmp;      // 0..L
+  std::vector<int32_t> uf, ub;          // 0..L
+  std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_i, 0..L+1
+  bool rotor_compat = false;
+
+  Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
+    const TimeQuantum q = time_quantum_for(c);
+    const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
+    x.resize(L + 2); xbar.resize(L + 2); ftmp.resize(L + 1); btmp.resize(L + 1);
+    uf.resize(L + 1); ub.resize(L + 1); uf_prefix.assign(L + 2, 0);
+    for (int k = 0; k <= L + 1; ++k) { x[k] = sl(c.x(k)); xbar[k] = sl(c.xbar(k)); }
+    for (int i = 0; i <= L; ++i) {
+      ftmp[i] = sl(c.ftmp(i)); btmp[i] = sl(c.btmp(i));
+      uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i));
+      uf_prefix[i + 1] = uf_prefix[i] + uf[i];
+    }
+  }
+
+  int32_t fwd_sum(int s, int j) const { return uf_prefix[j] - uf_prefix[s]; }  // Σ_{k=s}^{j-1} uf_k
+
+  // Memory below which (s, t), s < t, is infeasible (SPEC's floor).
+  int64_t floor(int s, int t) const {
+    int64_t need = x[s + 1] + ftmp[s];
+    for (int k = s + 1; k < t; ++k) need = std::max(need, x[k] + x[k + 1] + ftmp[k]);
+    return x[t + 1] + need;
+  }
+  // Memory the keep branch needs besides its subproblem (and the base case, t == s).
+  int64_t keep_need(int s, int t) const {
+    const int64_t fwd_grad = rotor_compat ? x[s + 1] : x[t + 1];
+    return std::max(fwd_grad + xbar[s + 1] + ftmp[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+  }
+  int64_t base_need(int s) const {
+    if (s == L) return x[L] + btmp[L];
+    return std::max(x[s + 1] + xbar[s + 1] + ftmp[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+  }
+  int32_t base_value(int s) const { return s == L ? ub[L] : uf[s] + ub[s]; }
+};
+
+// Tables indexed by subchain: one row of S+1 values per (s, t), s <= t <= L.
+struct Table {
+  int L = 0;
+  int64_t S = 0;
+  std::unique_ptr<int32_t[]> values;    // default-initialised: rows are written before read
+  std::vector<int64_t> first_finite;    // smallest m with a finite value, S+1 if none
+  std::vector<int64_t> all_kept_from;   // from here on the value is the lower bound
+
+  Table(int L_, int64_t S_) : L(L_), S(S_) {
+    const size_t pairs = static_cast<size_t>(L + 1) * (L + 2) / 2;
+    values.reset(new int32_t[pairs * static_cast<size_t>(S + 1)]);
+    first_finite.assign(pairs, S + 1);
+    all_kept_from.assign(pairs, S + 1);
+  }
+  // Rows of a fixed s are contiguous, so (s, t) and (s, t') share cache lines of
+  // metadata; within a row, m is contiguous.
+  size_t pair(int s, int t) const {
+    return static_cast<size_t>(s) * (2 * (L + 1) - s + 1) / 2 + static_cast<size_t>(t - s);
+  }
+  int32_t* row(int s, int t) { return values.get() + pair(s, t) * static_cast<size_t>(S + 1); }
+  const int32_t* row(int s, int t) const { return values.get() + pair(s, t) * static_cast<size_t>(S + 1); }
+  int32_t at(int s, int t, int64_t m) const { return m < 0 ? kInf : row(s, t)[m]; }
+  int64_t finite_from(int s, int t) const { return first_finite[pair(s, t)]; }
+};
+
+// row[m] = min(row[m], add + a[m] + b[m]) for m in [0, n): the hot loop.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void min_plus(int32_t* __restrict row, const int32_t* __restrict a, const int32_t* __restrict b,
+              int32_t add, int64_t n) {
+  for (int64_t m = 0; m < n; ++m) row[m] = std::min(row[m], add + a[m] + b[m]);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void plus_into(int32_t* __restrict row, const int32_t* __restrict a, int32_t add, int64_t n) {
+  for (int64_t m = 0; m < n; ++m) row[m] = add + a[m];
+}
+
+void fill_row(const Discrete& d, Table& tab, int s, int t) {
+  const int64_t S = d.S;
+  int32_t* row = tab.row(s, t);
+  const size_t id = tab.pair(s, t);
+  if (s == t) {
+    const int64_t from = std::min<int64_t>(d.base_need(s), S + 1);
+    std::fill(row, row + from, kInf);
+    std::fill(row + from, row + S + 1, d.base_value(s));
+    tab.first_finite[id] = from;
+    tab.all_kept_from[id] = from;
+    return;
+  }
+  const int64_t floor = d.floor(s, t);
+  // From all_kept_from on, keeping s and everything after it fits and nothing is faster.
+  const int64_t kept_from = std::min<int64_t>(
+      S + 1, std::max({floor, d.keep_need(s, t), d.xbar[s + 1] + tab.all_kept_from[tab.pair(s + 1, t)]}));
+  const int32_t lower_bound = d.fwd_sum(s, t + 1) + [&] {
+    int32_t sum = 0;
+    for (int k = s; k <= t; ++k) sum += d.ub[k];
+    return sum;
+  }();
+  std::fill(row, row + kept_from, kInf);
+  std::fill(row + kept_from, row + S + 1, lower_bound);
+  tab.all_kept_from[id] = kept_from;
+  if (floor >= kept_from) {
+    tab.first_finite[id] = kept_from;
+    return;
+  }
+  // Keep branch.
+  {
+    const int64_t lo = std::max({floor, d.keep_need(s, t), d.xbar[s + 1] + tab.finite_from(s + 1, t)});
+    if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar[s + 1]), d.uf[s] + d.ub[s], kept_from - lo);
+  }
+  // Checkpoint branches, j ascending (ties keep the earlier branch, as in the plain DP).
+  for (int j = s + 1; j <= t; ++j) {
+    const int64_t lo = std::max({floor, d.x[j] + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
+    if (lo >= kept_from) continue;
+    min_plus(row + lo, tab.row(j, t) + (lo - d.x[j]), tab.row(s, j - 1) + lo, d.fwd_sum(s, j), kept_from - lo);
+  }
+  int64_t first = floor;
+  while (first < kept_from && row[first] >= kInf) ++first;
+  tab.first_finite[id] = first;
+}
+
+// Note [Column wavefront]
+// Row (s, t) reads (j, t) for j > s and (s, j-1) for j <= t. Filling column t
+// (all s, descending) right after its own rows keeps the (j, t) operands hot in
+// cache, which halves the memory traffic of the diagonal order. Columns are dealt
+// round-robin to threads; row (s, t) waits until the previous column has finished
+// row s, its only cross-column input that might not be ready.
+void fill_table(const Discrete& d, Table& tab, int num_threads) {
+  const int L = d.L;
+  int threads = 1;
+#ifdef _OPENMP
+  threads = std::clamp(num_threads > 0 ? num_threads : omp_get_max_threads(), 1, L + 1);
+#endif
+  if (threads == 1) {
+    for (int t = 0; t <= L; ++t)
+      for (int s = t; s >= 0; --s) fill_row(d, tab, s, t);
+    return;
+  }
+  // done_down_to[t] = smallest s whose row (s, t) is complete; t + 1 when none.
+  std::unique_ptr<std::atomic<int>[]> done_down_to(new std::atomic<int>[L + 1]);
+  for (int t = 0; t <= L; ++t) done_down_to[t].store(t + 1, std::memory_order_relaxed);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+  {
+    int me = 0;
+#ifdef _OPENMP
+    me = omp_get_thread_num();
+#endif
+    for (int t = me; t <= L; t += threads) {
+      for (int s = t; s >= 0; --s) {
+        if (t > 0 && s < t) {
+          for (int spins = 0; done_down_to[t - 1].load(std::memory_order_acquire) > s; ++spins)
+            if (spins > 64) std::this_thread::yield();
+        }
+        fill_row(d, tab, s, t);
+        done_down_to[t].store(s, std::memory_order_release);
+      }
+    }
+  }
+}
+
+// The branch of (s, t) at m that attains the table's value, keep first then j
+// ascending: the same choice the strict-< scan of the plain DP makes.
+Decision decide_from_table(const Discrete& d, const Table& tab, int s, int t, int64_t m) {
+  const int32_t target = tab.at(s, t, m);
+  if (target >= kInf) throw std::logic_error("rotor: reconstruction reached an infeasible subchain");
+  const int64_t floor = d.floor(s, t);
+  if (m >= floor && m >= d.keep_need(s, t) && m - d.xbar[s + 1] >= tab.finite_from(s + 1, t) &&
+      d.uf[s] + d.ub[s] + tab.at(s + 1, t, m - d.xbar[s + 1]) == target)
+    return {true, -1};
+  for (int j = s + 1; j <= t; ++j) {
+    if (m < floor || m - d.x[j] < tab.finite_from(j, t) || m < tab.finite_from(s, j - 1)) continue;
+    if (d.fwd_sum(s, j) + tab.at(j, t, m - d.x[j]) + tab.at(s, j - 1, m) == target) return {false, j};
+  }
+  throw std::logic_error("rotor: no branch attains the table value at (" + std::to_string(s) + ", " +
+                         std::to_string(t) + ", " + std::to_string(m) + ")");
+}
+
+std::optional<int64_t> top_memory(const Discrete& d) {
+  const int64_t m = d.S - d.x[0];
+  if (m < 0) return std::nullopt;
+  return m;
+}
+
+}  // namespace
+
+struct RecomputeTable::Impl {
+  const Chain& chain;
+  Discrete d;
+  Table tab;
+  Impl(const Chain& c, int64_t budget, const DpOptions& o) : chain(c), d(c, budget, o), tab(d.L, d.S) {
+    fill_table(d, tab, o.num_threads);
+  }
+};
+
+RecomputeTable::RecomputeTable(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0)
+    throw std::invalid_argument("RecomputeTable: budget and slots must be positive");
+  impl_ = std::make_unique<Impl>(chain, budget_bytes, options);
+}
+RecomputeTable::~RecomputeTable() = default;
+
+int64_t RecomputeTable::slots() const { return impl_->d.S; }
+TimeQuantum RecomputeTable::quantum() const { return time_quantum_for(impl_->chain); }
+int64_t RecomputeTable::x_slots(int k) const { return impl_->d.x[k]; }
+int64_t RecomputeTable::ftmp_slots(int i) const { return impl_->d.ftmp[i]; }
+int64_t RecomputeTable::uf_units(int i) const { return impl_->d.uf[i]; }
+int64_t RecomputeTable::value(int s, int t, int64_t m) const {
+  if (m > impl_->d.S) m = impl_->d.S;  // more memory than the budget never helps here
+  return impl_->tab.at(s, t, m);
+}
+int64_t RecomputeTable::finite_from(int s, int t) const { return impl_->tab.finite_from(s, t); }
+
+void RecomputeTable::emit(int s, int t, int64_t m, std::vector<Op>& ops) const {
+  const Discrete& d = impl_->d;
+  const Table& tab = impl_->tab;
+  emit_persistent_range(
+      impl_->chain, s, t, [&](int s2, int t2, int64_t m2) { return decide_from_table(d, tab, s2, t2, m2); }, m,
+      [&](int k) { return d.x[k]; }, [&](int k) { return d.xbar[k]; }, ops);
+}
+
+std::optional<std::vector<Op>> solve_recompute(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
+  const RecomputeTable table(chain, budget_bytes, options);
+  const int64_t m0 = table.slots() - table.x_slots(0);
+  if (table.value(0, chain.length(), m0) >= RecomputeTable::kInfinity) return std::nullopt;
+  std::vector<Op> ops;
+  table.emit(0, chain.length(), m0, ops);
+  return ops;
+}
+
+std::optional<int64_t> fast_recompute_value(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
+  const RecomputeTable table(chain, budget_bytes, options);
+  const int64_t v = table.value(0, chain.length(), table.slots() - table.x_slots(0));
+  if (v >= RecomputeTable::kInfinity) return std::nullopt;
+  return v;
+}
+
+std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
+  const Discrete d(chain, budget_bytes, options);
+  const int L = d.L;
+  const int64_t S = d.S;
+  // C[s][t][m] as plain nested vectors, every cell computed from the recurrence.
+  std::vector<std::vector<std::vector<int64_t>>> C(L + 1, std::vector<std::vector<int64_t>>(L + 1));
+  const auto at = [&](int s, int t, int64_t m) -> int64_t { return m < 0 ? kInf : C[s][t][m]; };
+  for (int diag = 0; diag <= L; ++diag) {
+    for (int s = 0; s + diag <= L; ++s) {
+      const int t = s + diag;
+      auto& row = C[s][t];
+      row.assign(S + 1, kInf);
+      for (int64_t m = 0; m <= S; ++m) {
+        if (s == t) {
+          if (m >= d.base_need(s)) row[m] = d.base_value(s);
+          continue;
+        }
+        if (m < d.floor(s, t)) continue;
+        int64_t best = kInf;
+        if (m >= d.keep_need(s, t)) {
+          const int64_t sub = at(s + 1, t, m - d.xbar[s + 1]);
+          if (sub < kInf) best = d.uf[s] + d.ub[s] + sub;
+        }
+        for (int j = s + 1; j <= t; ++j) {
+          if (m < d.x[j]) continue;
+          const int64_t a = at(j, t, m - d.x[j]), b = at(s, j - 1, m);
+          if (a >= kInf || b >= kInf) continue;
+          best = std::min(best, d.fwd_sum(s, j) + a + b);
+        }
+        row[m] = best;
+      }
+    }
+  }
+  const auto m0 = top_memory(d);
+  if (!m0 || C[0][L][*m0] >= kInf) return std::nullopt;
+  return C[0][L][*m0];
+}
+
+}  // namespace memopt::solver

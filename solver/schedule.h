@@ -1,0 +1,55 @@
+// schedule.h: a schedule is data -- the ops of SPEC sections 3-5 in program order,
+// plus the budget it was solved for and what the simulator predicts for it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memopt::solver {
+
+// Note [One table per enumeration]: the enum, its JSON word and whether it takes a
+// stage index are defined once, in kOpKinds; everything else looks them up there.
+enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch };
+
+struct OpKindInfo {
+  OpKind kind;
+  std::string_view word;  // in schedule.json and in printed schedules
+  bool has_index;
+  bool is_compute;        // runs on the compute stream (section 5)
+};
+
+inline constexpr OpKindInfo kOpKinds[] = {
+    {OpKind::FwdKeep, "fwd_keep", true, true},   {OpKind::FwdCkpt, "fwd_ckpt", true, true},
+    {OpKind::FwdDrop, "fwd_drop", true, true},   {OpKind::Loss, "loss", false, true},
+    {OpKind::Bwd, "bwd", true, true},            {OpKind::Offload, "offload", true, false},
+    {OpKind::Prefetch, "prefetch", true, false},
+};
+
+const OpKindInfo& info(OpKind kind);
+std::optional<OpKind> op_kind_from_word(std::string_view word);
+
+struct Op {
+  OpKind kind;
+  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch, -1 for loss
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+std::string to_string(const Op& op);  // "fwd_keep 3", "loss"
+
+struct Prediction {
+  int64_t peak_bytes = 0;
+  double time_ms = 0;
+};
+
+struct Schedule {
+  std::string solver;
+  int64_t budget_bytes = 0;
+  int chain_length = 0;
+  Prediction predicted;
+  std::vector<Op> ops;
+};
+
+}  // namespace memopt::solver

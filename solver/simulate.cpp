@@ -1,0 +1,301 @@
+// simulate.cpp: the two simulators of SPEC sections 4 and 5.
+#include "solver/simulate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace memopt::solver {
+namespace {
+
+std::string op_label(const std::vector<Op>& ops, int p) {
+  return "op " + std::to_string(p) + " (" + to_string(ops[p]) + ")";
+}
+
+// Which activations exist on the device. ā_k contains a_k, and section 4 never has
+// both, so one slot per index keeps plain and saved apart.
+struct Residency {
+  std::vector<char> plain, saved, grad;  // a_k, ā_k, d_k for k in 0..L+1
+  explicit Residency(int L) : plain(L + 2, 0), saved(L + 2, 0), grad(L + 2, 0) {}
+  bool input_of(int i) const { return plain[i] || saved[i]; }
+};
+
+// Checks what op p needs (section 4 table) and returns an error, or "".
+std::string check_needs(const Chain& chain, const Residency& r, const std::vector<Op>& ops, int p) {
+  const int L = chain.length();
+  const Op& op = ops[p];
+  const auto missing = [&](const std::string& what) {
+    return op_label(ops, p) + ": needs " + what + ", which is not resident";
+  };
+  if (op.kind != OpKind::Loss && (op.index < 0 || op.index >= L)) {
+    if (!(op.kind == OpKind::Offload || op.kind == OpKind::Prefetch) || op.index > L || op.index < 0)
+      return op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages";
+  }
+  const int i = op.index;
+  switch (op.kind) {
+    case OpKind::FwdKeep:
+    case OpKind::FwdCkpt:
+      if (!r.input_of(i)) return missing("the input of stage " + std::to_string(i) + " (a_" + std::to_string(i) + ")");
+      if (r.plain[i + 1] || r.saved[i + 1])
+        return op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is already resident";
+      return "";
+    case OpKind::FwdDrop:
+      if (!r.plain[i]) {
+        if (r.saved[i]) return op_label(ops, p) + ": fwd_drop needs a plain a_" + std::to_string(i) + " but only ā_" + std::to_string(i) + " is resident (use fwd_ckpt or fwd_keep)";
+        return missing("a_" + std::to_string(i));
+      }
+      if (r.plain[i + 1] || r.saved[i + 1])
+        return op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is already resident";
+      return "";
+    case OpKind::Loss:
+      if (!r.input_of(L)) return missing("a_" + std::to_string(L) + " (the last stage's output)");
+      if (r.grad[L]) return op_label(ops, p) + ": d_" + std::to_string(L) + " is already resident";
+      return "";
+    case OpKind::Bwd:
+      if (!r.grad[i + 1]) return missing("d_" + std::to_string(i + 1) + (i + 1 == L ? " (run loss first)" : " (run bwd " + std::to_string(i + 1) + " first)"));
+      if (!r.saved[i + 1]) return missing("ā_" + std::to_string(i + 1) + " (stage " + std::to_string(i) + " must run fwd_keep before its bwd)");
+      if (!r.input_of(i)) return missing("the input of stage " + std::to_string(i));
+      return "";
+    case OpKind::Offload:
+    case OpKind::Prefetch:
+      return "";
+  }
+  return "";
+}
+
+std::string check_end(const Chain& chain, const Residency& r) {
+  const int L = chain.length();
+  if (!r.grad[0]) return "the schedule ends without d_0 (the gradient of the input): the backward is incomplete";
+  for (int k = 0; k <= L + 1; ++k) {
+    if (r.plain[k]) return "the schedule ends with a_" + std::to_string(k) + " still resident";
+    if (r.saved[k]) return "the schedule ends with ā_" + std::to_string(k) + " still resident";
+    if (k > 0 && r.grad[k]) return "the schedule ends with d_" + std::to_string(k) + " still resident";
+  }
+  return "";
+}
+
+SimResult fail(SimResult r, int p, std::string error) {
+  r.valid = false;
+  r.error_op = p;
+  r.error = std::move(error);
+  return r;
+}
+
+}  // namespace
+
+SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
+  const int L = chain.length();
+  Residency r(L);
+  r.plain[0] = 1;
+  int64_t resident = chain.x(0);
+  SimResult out;
+  out.peak_bytes = resident;
+  double time_ms = 0;
+  const auto reach = [&](int64_t bytes, int p) {
+    if (bytes > out.peak_bytes) { out.peak_bytes = bytes; out.peak_op = p; }
+  };
+  for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
+    const Op& op = ops[p];
+    if (!info(op.kind).is_compute)
+      return fail(out, p, op_label(ops, p) + ": offload ops need the timeline simulator (SPEC section 5)");
+    if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
+    const int i = op.index;
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+        resident += chain.xbar(i + 1);
+        r.saved[i + 1] = 1;
+        reach(resident + chain.ftmp(i), p);
+        time_ms += chain.uf(i);
+        break;
+      case OpKind::FwdCkpt:
+      case OpKind::FwdDrop:
+        resident += chain.x(i + 1);
+        r.plain[i + 1] = 1;
+        reach(resident + chain.ftmp(i), p);
+        time_ms += chain.uf(i);
+        if (op.kind == OpKind::FwdDrop) { resident -= chain.x(i); r.plain[i] = 0; }
+        break;
+      case OpKind::Loss:
+        resident += chain.x(L);
+        r.grad[L] = 1;
+        reach(resident + chain.btmp(L), p);
+        time_ms += chain.ub(L);
+        if (r.plain[L]) { resident -= chain.x(L); r.plain[L] = 0; }
+        break;
+      case OpKind::Bwd:
+        resident += chain.x(i);
+        r.grad[i] = 1;
+        reach(resident + chain.btmp(i), p);
+        time_ms += chain.ub(i);
+        resident -= chain.x(i + 1) + chain.xbar(i + 1);
+        r.grad[i + 1] = 0;
+        r.saved[i + 1] = 0;
+        if (r.plain[i]) { resident -= chain.x(i); r.plain[i] = 0; }
+        break;
+      default:
+        break;
+    }
+  }
+  out.time_ms = time_ms;
+  if (std::string e = check_end(chain, r); !e.empty()) return fail(out, static_cast<int>(ops.size()), e);
+  out.valid = true;
+  return out;
+}
+
+namespace {
+
+// Where a plain a_k is, for the timeline simulator.
+enum class Place { None, Device, OnHost };
+
+struct MemEvent {
+  double time_ms;
+  int64_t order;   // ties: copy-end frees first, then program order (start 2p, end 2p+1)
+  int64_t delta_bytes;
+  int op;          // the op whose start this is (for peak_op), -1 for frees
+};
+
+}  // namespace
+
+SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
+  const int L = chain.length();
+  const int n = static_cast<int>(ops.size());
+  Residency r(L);
+  r.plain[0] = 1;
+  SimResult out;
+
+  std::vector<Place> place(L + 2, Place::None);
+  place[0] = Place::Device;
+  std::vector<double> ready_ms(L + 2, 0.0);       // when a_k's data is on the device
+  std::vector<double> on_host_ms(L + 2, 0.0);     // when its offload ended
+  std::vector<MemEvent> events;
+  events.push_back({0.0, -2, chain.x(0), -1});
+
+  double compute_end = 0;  // the compute cursor: end of the previous compute op
+  double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
+  const auto need_link = [&](int p) -> std::string {
+    if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one or solve with --bandwidth";
+    return "";
+  };
+
+  for (int p = 0; p < n; ++p) {
+    const Op& op = ops[p];
+    const int i = op.index;
+    if (op.kind == OpKind::Offload) {
+      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
+      if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
+      if (!r.plain[i] || place[i] != Place::Device) {
+        if (r.saved[i]) return fail(out, p, op_label(ops, p) + ": only plain activations can be offloaded, and a_" + std::to_string(i) + " is held as ā_" + std::to_string(i));
+        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not resident on the device");
+      }
+      const double start = std::max({compute_end, ready_ms[i], d2h_free});
+      const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->d2h_bytes_per_s;
+      d2h_free = end;
+      last_copy_end = std::max(last_copy_end, end);
+      out.copy_ms += end - start;
+      events.push_back({end, -1, -chain.x(i), -1});
+      place[i] = Place::OnHost;
+      on_host_ms[i] = end;
+      r.plain[i] = 0;
+      continue;
+    }
+    if (op.kind == OpKind::Prefetch) {
+      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
+      if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
+      if (place[i] != Place::OnHost) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)");
+      events.push_back({compute_end, 2 * static_cast<int64_t>(p), chain.x(i), p});
+      const double start = std::max({compute_end, h2d_free, on_host_ms[i]});
+      const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->h2d_bytes_per_s;
+      h2d_free = end;
+      last_copy_end = std::max(last_copy_end, end);
+      out.copy_ms += end - start;
+      place[i] = Place::Device;
+      ready_ms[i] = end;
+      r.plain[i] = 1;
+      continue;
+    }
+    if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
+
+    // A compute op waits for every plain activation it reads that is still arriving.
+    double ready = compute_end;
+    const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, ready_ms[k]); };
+    int64_t add_bytes = 0, tmp_bytes = 0, remove_bytes = 0;
+    double dur_ms = 0;
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+      case OpKind::FwdCkpt:
+      case OpKind::FwdDrop:
+        wait_for(i);
+        add_bytes = op.kind == OpKind::FwdKeep ? chain.xbar(i + 1) : chain.x(i + 1);
+        tmp_bytes = chain.ftmp(i);
+        dur_ms = chain.uf(i);
+        break;
+      case OpKind::Loss:
+        wait_for(L);
+        add_bytes = chain.x(L);
+        tmp_bytes = chain.btmp(L);
+        dur_ms = chain.ub(L);
+        break;
+      case OpKind::Bwd:
+        wait_for(i);
+        add_bytes = chain.x(i);
+        tmp_bytes = chain.btmp(i);
+        dur_ms = chain.ub(i);
+        break;
+      default:
+        break;
+    }
+    const double start = ready;
+    const double end = start + dur_ms;
+    out.stall_ms += start - compute_end;
+    compute_end = end;
+    events.push_back({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p});
+
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+        r.saved[i + 1] = 1;
+        break;
+      case OpKind::FwdCkpt:
+      case OpKind::FwdDrop:
+        r.plain[i + 1] = 1;
+        place[i + 1] = Place::Device;
+        ready_ms[i + 1] = end;
+        if (op.kind == OpKind::FwdDrop) { remove_bytes += chain.x(i); r.plain[i] = 0; place[i] = Place::None; }
+        break;
+      case OpKind::Loss:
+        r.grad[L] = 1;
+        if (r.plain[L]) { remove_bytes += chain.x(L); r.plain[L] = 0; place[L] = Place::None; }
+        break;
+      case OpKind::Bwd:
+        r.grad[i] = 1;
+        remove_bytes += chain.x(i + 1) + chain.xbar(i + 1);
+        r.grad[i + 1] = 0;
+        r.saved[i + 1] = 0;
+        if (r.plain[i]) { remove_bytes += chain.x(i); r.plain[i] = 0; place[i] = Place::None; }
+        break;
+      default:
+        break;
+    }
+    events.push_back({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
+  }
+
+  for (int k = 0; k <= L; ++k) {
+    if (place[k] == Place::OnHost)
+      return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
+  }
+  if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
+
+  std::stable_sort(events.begin(), events.end(), [](const MemEvent& a, const MemEvent& b) {
+    return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
+  });
+  int64_t total = 0;
+  for (const MemEvent& e : events) {
+    total += e.delta_bytes;
+    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
+  }
+  out.time_ms = std::max(compute_end, last_copy_end);
+  out.valid = true;
+  return out;
+}
+
+}  // namespace memopt::solver

@@ -1,0 +1,40 @@
+// simulate.h: replays a schedule on a chain and says whether it is valid, its peak
+// device bytes and its time -- SPEC section 4 (sequential, no offload) and section 5
+// (compute stream plus full-duplex d2h/h2d links). Every schedule is checked here
+// before anyone trusts it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+struct SimResult {
+  bool valid = false;
+  std::string error;        // empty when valid: what is wrong, naming the op
+  int error_op = -1;        // index into ops of the first bad op, -1 if none
+  int64_t peak_bytes = 0;   // highest device total at any instant
+  double time_ms = 0;       // when the last compute op or copy ends
+  int peak_op = -1;         // the op at whose start the peak was reached
+  // Offload statistics (section 5 only; zero without offload ops).
+  double copy_ms = 0;       // total time the links were busy
+  double stall_ms = 0;      // time the compute stream waited for a prefetch
+};
+
+// SPEC section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
+SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
+
+// SPEC section 5. Needs chain.link when the ops offload or prefetch.
+// On schedules without offload it gives exactly simulate_sequential's numbers.
+SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops);
+
+// Valid and peak <= budget_bytes.
+inline bool fits(const SimResult& r, int64_t budget_bytes) {
+  return r.valid && r.peak_bytes <= budget_bytes;
+}
+
+}  // namespace memopt::solver

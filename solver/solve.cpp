@@ -1,0 +1,148 @@
+// solve.cpp: dispatch by solver name, simulate, and explain infeasible budgets.
+#include "solver/solve.h"
+
+#include <cmath>
+#include <functional>
+
+#include "solver/baselines.h"
+#include "solver/io.h"
+#include "solver/offload.h"
+#include "solver/rotor.h"
+#include "solver/simulate.h"
+
+namespace memopt::solver {
+
+const SolverKindInfo& info(SolverKind kind) {
+  for (const auto& k : kSolverKinds)
+    if (k.kind == kind) return k;
+  throw std::logic_error("unknown SolverKind");
+}
+
+std::optional<SolverKind> solver_kind_from_word(std::string_view word) {
+  for (const auto& k : kSolverKinds)
+    if (k.word == word) return k.kind;
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<std::vector<Op>> solve_optimal(const Chain&, int64_t, const DpOptions&);
+std::optional<std::vector<Op>> solve_recompute_only(const Chain&, int64_t, const DpOptions&);
+
+using SolverFn = std::function<std::optional<std::vector<Op>>(const Chain&, int64_t, const DpOptions&)>;
+
+SolverFn solver_fn(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::Optimal: return solve_optimal;
+    case SolverKind::RecomputeOnly: return solve_recompute_only;
+    case SolverKind::RotorCompat: return solve_recompute;
+    case SolverKind::OffloadAll: return offload_all;
+    case SolverKind::StoreAll: return store_all;
+    case SolverKind::Sqrt: return sqrt_segments;
+    case SolverKind::RecomputeBlocks: return recompute_blocks;
+    case SolverKind::RecomputeAll: return recompute_all;
+  }
+  throw std::logic_error("unknown SolverKind");
+}
+
+// Note [Optimal takes the best of everything]
+// The DPs work in slots, which round every size up, so a baseline that fits in
+// bytes can beat the DP's schedule (store-all at a budget of exactly its peak is the
+// usual case), and offload-all lies outside the offload DP's class. `optimal` and
+// `recompute-only` therefore also simulate the baselines they may use and return
+// the fastest schedule that fits: never worse than any of them, as users expect.
+std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                                       bool with_offload) {
+  std::vector<std::optional<std::vector<Op>>> candidates;
+  candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
+  for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all})
+    candidates.push_back((*baseline)(chain, budget_bytes, dp));
+  if (with_offload && chain.link) candidates.push_back(offload_all(chain, budget_bytes, dp));
+  std::optional<std::vector<Op>> best;
+  double best_ms = 0;
+  for (auto& c : candidates) {
+    if (!c) continue;
+    const SimResult r = simulate_timeline(chain, *c);
+    if (!fits(r, budget_bytes)) continue;
+    if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
+  }
+  return best;
+}
+
+std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
+  return best_of(chain, budget_bytes, dp, /*with_offload=*/true);
+}
+std::optional<std::vector<Op>> solve_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
+  return best_of(chain, budget_bytes, dp, /*with_offload=*/false);
+}
+
+DpOptions dp_options(const SolveOptions& o) {
+  return {o.slots, o.solver == SolverKind::RotorCompat, o.num_threads};
+}
+
+bool solves(const Chain& chain, const SolveOptions& o, int64_t budget_bytes) {
+  return solver_fn(o.solver)(chain, budget_bytes, dp_options(o)).has_value();
+}
+
+}  // namespace
+
+int64_t min_feasible_budget(const Chain& chain, const SolveOptions& options) {
+  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  // Slot rounding can make the DP miss at exactly the store-all peak; look upwards.
+  int64_t hi = std::max<int64_t>(store_all_peak, 1);
+  int doublings = 0;
+  while (!solves(chain, options, hi)) {
+    if (++doublings > 8) return -1;
+    hi *= 2;
+  }
+  // Feasibility is monotone in the budget: a larger budget rounds every size to
+  // the same or fewer slots, and every DP condition is monotone in the sizes.
+  int64_t lo = 0;  // infeasible: nothing fits in zero bytes
+  while (hi - lo > std::max<int64_t>(1, hi / 100000)) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (solves(chain, options, mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+Schedule solve(const Chain& chain, const SolveOptions& options) {
+  if (std::string e = validate(chain); !e.empty()) throw std::invalid_argument("invalid chain: " + e);
+  if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
+  if (options.solver == SolverKind::OffloadAll && !chain.link)
+    throw std::invalid_argument("offload-all needs the host<->device bandwidth: the profile has no `link`; pass --bandwidth");
+  const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
+  const std::string_view name = info(options.solver).word;
+  if (!ops) {
+    const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    const int64_t min_budget = options.find_min_budget ? min_feasible_budget(chain, options) : -1;
+    std::string msg = "no " + std::string(name) + " schedule fits a budget of " +
+                      format_bytes(options.budget_bytes) + " (" + std::to_string(options.budget_bytes) + " B). ";
+    if (min_budget > 0)
+      msg += "The smallest budget that works is " + format_bytes(min_budget) + " (" + std::to_string(min_budget) + " B)";
+    else if (options.find_min_budget)
+      msg += "No budget up to 256x the store-all peak works";
+    msg += "; storing everything peaks at " + format_bytes(store_all_peak) + " (" + std::to_string(store_all_peak) + " B).";
+    throw InfeasibleBudget(msg, min_budget, store_all_peak);
+  }
+  const SimResult sim = simulate_timeline(chain, *ops);
+  if (!sim.valid)
+    throw std::logic_error("bug: solver " + std::string(name) + " returned an invalid schedule: " + sim.error);
+  if (sim.peak_bytes > options.budget_bytes) {
+    const std::string over = "solver " + std::string(name) + " returned a schedule peaking at " +
+                             std::to_string(sim.peak_bytes) + " B, over the budget of " +
+                             std::to_string(options.budget_bytes) + " B";
+    // rotor's recurrence is known to do this (SPEC section 6); ours never may.
+    if (options.solver == SolverKind::RotorCompat)
+      throw std::runtime_error(over + ": rotor's published recurrence checks the wrong gradient in its keep branch; use --solver optimal");
+    throw std::logic_error("bug: " + over);
+  }
+  Schedule s;
+  s.solver = std::string(name);
+  s.budget_bytes = options.budget_bytes;
+  s.chain_length = chain.length();
+  s.predicted = {sim.peak_bytes, sim.time_ms};
+  s.ops = *ops;
+  return s;
+}
+
+}  // namespace memopt::solver

@@ -1,0 +1,126 @@
+// solver_bench.cpp: Google Benchmark timings of the recompute DP (solver/rotor.h) on a
+// GPT-2-shaped chain (tests/solver/random_chains.h: gpt2_like_chain) at a budget of 50%
+// of its store-all peak.
+//
+//   BM_SolveOptimal/L/slots      solve_recompute: the filled table plus the
+//                                reconstruction of the schedule (all cores)
+//   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
+//                                kept for the tests, for comparison
+//
+// Every benchmark first checks that the fast DP's value equals the plain reference's
+// (skipped with an error otherwise) and reports it as the counter values_identical = 1.
+// Run:  build/tests/bench/solver_bench --benchmark_out=solver_bench.json --benchmark_out_format=json
+// or tools/run_solver_bench.sh, which also writes results/solver-bench/README.md.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <optional>
+#include <string>
+
+#include "solver/baselines.h"
+#include "solver/rotor.h"
+#include "solver/simulate.h"
+#include "tests/solver/random_chains.h"
+
+namespace memopt::solver {
+namespace {
+
+constexpr double kBudgetFractionOfStoreAll = 0.5;
+
+struct Problem {
+  Chain chain;
+  int64_t budget_bytes = 0;
+};
+
+Problem make_problem(int L) {
+  Problem p{testing::gpt2_like_chain(L), 0};
+  const int64_t store_all_peak = simulate_sequential(p.chain, store_all_ops(p.chain)).peak_bytes;
+  p.budget_bytes = static_cast<int64_t>(kBudgetFractionOfStoreAll * static_cast<double>(store_all_peak));
+  return p;
+}
+
+DpOptions dp_options(int slots) {
+  DpOptions o;
+  o.slots = slots;
+  return o;
+}
+
+struct Check {
+  std::optional<int64_t> fast, reference;
+};
+
+// Checks the fast DP against the plain reference on this problem; false (and the
+// benchmark skipped with an error) if they differ. Google Benchmark calls a benchmark
+// function once per repetition and per trial run, so each (L, slots) is checked once.
+bool values_identical(benchmark::State& state, const Problem& p, int slots) {
+  static std::map<std::pair<int, int>, Check> checked;
+  const auto key = std::make_pair(p.chain.length(), slots);
+  if (!checked.count(key)) {
+    checked[key] = {fast_recompute_value(p.chain, p.budget_bytes, dp_options(slots)),
+                    reference_recompute_value(p.chain, p.budget_bytes, dp_options(slots))};
+  }
+  const auto& [fast, reference] = checked[key];
+  if (fast != reference) {
+    state.SkipWithError("fast_recompute_value differs from reference_recompute_value");
+    return false;
+  }
+  if (!fast) {
+    state.SkipWithError("the budget is infeasible for this chain");
+    return false;
+  }
+  state.counters["values_identical"] = 1;
+  state.counters["value_ms"] = static_cast<double>(*fast) * time_quantum_for(p.chain).unit_ms;
+  return true;
+}
+
+void set_common_counters(benchmark::State& state, const Problem& p, int slots) {
+  state.counters["L"] = p.chain.length();
+  state.counters["slots"] = slots;
+  state.counters["budget_fraction_of_store_all"] = kBudgetFractionOfStoreAll;
+}
+
+void BM_SolveOptimal(benchmark::State& state) {
+  const int L = static_cast<int>(state.range(0));
+  const int slots = static_cast<int>(state.range(1));
+  const Problem p = make_problem(L);
+  if (!values_identical(state, p, slots)) return;
+  set_common_counters(state, p, slots);
+  size_t num_ops = 0;
+  for (auto _ : state) {
+    std::optional<std::vector<Op>> ops = solve_recompute(p.chain, p.budget_bytes, dp_options(slots));
+    benchmark::DoNotOptimize(ops);
+    num_ops = ops ? ops->size() : 0;
+  }
+  state.counters["num_ops"] = static_cast<double>(num_ops);
+}
+
+void BM_ReferenceRecompute(benchmark::State& state) {
+  const int L = static_cast<int>(state.range(0));
+  const int slots = static_cast<int>(state.range(1));
+  const Problem p = make_problem(L);
+  if (!values_identical(state, p, slots)) return;
+  set_common_counters(state, p, slots);
+  for (auto _ : state) {
+    std::optional<int64_t> value = reference_recompute_value(p.chain, p.budget_bytes, dp_options(slots));
+    benchmark::DoNotOptimize(value);
+  }
+}
+
+BENCHMARK(BM_SolveOptimal)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96, 192}, {500, 2000}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_ReferenceRecompute)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96}, {500}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace memopt::solver
+
+BENCHMARK_MAIN();

@@ -1,0 +1,144 @@
+// random_chains.h: chain generators shared by the solver tests and the solver benchmark --
+// homogeneous chains for SPEC section 7's closed forms, random chains for property and
+// brute-force tests, a GPT-2-shaped chain, and the "discretised" view of a chain (sizes
+// in slots, times in quantum units) that lets tests compare with the DP exactly.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "solver/chain.h"
+#include "solver/rotor.h"
+
+namespace memopt::solver::testing {
+
+// "s" + std::to_string(i), written so that GCC 12 does not warn (-Wrestrict false positive).
+inline std::string numbered(const char* prefix, int i) {
+  std::string name = prefix;
+  name += std::to_string(i);
+  return name;
+}
+
+// SPEC section 7's homogeneous chain: x_i = c (input included), x̄_i = cbar, no tmp,
+// ub_L = 0.
+inline Chain homogeneous_chain(int L, double uf_ms, double ub_ms, int64_t c_bytes, int64_t cbar_bytes) {
+  Chain chain;
+  chain.input_bytes = c_bytes;
+  for (int i = 0; i < L; ++i) {
+    Stage s;
+    s.name = numbered("h", i);
+    s.fwd_ms = uf_ms;
+    s.bwd_ms = ub_ms;
+    s.out_bytes = c_bytes;
+    s.saved_bytes = cbar_bytes;
+    chain.stages.push_back(s);
+  }
+  return chain;
+}
+
+struct RandomChainOptions {
+  int length = 4;
+  // Sizes are multiples of unit_bytes in [0, max_units] (x̄ in [x, x + max_units]).
+  int64_t unit_bytes = 1;
+  int64_t max_units = 8;
+  double zero_probability = 0.15;        // a size (or a tmp) is exactly 0
+  double large_tmp_probability = 0.15;   // a tmp is several times the largest tensor
+  int64_t large_tmp_units = 40;
+  // Times: integers in [0, max_ms] when integer_ms, else uniform reals in [0.01, max_ms].
+  bool integer_ms = true;
+  double max_ms = 9;
+};
+
+// Random chains with every knob that matters to the DP: zero-size tensors, zero
+// tmp, large forward and backward temporaries, x̄ anywhere from x to x + max.
+inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  std::uniform_int_distribution<int64_t> units(1, std::max<int64_t>(1, o.max_units));
+  std::uniform_int_distribution<int64_t> large(o.large_tmp_units / 2, std::max<int64_t>(1, o.large_tmp_units));
+  const auto size = [&] { return u01(rng) < o.zero_probability ? 0 : units(rng) * o.unit_bytes; };
+  const auto tmp = [&] {
+    const double r = u01(rng);
+    if (r < o.large_tmp_probability) return large(rng) * o.unit_bytes;
+    if (r < o.large_tmp_probability + 0.35) return int64_t{0};
+    return size();
+  };
+  const auto time = [&] {
+    if (o.integer_ms) return static_cast<double>(std::uniform_int_distribution<int>(0, static_cast<int>(o.max_ms))(rng));
+    return 0.01 + u01(rng) * (o.max_ms - 0.01);
+  };
+  Chain chain;
+  chain.input_bytes = size();
+  for (int i = 0; i < o.length; ++i) {
+    Stage s;
+    s.name = numbered("s", i);
+    s.fwd_ms = time();
+    s.bwd_ms = time();
+    s.out_bytes = size();
+    s.saved_bytes = s.out_bytes + (u01(rng) < 0.3 ? 0 : size());
+    s.fwd_tmp_bytes = tmp();
+    s.bwd_tmp_bytes = tmp();
+    chain.stages.push_back(s);
+  }
+  chain.loss.bwd_ms = u01(rng) < 0.5 ? 0.0 : time();
+  chain.loss.bwd_tmp_bytes = tmp();
+  return chain;
+}
+
+// Arbitrary byte sizes (not multiples of anything) and real times.
+inline Chain random_byte_chain(std::mt19937_64& rng, int L, int64_t max_bytes, double zero_probability = 0.1) {
+  RandomChainOptions o;
+  o.length = L;
+  o.unit_bytes = 1;
+  o.max_units = max_bytes;
+  o.zero_probability = zero_probability;
+  o.large_tmp_units = 4 * max_bytes;
+  o.integer_ms = false;
+  o.max_ms = 10;
+  return random_chain(rng, o);
+}
+
+// A GPT-2-shaped chain of L >= 3 stages: a small embedding stage, L-2 transformer
+// blocks that save about 10x their output (attention and MLP internals), and a final
+// ln_f + lm_head + cross-entropy stage that saves the logits (the largest tensor)
+// and outputs the scalar loss. Sizes are those of B=8, T=1024, C=768, V=50257, fp32.
+inline Chain gpt2_like_chain(int L) {
+  const int64_t B = 8, T = 1024, C = 768, V = 50257, f32 = 4;
+  const int64_t act = B * T * C * f32;     // one residual-stream activation
+  const int64_t logits = B * T * V * f32;
+  Chain chain;
+  chain.input_bytes = B * T * 8;            // int64 token ids
+  chain.stages.push_back({"embed", 1.9, 3.1, act, act, 0, act});
+  for (int i = 0; i + 2 < L; ++i)
+    chain.stages.push_back({numbered("block", i), 38.0, 77.0, act, 10 * act + act / 3, 4 * act, 6 * act});
+  chain.stages.push_back({"head", 95.0, 190.0, f32, logits + act, logits, 2 * logits});
+  chain.loss = {0.0, 0};
+  return chain;
+}
+
+// The chain as the DP sees it for (budget_bytes, slots): every size in slots of
+// budget/slots, rounded up (computed here, independently of bytes_to_slots), every
+// time in units of time_quantum_for(chain), rounded to nearest. Simulating ops on it
+// gives peaks in slots and times in quantum units, exactly (small integers in double).
+inline int64_t ceil_slots(int64_t bytes, int64_t budget_bytes, int slots) {
+  if (bytes <= 0) return 0;
+  const __int128 num = static_cast<__int128>(bytes) * slots;
+  return static_cast<int64_t>(num / budget_bytes + (num % budget_bytes != 0 ? 1 : 0));
+}
+
+inline Chain discretised(const Chain& chain, int64_t budget_bytes, int slots) {
+  const TimeQuantum q = time_quantum_for(chain);
+  const auto sl = [&](int64_t b) { return ceil_slots(b, budget_bytes, slots); };
+  const auto un = [&](double ms) { return static_cast<double>(std::llround(ms / q.unit_ms)); };
+  Chain d;
+  d.input_bytes = sl(chain.input_bytes);
+  for (const Stage& s : chain.stages)
+    d.stages.push_back({s.name, un(s.fwd_ms), un(s.bwd_ms), sl(s.out_bytes), sl(s.saved_bytes),
+                        sl(s.fwd_tmp_bytes), sl(s.bwd_tmp_bytes)});
+  d.loss = {un(chain.loss.bwd_ms), sl(chain.loss.bwd_tmp_bytes)};
+  return d;
+}
+
+}  // namespace memopt::solver::testing

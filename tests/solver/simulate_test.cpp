@@ -1,0 +1,377 @@
+// simulate_test.cpp: the simulators of SPEC sections 4 and 5 against hand-computed
+// peaks and times, the closed forms of section 7, and each other.
+//
+// Sizes in the hand-computed cases are small integers and times are dyadic, so every
+// expected number is exact and compared with ==.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+#include "solver/simulate.h"
+#include "tests/solver/brute_force.h"
+#include "tests/solver/random_chains.h"
+
+namespace memopt::solver {
+namespace {
+
+Op keep(int i) { return {OpKind::FwdKeep, i}; }
+Op ckpt(int i) { return {OpKind::FwdCkpt, i}; }
+Op drop(int i) { return {OpKind::FwdDrop, i}; }
+Op loss() { return {OpKind::Loss, -1}; }
+Op bwd(int i) { return {OpKind::Bwd, i}; }
+Op offload(int k) { return {OpKind::Offload, k}; }
+Op prefetch(int k) { return {OpKind::Prefetch, k}; }
+
+// Large enough that the op carrying it is the peak, so the peak reads off the resident
+// bytes at that op: peak = kProbe + resident after the op's additions.
+constexpr int64_t kProbe = 1000;
+
+// Two stages with sizes that make every resident set's total distinct enough to read:
+// a_0 = 1, a_1 = 2, ā_1 = 8, a_2 = 16, ā_2 = 64 (d_k has a_k's size).
+Chain two_stage_chain() {
+  Chain c;
+  c.input_bytes = 1;
+  c.stages.push_back({"s0", 1.0, 2.0, 2, 8, 0, 0});
+  c.stages.push_back({"s1", 4.0, 8.0, 16, 64, 0, 0});
+  c.loss = {16.0, 0};
+  return c;
+}
+
+const std::vector<Op> kStoreAll = {keep(0), keep(1), loss(), bwd(1), bwd(0)};
+// Checkpoint a_1, keep stage 1, then recompute stage 0 (checkpoint branch j = 1).
+const std::vector<Op> kCkptAtOne = {ckpt(0), keep(1), loss(), bwd(1), keep(0), bwd(0)};
+// Checkpoint a_0 only (j = 2), then keep both stages.
+const std::vector<Op> kCkptAtTwo = {ckpt(0), drop(1), loss(), keep(0), keep(1), bwd(1), bwd(0)};
+
+void expect_valid(const SimResult& r, int64_t peak_bytes, double time_ms) {
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_TRUE(r.error.empty());
+  EXPECT_EQ(r.error_op, -1);
+  EXPECT_EQ(r.peak_bytes, peak_bytes);
+  EXPECT_EQ(r.time_ms, time_ms);
+}
+
+TEST(SimulateSequential, StoreAllByHand) {
+  // Resident after each op's additions: 9, 73, 89, 91, 12; ends holding d_0 (1 byte).
+  const SimResult r = simulate_sequential(two_stage_chain(), kStoreAll);
+  expect_valid(r, 91, 1 + 4 + 16 + 8 + 2);
+  EXPECT_EQ(r.peak_op, 3);
+  EXPECT_EQ(r.copy_ms, 0);
+  EXPECT_EQ(r.stall_ms, 0);
+}
+
+TEST(SimulateSequential, CheckpointBranchByHand) {
+  // 3, 67, 83, 85 at bwd 1 (which then frees d_2, ā_2 and the plain a_1: 3 left),
+  // 11, 12. Stage 0 runs forward twice.
+  const SimResult r = simulate_sequential(two_stage_chain(), kCkptAtOne);
+  expect_valid(r, 85, 1 + 4 + 16 + 8 + 1 + 2);
+  EXPECT_EQ(r.peak_op, 3);
+  // 3, 19 (then a_1 dropped: 17), 33 (then the plain a_2 freed: 17), 25, 89, 91, 12.
+  const SimResult r2 = simulate_sequential(two_stage_chain(), kCkptAtTwo);
+  expect_valid(r2, 91, 1 + 4 + 16 + 1 + 4 + 8 + 2);
+  EXPECT_EQ(r2.peak_op, 5);
+}
+
+struct ProbeCase {
+  const char* what;
+  const std::vector<Op>* ops;
+  int stage;         // which tmp carries the probe: stage index, or 2 (= L) for the loss
+  bool forward;      // ftmp (else btmp)
+  int64_t resident;  // expected resident bytes at the probed op
+  int peak_op;
+};
+
+TEST(SimulateSequential, EachOpPeaksAtResidentPlusItsTmp) {
+  const ProbeCase cases[] = {
+      {"fwd_keep 0 counts ā_1 before its tmp", &kStoreAll, 0, true, 9, 0},
+      {"fwd_keep 1 reads ā_1 and adds ā_2", &kStoreAll, 1, true, 73, 1},
+      {"loss adds d_2 and keeps ā_2", &kStoreAll, 2, false, 89, 2},
+      {"bwd 1 adds d_1 before freeing", &kStoreAll, 1, false, 91, 3},
+      {"bwd 1 leaves ā_1 for bwd 0", &kStoreAll, 0, false, 12, 4},
+      // Recomputing stage 0 pays its tmp again; bwd 1 freed the plain a_1 (else 13).
+      {"a recomputation pays ftmp again", &kCkptAtOne, 0, true, 11, 4},
+      {"loss after fwd_keep 1 on a plain a_1", &kCkptAtOne, 2, false, 83, 2},
+      // fwd_drop 1 freed a_1 before the loss (else 35); the loss frees the plain a_2
+      // only after its peak (else 17).
+      {"fwd_drop frees its input, loss frees a plain a_L after", &kCkptAtTwo, 2, false, 33, 2},
+      {"bwd 0 after a drop-and-keep recompute", &kCkptAtTwo, 0, false, 12, 6},
+  };
+  for (const ProbeCase& pc : cases) {
+    Chain c = two_stage_chain();
+    if (pc.stage == c.length()) c.loss.bwd_tmp_bytes = kProbe;
+    else if (pc.forward) c.stages[pc.stage].fwd_tmp_bytes = kProbe;
+    else c.stages[pc.stage].bwd_tmp_bytes = kProbe;
+    const SimResult r = simulate_sequential(c, *pc.ops);
+    ASSERT_TRUE(r.valid) << pc.what << ": " << r.error;
+    EXPECT_EQ(r.peak_bytes, kProbe + pc.resident) << pc.what;
+    EXPECT_EQ(r.peak_op, pc.peak_op) << pc.what;
+  }
+}
+
+TEST(SimulateSequential, BudgetIsChecked) {
+  const SimResult r = simulate_sequential(two_stage_chain(), kStoreAll);
+  EXPECT_TRUE(fits(r, 91));
+  EXPECT_FALSE(fits(r, 90));
+  SimResult invalid = r;
+  invalid.valid = false;
+  EXPECT_FALSE(fits(invalid, 1000));
+}
+
+struct InvalidCase {
+  const char* what;
+  std::vector<Op> ops;
+  int error_op;  // -2: an end-of-schedule error, no particular op to blame
+};
+
+TEST(SimulateSequential, RejectsInvalidSchedules) {
+  const InvalidCase cases[] = {
+      {"needs a missing input", {keep(1), keep(0), loss(), bwd(1), bwd(0)}, 0},
+      {"fwd_drop on ā", {keep(0), drop(1), loss(), keep(1), bwd(1), bwd(0)}, 1},
+      {"bwd before loss", {keep(0), keep(1), bwd(1), loss(), bwd(0)}, 2},
+      {"bwd without ā (the stage ran fwd_ckpt)", {ckpt(0), ckpt(1), loss(), bwd(1), keep(0), bwd(0)}, 3},
+      {"input dropped, then needed", {ckpt(0), drop(1), loss(), keep(1), bwd(1), keep(0), bwd(0)}, 3},
+      {"reuses a_0 after bwd 0 freed it", {keep(0), keep(1), loss(), bwd(1), bwd(0), ckpt(0)}, 5},
+      {"stage index L is not a stage", {keep(0), keep(1), keep(2), loss(), bwd(1), bwd(0)}, 2},
+      {"negative stage index", {keep(-1), keep(0), keep(1), loss(), bwd(1), bwd(0)}, 0},
+      {"bwd index out of range", {keep(0), keep(1), loss(), bwd(7), bwd(1), bwd(0)}, 3},
+      {"offload in the sequential simulator", {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)}, 1},
+      {"ends holding ā_1, d_1 and a_0", {keep(0), keep(1), loss(), bwd(1)}, -2},
+      {"ends holding only a_0 (empty schedule)", {}, -2},
+      {"ends without any backward", {keep(0), keep(1), loss()}, -2},
+  };
+  const Chain c = two_stage_chain();
+  for (const InvalidCase& ic : cases) {
+    const SimResult r = simulate_sequential(c, ic.ops);
+    EXPECT_FALSE(r.valid) << ic.what;
+    EXPECT_FALSE(r.error.empty()) << ic.what;
+    if (ic.error_op >= 0) {
+      EXPECT_EQ(r.error_op, ic.error_op) << ic.what << ": " << r.error;
+    }
+    // Without offload ops the timeline simulator must reject the same op.
+    const bool has_offload = std::any_of(ic.ops.begin(), ic.ops.end(), [](const Op& op) { return !info(op.kind).is_compute; });
+    if (has_offload) continue;
+    const SimResult t = simulate_timeline(c, ic.ops);
+    EXPECT_FALSE(t.valid) << "timeline: " << ic.what;
+    if (ic.error_op >= 0) {
+      EXPECT_EQ(t.error_op, ic.error_op) << "timeline: " << ic.what;
+    }
+  }
+}
+
+// Hand-built op lists (not the baselines'), so the closed forms check the simulator.
+std::vector<Op> store_all_by_hand(int L) {
+  std::vector<Op> ops;
+  for (int i = 0; i < L; ++i) ops.push_back(keep(i));
+  ops.push_back(loss());
+  for (int i = L - 1; i >= 0; --i) ops.push_back(bwd(i));
+  return ops;
+}
+
+std::vector<Op> recompute_blocks_by_hand(int L) {
+  std::vector<Op> ops;
+  for (int i = 0; i + 1 < L; ++i) ops.push_back(ckpt(i));
+  ops.push_back(keep(L - 1));
+  ops.push_back(loss());
+  ops.push_back(bwd(L - 1));
+  for (int i = L - 2; i >= 0; --i) { ops.push_back(keep(i)); ops.push_back(bwd(i)); }
+  return ops;
+}
+
+TEST(SimulateSequential, ClosedFormsOnHomogeneousChains) {
+  // Dyadic times: every sum below is exact in double.
+  const double uf = 1.25, ub = 2.5;
+  const std::pair<int64_t, int64_t> sizes[] = {{1, 1}, {3, 7}, {1000, 10000}, {4096, 4096 * 11}};
+  for (int L = 1; L <= 40; ++L) {
+    for (const auto& [c, cbar] : sizes) {
+      const Chain chain = testing::homogeneous_chain(L, uf, ub, c, cbar);
+      for (const bool timeline : {false, true}) {
+        const auto sim = [&](const std::vector<Op>& ops) {
+          return timeline ? simulate_timeline(chain, ops) : simulate_sequential(chain, ops);
+        };
+        const SimResult sa = sim(store_all_by_hand(L));
+        ASSERT_TRUE(sa.valid) << sa.error;
+        EXPECT_EQ(sa.time_ms, L * (uf + ub)) << "L=" << L;
+        EXPECT_EQ(sa.peak_bytes, L * cbar + 3 * c) << "L=" << L;
+        const SimResult rb = sim(recompute_blocks_by_hand(L));
+        ASSERT_TRUE(rb.valid) << rb.error;
+        EXPECT_EQ(rb.time_ms, (2 * L - 1) * uf + L * ub) << "L=" << L;
+        EXPECT_EQ(rb.peak_bytes, (L + 2) * c + cbar) << "L=" << L;
+      }
+    }
+  }
+}
+
+TEST(SimulateTimeline, EqualsSequentialOnRandomPersistentSchedules) {
+  std::mt19937_64 rng(20240601);
+  int num_checked = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 1 + trial % 12;
+    o.unit_bytes = 1 + static_cast<int64_t>(rng() % 5000);
+    o.max_units = 50;
+    o.integer_ms = trial % 2 == 0;  // odd trials: arbitrary real times
+    o.max_ms = 30;
+    const Chain chain = testing::random_chain(rng, o);
+    const std::vector<Op> ops = testing::random_persistent_schedule(o.length, rng);
+    const SimResult s = simulate_sequential(chain, ops);
+    const SimResult t = simulate_timeline(chain, ops);
+    ASSERT_TRUE(s.valid) << s.error;
+    ASSERT_TRUE(t.valid) << t.error;
+    // Exact: the same additions in the same order, and integer bytes.
+    EXPECT_EQ(s.peak_bytes, t.peak_bytes) << "trial " << trial;
+    EXPECT_EQ(s.time_ms, t.time_ms) << "trial " << trial;
+    EXPECT_EQ(t.stall_ms, 0);
+    EXPECT_EQ(t.copy_ms, 0);
+    ++num_checked;
+  }
+  EXPECT_EQ(num_checked, 3000);
+}
+
+TEST(SimulateTimeline, AgreesWithSequentialOnMutatedSchedules) {
+  // Valid persistent schedules with one op swapped, deleted, duplicated or re-indexed:
+  // mostly invalid, and both simulators must say so at the same op.
+  std::mt19937_64 rng(77);
+  int num_invalid = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 1 + trial % 6;
+    const Chain chain = testing::random_chain(rng, o);
+    std::vector<Op> ops = testing::random_persistent_schedule(o.length, rng);
+    const size_t p = rng() % ops.size();
+    switch (rng() % 4) {
+      case 0: std::swap(ops[p], ops[rng() % ops.size()]); break;
+      case 1: ops.erase(ops.begin() + static_cast<long>(p)); break;
+      case 2: ops.insert(ops.begin() + static_cast<long>(p), ops[p]); break;
+      default:
+        if (ops[p].kind != OpKind::Loss) ops[p].index = static_cast<int>(rng() % (o.length + 2)) - 1;
+        break;
+    }
+    const SimResult s = simulate_sequential(chain, ops);
+    const SimResult t = simulate_timeline(chain, ops);
+    ASSERT_EQ(s.valid, t.valid) << "trial " << trial << ": " << s.error << " | " << t.error;
+    if (s.valid) {
+      EXPECT_EQ(s.peak_bytes, t.peak_bytes);
+      EXPECT_EQ(s.time_ms, t.time_ms);
+    } else {
+      EXPECT_EQ(s.error_op, t.error_op) << s.error << " | " << t.error;
+      ++num_invalid;
+    }
+  }
+  EXPECT_GT(num_invalid, 1000);  // the mutations do exercise the error paths
+}
+
+// SPEC section 5 by hand. Link speeds of 1000 B/s make a copy of k bytes take k ms.
+Chain offload_chain(double d2h_bytes_per_s, double h2d_bytes_per_s) {
+  Chain c;
+  c.input_bytes = 10;
+  c.stages.push_back({"s0", 5.0, 2.0, 20, 20, 0, 0});
+  c.stages.push_back({"s1", 20.0, 10.0, 40, 40, 0, 0});
+  c.loss = {1.0, 0};
+  c.link = Link{d2h_bytes_per_s, h2d_bytes_per_s};
+  return c;
+}
+
+void expect_timeline(const SimResult& r, int64_t peak_bytes, double time_ms, double stall_ms, double copy_ms) {
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.peak_bytes, peak_bytes);
+  EXPECT_DOUBLE_EQ(r.time_ms, time_ms);
+  EXPECT_DOUBLE_EQ(r.stall_ms, stall_ms);
+  EXPECT_DOUBLE_EQ(r.copy_ms, copy_ms);
+}
+
+TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
+  const std::vector<Op> ops = {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)};
+  // Without the offload: a_0 stays, peak 130 at bwd 1 (10+20+40+40+20), time 43.
+  const std::vector<Op> no_offload = {ckpt(0), keep(1), loss(), bwd(1), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(offload_chain(1000, 1000), no_offload), 130, 43, 0, 0);
+  // Fast link: the copy of a_0 runs 5..15 (issued when fwd_ckpt 0 ends, never
+  // blocking fwd_keep 1), so bwd 1 at t=26 sees 20+40+40+20 = 120. The prefetch is
+  // issued when bwd 1 ends (36) and lands at 46: fwd_keep 0 stalls 10 ms, 46..51,
+  // bwd 0 51..53.
+  expect_timeline(simulate_timeline(offload_chain(1000, 1000), ops), 120, 53, 10, 20);
+  // Slow d2h (100 ms for a_0): the device copy lives until 105, so bwd 1 still sees
+  // 130; the prefetch waits for the offload to end (105..115): stall 115-36 = 79.
+  // At t=36 bwd 1's frees precede the prefetch's allocation (it is issued after).
+  expect_timeline(simulate_timeline(offload_chain(100, 1000), ops), 130, 122, 79, 110);
+}
+
+TEST(SimulateTimeline, PrefetchAllocatesAtIssue) {
+  // The prefetch is issued right after the loss (t=26), before bwd 1: its 10 bytes
+  // count while bwd 1 runs (26..36) although they land only at 36: 20+40+40+10+20 =
+  // 130 (120 if the allocation waited for the copy). fwd_keep 0 starts at 36: no stall.
+  const std::vector<Op> ops = {ckpt(0), offload(0), keep(1), loss(), prefetch(0), bwd(1), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(offload_chain(1000, 1000), ops), 130, 43, 0, 20);
+  // With a slow h2d link (20 ms) fwd_keep 0 waits until 46: stall 10, time 53.
+  expect_timeline(simulate_timeline(offload_chain(1000, 500), ops), 130, 53, 10, 30);
+}
+
+// Three stages of 10-byte tensors, unit times, 1000 B/s links (a copy of a_k takes 10 ms
+// for k >= 1 and input_bytes ms for a_0).
+Chain three_stage_link_chain(int64_t input_bytes) {
+  Chain c;
+  c.input_bytes = input_bytes;
+  for (int i = 0; i < 3; ++i) c.stages.push_back({testing::numbered("s", i), 1.0, 1.0, 10, 10, 0, 0});
+  c.loss = {1.0, 0};
+  c.link = Link{1000, 1000};
+  return c;
+}
+
+TEST(SimulateTimeline, EachLinkServesItsCopiesInOrder) {
+  // offload 0 runs 1..11; offload 1, issued at 2, queues behind it: 11..21. prefetch 1
+  // (issued at 5 after bwd 2) waits for that offload: 21..31; fwd_keep 1 31..32,
+  // bwd 1 32..33; prefetch 0 33..43; fwd_keep 0 43..44, bwd 0 44..45. Stall 26 + 10.
+  // (Copies in parallel would give 36.) Peak 60 at bwd 2: a_0, a_1 still on the
+  // device, a_2, ā_3, d_3, d_2.
+  const std::vector<Op> ops = {ckpt(0), offload(0), ckpt(1), offload(1), keep(2), loss(), bwd(2),
+                               prefetch(1), keep(1), bwd(1), prefetch(0), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(three_stage_link_chain(10), ops), 60, 45, 36, 40);
+}
+
+TEST(SimulateTimeline, LinksAreFullDuplex) {
+  // a_0 is 50 bytes. offload 1 runs 2..12, offload 0 queues behind it 12..62.
+  // prefetch 1 (issued at 5) starts at 12 on the other link while offload 0 runs:
+  // 12..22 (a half-duplex link would give 62..72 and a total of 126). fwd_keep 1
+  // 22..23, bwd 1 23..24, prefetch 0 waits for offload 0: 62..112, fwd_keep 0
+  // 112..113, bwd 0 113..114. Stall 17 + 88.
+  // Peak 120 at bwd 0 (a_0, ā_1, d_1 and d_0, which is as large as a_0); the 110 at
+  // t=24 (d_1, a_0's device copy until 62 and the prefetch's new 50) comes second.
+  const std::vector<Op> ops = {ckpt(0), ckpt(1), offload(1), offload(0), keep(2), loss(), bwd(2),
+                               prefetch(1), keep(1), bwd(1), prefetch(0), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(three_stage_link_chain(50), ops), 120, 114, 105, 120);
+}
+
+TEST(SimulateTimeline, RejectsInvalidOffloads) {
+  const InvalidCase cases[] = {
+      {"compute needs an activation that is on the host",
+       {ckpt(0), offload(0), keep(1), loss(), bwd(1), keep(0), bwd(0)}, 5},
+      {"offload of ā (only plain activations move)",
+       {keep(0), offload(1), keep(1), loss(), bwd(1), bwd(0)}, 1},
+      {"offload of an activation that is not resident",
+       {ckpt(0), offload(2), keep(1), loss(), bwd(1), keep(0), bwd(0)}, 1},
+      {"prefetch of an activation that was never offloaded",
+       {ckpt(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)}, 4},
+      {"offload index out of range",
+       {ckpt(0), offload(9), keep(1), loss(), bwd(1), keep(0), bwd(0)}, 1},
+  };
+  for (const InvalidCase& ic : cases) {
+    const SimResult r = simulate_timeline(offload_chain(1000, 1000), ic.ops);
+    EXPECT_FALSE(r.valid) << ic.what;
+    EXPECT_FALSE(r.error.empty()) << ic.what;
+    EXPECT_EQ(r.error_op, ic.error_op) << ic.what << ": " << r.error;
+  }
+  // No link in the chain: offloading is impossible.
+  Chain no_link = offload_chain(1000, 1000);
+  no_link.link.reset();
+  const SimResult r =
+      simulate_timeline(no_link, {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)});
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.error_op, 1);
+}
+
+}  // namespace
+}  // namespace memopt::solver

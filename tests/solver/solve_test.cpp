@@ -1,0 +1,190 @@
+// solve_test.cpp: the solver's front door (solve.h) -- every SolverKind returns a
+// Schedule whose `predicted` is the simulator's and fits the budget; an infeasible
+// budget throws InfeasibleBudget naming the smallest budget that works; the solver
+// words round-trip.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "solver/baselines.h"
+#include "solver/chain.h"
+#include "solver/rotor.h"
+#include "solver/simulate.h"
+#include "solver/solve.h"
+#include "tests/solver/random_chains.h"
+
+namespace memopt::solver {
+namespace {
+
+int64_t store_all_peak(const Chain& chain) {
+  return simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+}
+
+SolveOptions options(SolverKind kind, int64_t budget_bytes, int slots = 500) {
+  SolveOptions o;
+  o.solver = kind;
+  o.budget_bytes = budget_bytes;
+  o.slots = slots;
+  o.num_threads = 1;
+  return o;
+}
+
+// Random chains with a link (so that Optimal and OffloadAll have something to move)
+// or without (so that Optimal is the recompute DP).
+Chain solve_chain(std::mt19937_64& rng, int trial) {
+  testing::RandomChainOptions o;
+  o.length = 1 + trial % 10;
+  o.unit_bytes = 1 + static_cast<int64_t>(rng() % 1'000'000);
+  o.max_units = 30;
+  o.integer_ms = false;
+  o.max_ms = 20;
+  Chain chain = testing::random_chain(rng, o);
+  if (trial % 2 == 0) {
+    // Bandwidths that make copies comparable to the stage times.
+    const double bytes_per_s = static_cast<double>(o.unit_bytes) * 30 * 1000 / 10;
+    chain.link = Link{bytes_per_s, bytes_per_s * 0.75};
+  }
+  return chain;
+}
+
+TEST(Solve, EveryKindPredictsWhatTheSimulatorSaysAndFits) {
+  std::mt19937_64 rng(21);
+  int num_solved[8] = {};
+  for (int trial = 0; trial < 200; ++trial) {
+    const Chain chain = solve_chain(rng, trial);
+    const int64_t peak = store_all_peak(chain);
+    for (const SolverKindInfo& kind : kSolverKinds) {
+      if (kind.kind == SolverKind::OffloadAll && !chain.link) continue;  // needs a link
+      for (const double fraction : {0.35, 0.6, 1.0, 1.5}) {
+        const int64_t budget = std::max<int64_t>(1, static_cast<int64_t>(fraction * static_cast<double>(peak)));
+        SCOPED_TRACE(std::string(kind.word) + ", trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
+        SolveOptions o = options(kind.kind, budget);
+        o.find_min_budget = false;
+        Schedule s;
+        try {
+          s = solve(chain, o);
+        } catch (const InfeasibleBudget& e) {
+          EXPECT_EQ(e.store_all_peak_bytes, peak);
+          EXPECT_EQ(e.min_budget_bytes, -1);  // not searched
+          continue;
+        } catch (const std::logic_error& e) {
+          ADD_FAILURE() << "solver bug: " << e.what();
+          continue;
+        } catch (const std::runtime_error& e) {
+          // Only rotor's recurrence may return a schedule over the budget, and solve
+          // must refuse it: check that it really is over.
+          ASSERT_EQ(kind.kind, SolverKind::RotorCompat) << e.what();
+          DpOptions dp;
+          dp.slots = o.slots;
+          dp.rotor_compat = true;
+          const auto ops = solve_recompute(chain, budget, dp);
+          ASSERT_TRUE(ops.has_value());
+          EXPECT_GT(simulate_timeline(chain, *ops).peak_bytes, budget);
+          continue;
+        }
+        ++num_solved[static_cast<int>(kind.kind)];
+        const SimResult sim = simulate_timeline(chain, s.ops);
+        ASSERT_TRUE(sim.valid) << sim.error;
+        EXPECT_EQ(s.predicted.peak_bytes, sim.peak_bytes);
+        EXPECT_EQ(s.predicted.time_ms, sim.time_ms);
+        EXPECT_LE(s.predicted.peak_bytes, budget);
+        EXPECT_EQ(s.budget_bytes, budget);
+        EXPECT_EQ(s.chain_length, chain.length());
+        EXPECT_EQ(s.solver, kind.word);
+        EXPECT_EQ(solver_kind_from_word(s.solver), kind.kind);
+        // At 150% of the store-all peak store-all fits in 500 slots (each of its <= 14
+        // resident terms rounds up by < 1 slot of 333), so the recompute DP stores all:
+        // 1e-9 relative covers time quantisation and is far below any recomputation.
+        const bool dp_without_offload = kind.kind == SolverKind::RecomputeOnly || kind.kind == SolverKind::RotorCompat ||
+                                        (kind.kind == SolverKind::Optimal && !chain.link);
+        if (fraction == 1.5 && (dp_without_offload || kind.kind == SolverKind::StoreAll)) {
+          const double store_all_ms = simulate_sequential(chain, store_all_ops(chain)).time_ms;
+          EXPECT_LE(s.predicted.time_ms, store_all_ms * (1 + 1e-9));
+        }
+      }
+    }
+  }
+  for (const SolverKindInfo& kind : kSolverKinds) EXPECT_GT(num_solved[static_cast<int>(kind.kind)], 50) << kind.word;
+}
+
+TEST(Solve, InfeasibleBudgetNamesTheSmallestBudgetThatWorks) {
+  // min_feasible_budget bisects on the budget; feasibility is monotone in it (larger
+  // budget: the same or fewer slots per tensor, the same slot count). We require its
+  // answer to be feasible and the answer minus 0.01% of itself (plus one byte) to be
+  // infeasible: a resolution well under the DP's own granularity of 1/slots = 0.2%.
+  std::mt19937_64 rng(22);
+  const SolverKind kinds[] = {SolverKind::Optimal, SolverKind::RecomputeOnly, SolverKind::StoreAll, SolverKind::Sqrt,
+                              SolverKind::RecomputeBlocks, SolverKind::RecomputeAll};
+  for (int trial = 0; trial < 40; ++trial) {
+    const Chain chain = solve_chain(rng, trial);
+    const int64_t peak = store_all_peak(chain);
+    for (const SolverKind kind : kinds) {
+      SCOPED_TRACE(std::string(info(kind).word) + ", trial " + std::to_string(trial));
+      // Below a_0 + the last stage's d_L nothing can fit.
+      const int64_t tiny = std::max<int64_t>(1, chain.input_bytes / 2);
+      if (chain.input_bytes == 0) continue;
+      try {
+        solve(chain, options(kind, tiny));
+        ADD_FAILURE() << "a budget of half the input's size was accepted";
+      } catch (const InfeasibleBudget& e) {
+        EXPECT_EQ(e.store_all_peak_bytes, peak);
+        ASSERT_GT(e.min_budget_bytes, 0) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::to_string(e.min_budget_bytes)), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::to_string(peak)), std::string::npos) << e.what();
+        EXPECT_NO_THROW(solve(chain, options(kind, e.min_budget_bytes)));
+        const int64_t below = e.min_budget_bytes - e.min_budget_bytes / 10000 - 1;
+        if (below > 0) {
+          SolveOptions o = options(kind, below);
+          o.find_min_budget = false;
+          EXPECT_THROW(solve(chain, o), InfeasibleBudget);
+        }
+        EXPECT_EQ(min_feasible_budget(chain, options(kind, tiny)), e.min_budget_bytes);
+        // A baseline's smallest budget is its simulated peak (to the same resolution).
+        const std::vector<Op> baseline_ops = kind == SolverKind::StoreAll          ? store_all_ops(chain)
+                                             : kind == SolverKind::Sqrt            ? sqrt_ops(chain)
+                                             : kind == SolverKind::RecomputeBlocks ? recompute_blocks_ops(chain)
+                                             : kind == SolverKind::RecomputeAll    ? recompute_all_ops(chain)
+                                                                                   : std::vector<Op>{};
+        if (!baseline_ops.empty()) {
+          const int64_t baseline_peak = simulate_sequential(chain, baseline_ops).peak_bytes;
+          EXPECT_GE(e.min_budget_bytes, baseline_peak);
+          EXPECT_LE(e.min_budget_bytes, baseline_peak + baseline_peak / 10000 + 1);
+        }
+      }
+    }
+  }
+}
+
+TEST(Solve, RejectsBadRequests) {
+  const Chain chain = testing::homogeneous_chain(4, 1.0, 2.0, 100, 400);
+  EXPECT_THROW(solve(chain, options(SolverKind::Optimal, 0)), std::invalid_argument);
+  EXPECT_THROW(solve(chain, options(SolverKind::Optimal, -5)), std::invalid_argument);
+  // offload-all without a link: nothing to offload through.
+  EXPECT_THROW(solve(chain, options(SolverKind::OffloadAll, 1'000'000)), std::invalid_argument);
+  Chain bad = chain;
+  bad.stages[2].saved_bytes = 10;  // less than out_bytes
+  EXPECT_THROW(solve(bad, options(SolverKind::Optimal, 1'000'000)), std::invalid_argument);
+}
+
+TEST(Solve, SolverWordsRoundTrip) {
+  std::set<std::string_view> words;
+  for (const SolverKindInfo& k : kSolverKinds) {
+    EXPECT_EQ(solver_kind_from_word(k.word), k.kind);
+    EXPECT_EQ(info(k.kind).word, k.word);
+    EXPECT_FALSE(k.description.empty());
+    words.insert(k.word);
+  }
+  EXPECT_EQ(words.size(), std::size(kSolverKinds));
+  EXPECT_EQ(solver_kind_from_word("Optimal"), std::nullopt);
+  EXPECT_EQ(solver_kind_from_word(""), std::nullopt);
+  EXPECT_EQ(solver_kind_from_word("store_all"), std::nullopt);  // the CLI word uses a dash
+  EXPECT_EQ(solver_kind_from_word("store-all"), SolverKind::StoreAll);
+  EXPECT_EQ(solver_kind_from_word("rotor-compat"), SolverKind::RotorCompat);
+}
+
+}  // namespace
+}  // namespace memopt::solver

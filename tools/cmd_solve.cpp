@@ -1,0 +1,79 @@
+// cmd_solve.cpp: `memopt solve` -- profile + budget -> schedule.json, with a table
+// comparing every solver at that budget and what the chosen one does to each stage.
+//   memopt solve --profile P.json --budget 60% --out S.json
+#include <cstdio>
+#include <string>
+
+#include "solver/baselines.h"
+#include "solver/io.h"
+#include "solver/simulate.h"
+#include "solver/solve.h"
+#include "solver/summary.h"
+#include "tools/commands.h"
+#include "tools/report_table.h"
+
+namespace memopt::tools {
+namespace {
+
+struct SolveArgs {
+  std::string profile_path, budget_text, out_path;
+  std::string solver = "optimal";
+  int slots = 500;
+  int threads = 0;
+};
+
+void run_solve(const SolveArgs& args) {
+  using namespace memopt::solver;
+  const Profile profile = read_profile(args.profile_path);
+  const Chain& chain = profile.chain;
+  const auto kind = solver_kind_from_word(args.solver);
+  if (!kind) throw std::invalid_argument("--solver: unknown solver '" + args.solver + "'; choose one of " + solver_words());
+  if (args.slots < 1 || args.slots > 1000000)
+    throw std::invalid_argument("--slots: " + std::to_string(args.slots) + " is out of range; use 1 to 1000000 (default 500)");
+
+  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  SolveOptions options{0, *kind, args.slots, args.threads};
+  if (args.budget_text == "min") {
+    options.budget_bytes = min_feasible_budget(chain, options);
+    if (options.budget_bytes < 0) throw std::runtime_error("no budget works for solver " + args.solver);
+  } else {
+    try {
+      options.budget_bytes = parse_budget(args.budget_text, store_all_peak);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("--budget: ") + e.what());
+    }
+  }
+  const int64_t budget = options.budget_bytes;
+  print_profile_header(args.profile_path, profile, store_all_peak);
+  std::printf("budget   %s (%.1f%% of store-all), %d slots\n\n", format_bytes(budget).c_str(),
+              100.0 * static_cast<double>(budget) / static_cast<double>(store_all_peak), args.slots);
+
+  print_solver_comparison(chain, options);
+
+  const Schedule schedule = solve(chain, options);  // throws with the smallest budget that works
+  std::printf("\nstages under %s:\n", schedule.solver.c_str());
+  print_stage_activity(chain, schedule.ops);
+  if (!args.out_path.empty()) {
+    write_json_atomic(args.out_path, schedule_to_json(schedule));
+    std::printf("\nwrote %s (%zu ops)\n", args.out_path.c_str(), schedule.ops.size());
+  }
+}
+
+}  // namespace
+
+void add_solve_command(CLI::App& app) {
+  auto args = std::make_shared<SolveArgs>();
+  CLI::App* cmd = app.add_subcommand("solve", "Compute the fastest schedule that fits a memory budget");
+  cmd->add_option("--profile", args->profile_path, "profile.json from `memopt profile`")->required();
+  cmd->add_option("--budget", args->budget_text,
+                  "activation budget: 4GiB, 3.5GB, 4000000000, 60% (of the store-all peak), or min (the smallest that works)")->required();
+  cmd->add_option("--solver", args->solver, "optimal|rotor-compat|store-all|sqrt|recompute-blocks|recompute-all")
+      ->capture_default_str();
+  cmd->add_option("--slots", args->slots, "memory discretisation of the DP (finer wastes less budget)")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
+  cmd->add_option("--out", args->out_path, "where to write schedule.json");
+  cmd->callback([args] { run_solve(*args); });
+}
+
+}  // namespace memopt::tools

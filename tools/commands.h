@@ -1,0 +1,15 @@
+// commands.h: the memopt CLI's subcommands. Each cmd_*.cpp adds one to the app and
+// holds no logic beyond parsing flags, calling the libraries and printing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace memopt::tools {
+
+void add_solve_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+#ifdef MEMOPT_WITH_TORCH
+void add_profile_command(CLI::App& app);
+#endif
+
+}  // namespace memopt::tools

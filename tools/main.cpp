@@ -1,0 +1,28 @@
+// main.cpp: the memopt command-line tool.
+//   memopt profile ...   measure a model into profile.json
+//   memopt solve ...     profile + budget -> schedule.json
+//   memopt simulate ...  re-check a schedule against a profile
+// `memopt <command> --help` lists each command's flags.
+#include <cstdio>
+#include <exception>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"memopt: fit transformer training into a memory budget by recomputing and offloading activations"};
+  app.require_subcommand(1);
+  memopt::tools::add_solve_command(app);
+  memopt::tools::add_simulate_command(app);
+#ifdef MEMOPT_WITH_TORCH
+  memopt::tools::add_profile_command(app);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memopt: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+// report_table.cpp: plain-text tables for the CLI.
+#include "tools/report_table.h"
+
+#include <cstdio>
+
+#include "solver/summary.h"
+
+namespace memopt::tools {
+
+using namespace memopt::solver;
+
+std::string solver_words() {
+  std::string out;
+  for (const auto& k : kSolverKinds) out += (out.empty() ? "" : ", ") + std::string(k.word);
+  return out;
+}
+
+void print_profile_header(const std::string& path, const Profile& profile, int64_t store_all_peak_bytes) {
+  const Chain& c = profile.chain;
+  std::printf("profile  %s: %d stages, %s\n", path.c_str(), c.length(),
+              profile.measured ? "measured" : "modeled (not measured)");
+  std::printf("         store-all peak %s, fwd+bwd once %.2f ms, static (params+grads+optimizer) %s\n",
+              format_bytes(store_all_peak_bytes).c_str(), sum_fwd_bwd_ms(c), format_bytes(profile.static_bytes).c_str());
+}
+
+void print_solver_comparison(const Chain& chain, const SolveOptions& options) {
+  const double base_ms = sum_fwd_bwd_ms(chain);
+  std::printf("  %-18s %-6s %12s %10s %12s\n", "solver", "fits", "time (ms)", "overhead", "peak");
+  for (const auto& k : kSolverKinds) {
+    SolveOptions o = options;
+    o.solver = k.kind;
+    o.find_min_budget = false;
+    const char* mark = k.kind == options.solver ? "*" : " ";
+    try {
+      const Schedule s = solve(chain, o);
+      std::printf("%s %-18s %-6s %12.2f %9.1f%% %12s\n", mark, std::string(k.word).c_str(), "yes",
+                  s.predicted.time_ms, 100.0 * (s.predicted.time_ms / base_ms - 1.0),
+                  format_bytes(s.predicted.peak_bytes).c_str());
+    } catch (const InfeasibleBudget&) {
+      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "no", "-", "-", "-");
+    } catch (const std::invalid_argument&) {
+      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "-", "-", "-",
+                  "needs a link");
+    } catch (const std::runtime_error&) {
+      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "over", "-", "-",
+                  "over budget");
+    }
+  }
+  std::printf("  (overhead over running every stage forward and backward once, i.e. store-all's time)\n");
+}
+
+void print_stage_activity(const Chain& chain, const std::vector<Op>& ops) {
+  const auto activity = stage_activity(chain, ops);
+  int start = 0;
+  for (int i = 1; i <= chain.length(); ++i) {
+    if (i < chain.length() && describe(activity[i]) == describe(activity[start])) continue;
+    const std::string range = i - 1 == start ? std::to_string(start) : std::to_string(start) + "-" + std::to_string(i - 1);
+    const std::string names = i - 1 == start ? chain.stages[start].name
+                                             : chain.stages[start].name + " .. " + chain.stages[i - 1].name;
+    std::printf("  %-8s %-28s %s\n", range.c_str(), names.c_str(), describe(activity[start]).c_str());
+    start = i;
+  }
+}
+
+}  // namespace memopt::tools

@@ -1,0 +1,20 @@
+// report_table.h: the tables the CLI prints (profile header, solver comparison,
+// per-stage activity). Formatting only; the numbers come from the solver.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "solver/io.h"
+#include "solver/solve.h"
+
+namespace memopt::tools {
+
+std::string solver_words();  // "optimal, rotor-compat, ..."
+void print_profile_header(const std::string& path, const solver::Profile& profile, int64_t store_all_peak_bytes);
+// One row per solver at options.budget_bytes; the chosen one is starred.
+void print_solver_comparison(const solver::Chain& chain, const solver::SolveOptions& options);
+// Consecutive stages with the same activity share a row.
+void print_stage_activity(const solver::Chain& chain, const std::vector<solver::Op>& ops);
+
+}  // namespace memopt::tools
