@@ -199,7 +199,12 @@ void fill_table(const Discrete& d, Table& tab, int num_threads) {
   const int L = d.L;
   int threads = 1;
 #ifdef _OPENMP
-  threads = std::clamp(num_threads > 0 ? num_threads : omp_get_max_threads(), 1, L + 1);
+  // Small tables finish in about a millisecond on one core, less than threads cost
+  // to start and, on a loaded machine, to wait for each other; only the explicit
+  // num_threads or a big table (about L = 64 at 500 slots) spreads out.
+  const double cells = static_cast<double>(L + 1) * (L + 1) * (L + 1) * static_cast<double>(d.S) / 6.0;
+  const int wanted = num_threads > 0 ? num_threads : (cells > 2e7 ? omp_get_max_threads() : 1);
+  threads = std::clamp(wanted, 1, L + 1);
 #endif
   if (threads == 1) {
     for (int t = 0; t <= L; ++t)

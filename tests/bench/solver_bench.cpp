@@ -4,6 +4,7 @@
 //
 //   BM_SolveOptimal/L/slots      solve_recompute: the filled table plus the
 //                                reconstruction of the schedule (all cores)
+//   BM_SolveOptimalOneThread/L/slots   the same with num_threads = 1
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //
@@ -96,6 +97,22 @@ void BM_SolveOptimal(benchmark::State& state) {
   state.counters["num_ops"] = static_cast<double>(num_ops);
 }
 
+// The same solve on one thread: the algorithm's cost without the wavefront's
+// synchronisation, which on a shared, busy machine can dominate.
+void BM_SolveOptimalOneThread(benchmark::State& state) {
+  const int L = static_cast<int>(state.range(0));
+  const int slots = static_cast<int>(state.range(1));
+  const Problem p = make_problem(L);
+  if (!values_identical(state, p, slots)) return;
+  set_common_counters(state, p, slots);
+  DpOptions o = dp_options(slots);
+  o.num_threads = 1;
+  for (auto _ : state) {
+    std::optional<std::vector<Op>> ops = solve_recompute(p.chain, p.budget_bytes, o);
+    benchmark::DoNotOptimize(ops);
+  }
+}
+
 void BM_ReferenceRecompute(benchmark::State& state) {
   const int L = static_cast<int>(state.range(0));
   const int slots = static_cast<int>(state.range(1));
@@ -109,6 +126,12 @@ void BM_ReferenceRecompute(benchmark::State& state) {
 }
 
 BENCHMARK(BM_SolveOptimal)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96, 192}, {500, 2000}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_SolveOptimalOneThread)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96, 192}, {500, 2000}})
     ->Unit(benchmark::kMillisecond)
