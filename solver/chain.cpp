@@ -86,6 +86,7 @@ std::string validate(const Chain& chain) {
     c.bytes(p + "out_bytes", s.out_bytes);
     c.bytes(p + "saved_bytes", s.saved_bytes);
     c.bytes(p + "fwd_tmp_bytes", s.fwd_tmp_bytes);
+    if (s.fwd_keep_tmp_bytes) c.bytes(p + "fwd_keep_tmp_bytes", *s.fwd_keep_tmp_bytes);
     c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
     if (c.ok() && s.saved_bytes < s.out_bytes)
       c.error = p + "saved_bytes: " + std::to_string(s.saved_bytes) + " is less than out_bytes (" +

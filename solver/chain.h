@@ -17,6 +17,12 @@ struct Stage {
   int64_t saved_bytes = 0;      // x̄_{i+1}: everything kept for backward, output included
   int64_t fwd_tmp_bytes = 0;    // ftmp_i
   int64_t bwd_tmp_bytes = 0;    // btmp_i
+  // Note [Two forward temporaries] (memopt's extension of SPEC, see README): a
+  // forward under autograd keeps what it saves, so its transient above ā_{i+1} is
+  // far smaller than a no-grad forward's above a_{i+1}, which frees those tensors
+  // as it goes. When set, fwd_keep uses this and fwd_ckpt/fwd_drop fwd_tmp_bytes;
+  // when absent (SPEC's files), every forward uses fwd_tmp_bytes.
+  std::optional<int64_t> fwd_keep_tmp_bytes;
 };
 
 struct LossStage {
@@ -52,6 +58,10 @@ struct Chain {
   double uf(int i) const { return i < length() ? stages[i].fwd_ms : 0.0; }
   double ub(int i) const { return i < length() ? stages[i].bwd_ms : loss.bwd_ms; }
   int64_t ftmp(int i) const { return i < length() ? stages[i].fwd_tmp_bytes : 0; }
+  // The transient of `fwd_keep i` (Note [Two forward temporaries]).
+  int64_t ftmp_keep(int i) const {
+    return i < length() ? stages[i].fwd_keep_tmp_bytes.value_or(stages[i].fwd_tmp_bytes) : 0;
+  }
   int64_t btmp(int i) const { return i < length() ? stages[i].bwd_tmp_bytes : loss.bwd_tmp_bytes; }
 };
 

@@ -188,6 +188,8 @@ Stage read_stage(const Reader& r, const json& v, const std::string& path) {
   s.saved_bytes = r.integer(r.required(v, path, "saved_bytes"), path + "/saved_bytes", sizes);
   s.fwd_tmp_bytes = r.integer(r.required(v, path, "fwd_tmp_bytes"), path + "/fwd_tmp_bytes", sizes);
   s.bwd_tmp_bytes = r.integer(r.required(v, path, "bwd_tmp_bytes"), path + "/bwd_tmp_bytes", sizes);
+  if (v.contains("fwd_keep_tmp_bytes") && !v["fwd_keep_tmp_bytes"].is_null())
+    s.fwd_keep_tmp_bytes = r.integer(v["fwd_keep_tmp_bytes"], path + "/fwd_keep_tmp_bytes", sizes);
   return s;
 }
 
@@ -279,7 +281,7 @@ constexpr std::string_view kKeyOrder[] = {
     "format", "version", "note", "solver", "model", "device", "measured", "input_bytes", "static_bytes", "link",
     "loss", "budget_bytes", "chain_length", "predicted", "stages", "ops",
     // inside stages, loss, link and predicted
-    "kind", "name", "fwd_ms", "bwd_ms", "out_bytes", "saved_bytes", "fwd_tmp_bytes", "bwd_tmp_bytes",
+    "kind", "name", "fwd_ms", "bwd_ms", "out_bytes", "saved_bytes", "fwd_tmp_bytes", "fwd_keep_tmp_bytes", "bwd_tmp_bytes",
     "d2h_bytes_per_s", "h2d_bytes_per_s", "peak_bytes", "time_ms",
     // inside model
     "n_layer", "n_embd", "n_head", "vocab", "seq_len", "batch", "dtype"};
@@ -486,14 +488,17 @@ json profile_to_json(const Profile& p) {
   if (c.link)
     j["link"] = {{"d2h_bytes_per_s", c.link->d2h_bytes_per_s}, {"h2d_bytes_per_s", c.link->h2d_bytes_per_s}};
   json stages = json::array();
-  for (const Stage& s : c.stages)
-    stages.push_back({{"name", s.name},
-                      {"fwd_ms", s.fwd_ms},
-                      {"bwd_ms", s.bwd_ms},
-                      {"out_bytes", s.out_bytes},
-                      {"saved_bytes", s.saved_bytes},
-                      {"fwd_tmp_bytes", s.fwd_tmp_bytes},
-                      {"bwd_tmp_bytes", s.bwd_tmp_bytes}});
+  for (const Stage& s : c.stages) {
+    json stage = {{"name", s.name},
+                  {"fwd_ms", s.fwd_ms},
+                  {"bwd_ms", s.bwd_ms},
+                  {"out_bytes", s.out_bytes},
+                  {"saved_bytes", s.saved_bytes},
+                  {"fwd_tmp_bytes", s.fwd_tmp_bytes},
+                  {"bwd_tmp_bytes", s.bwd_tmp_bytes}};
+    if (s.fwd_keep_tmp_bytes) stage["fwd_keep_tmp_bytes"] = *s.fwd_keep_tmp_bytes;
+    stages.push_back(std::move(stage));
+  }
   j["stages"] = std::move(stages);
   return j;
 }

@@ -70,7 +70,7 @@ struct Discrete {
   int L = 0;
   int64_t S = 0;                        // slots
   std::vector<int64_t> x, xbar;         // 0..L+1
-  std::vector<int64_t> ftmp, btmp;      // 0..L
+  std::vector<int64_t> ftmp, ftmp_keep, btmp;  // 0..L
   std::vector<int32_t> uf, ub;          // 0..L
   std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_i, 0..L+1
   bool rotor_compat = false;
@@ -78,11 +78,11 @@ struct Discrete {
   Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
     const TimeQuantum q = time_quantum_for(c);
     const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
-    x.resize(L + 2); xbar.resize(L + 2); ftmp.resize(L + 1); btmp.resize(L + 1);
+    x.resize(L + 2); xbar.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
     uf.resize(L + 1); ub.resize(L + 1); uf_prefix.assign(L + 2, 0);
     for (int k = 0; k <= L + 1; ++k) { x[k] = sl(c.x(k)); xbar[k] = sl(c.xbar(k)); }
     for (int i = 0; i <= L; ++i) {
-      ftmp[i] = sl(c.ftmp(i)); btmp[i] = sl(c.btmp(i));
+      ftmp[i] = sl(c.ftmp(i)); ftmp_keep[i] = sl(c.ftmp_keep(i)); btmp[i] = sl(c.btmp(i));
       uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i));
       uf_prefix[i + 1] = uf_prefix[i] + uf[i];
     }
@@ -90,20 +90,28 @@ struct Discrete {
 
   int32_t fwd_sum(int s, int j) const { return uf_prefix[j] - uf_prefix[s]; }  // Σ_{k=s}^{j-1} uf_k
 
-  // Memory below which (s, t), s < t, is infeasible (SPEC's floor).
-  int64_t floor(int s, int t) const {
+  // Note [Floor per branch]
+  // SPEC's floor for (s, t) is the memory the forward ops of the checkpoint branch
+  // j = t need: fwd_ckpt s and fwd_drop s+1..t-1 next to d_{t+1}. Branch j runs only
+  // fwd_ckpt s and fwd_drop s+1..j-1, so its exact floor stops at j-1; the later terms
+  // bind only through its subproblems. With one forward tmp per stage (SPEC) the
+  // subproblems imply them and both floors give the same values; with a separate
+  // fwd_keep tmp (Note [Two forward temporaries]) only the per-branch floor is exact,
+  // and the keep branch, which runs no no-grad forward, has no floor at all.
+  // forward_floor(s, j) = x_{t+1} excluded: max(x_{s+1} + ftmp_s, max_{s<k<j} x_k + x_{k+1} + ftmp_k).
+  int64_t forward_floor(int s, int j) const {
     int64_t need = x[s + 1] + ftmp[s];
-    for (int k = s + 1; k < t; ++k) need = std::max(need, x[k] + x[k + 1] + ftmp[k]);
-    return x[t + 1] + need;
+    for (int k = s + 1; k < j; ++k) need = std::max(need, x[k] + x[k + 1] + ftmp[k]);
+    return need;
   }
   // Memory the keep branch needs besides its subproblem (and the base case, t == s).
   int64_t keep_need(int s, int t) const {
     const int64_t fwd_grad = rotor_compat ? x[s + 1] : x[t + 1];
-    return std::max(fwd_grad + xbar[s + 1] + ftmp[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+    return std::max(fwd_grad + xbar[s + 1] + ftmp_keep[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
   }
   int64_t base_need(int s) const {
     if (s == L) return x[L] + btmp[L];
-    return std::max(x[s + 1] + xbar[s + 1] + ftmp[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+    return std::max(x[s + 1] + xbar[s + 1] + ftmp_keep[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
   }
   int32_t base_value(int s) const { return s == L ? ub[L] : uf[s] + ub[s]; }
 };
@@ -157,10 +165,9 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
     tab.all_kept_from[id] = from;
     return;
   }
-  const int64_t floor = d.floor(s, t);
   // From all_kept_from on, keeping s and everything after it fits and nothing is faster.
   const int64_t kept_from = std::min<int64_t>(
-      S + 1, std::max({floor, d.keep_need(s, t), d.xbar[s + 1] + tab.all_kept_from[tab.pair(s + 1, t)]}));
+      S + 1, std::max(d.keep_need(s, t), d.xbar[s + 1] + tab.all_kept_from[tab.pair(s + 1, t)]));
   const int32_t lower_bound = d.fwd_sum(s, t + 1) + [&] {
     int32_t sum = 0;
     for (int k = s; k <= t; ++k) sum += d.ub[k];
@@ -169,22 +176,21 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
   std::fill(row, row + kept_from, kInf);
   std::fill(row + kept_from, row + S + 1, lower_bound);
   tab.all_kept_from[id] = kept_from;
-  if (floor >= kept_from) {
-    tab.first_finite[id] = kept_from;
-    return;
-  }
   // Keep branch.
   {
-    const int64_t lo = std::max({floor, d.keep_need(s, t), d.xbar[s + 1] + tab.finite_from(s + 1, t)});
+    const int64_t lo = std::max(d.keep_need(s, t), d.xbar[s + 1] + tab.finite_from(s + 1, t));
     if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar[s + 1]), d.uf[s] + d.ub[s], kept_from - lo);
   }
   // Checkpoint branches, j ascending (ties keep the earlier branch, as in the plain DP).
+  int64_t fwd_need = d.x[s + 1] + d.ftmp[s];  // forward_floor(s, j), grown with j
   for (int j = s + 1; j <= t; ++j) {
+    if (j > s + 1) fwd_need = std::max(fwd_need, d.x[j - 1] + d.x[j] + d.ftmp[j - 1]);
+    const int64_t floor = d.x[t + 1] + fwd_need;
     const int64_t lo = std::max({floor, d.x[j] + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
     if (lo >= kept_from) continue;
     min_plus(row + lo, tab.row(j, t) + (lo - d.x[j]), tab.row(s, j - 1) + lo, d.fwd_sum(s, j), kept_from - lo);
   }
-  int64_t first = floor;
+  int64_t first = 0;
   while (first < kept_from && row[first] >= kInf) ++first;
   tab.first_finite[id] = first;
 }
@@ -240,12 +246,12 @@ void fill_table(const Discrete& d, Table& tab, int num_threads) {
 Decision decide_from_table(const Discrete& d, const Table& tab, int s, int t, int64_t m) {
   const int32_t target = tab.at(s, t, m);
   if (target >= kInf) throw std::logic_error("rotor: reconstruction reached an infeasible subchain");
-  const int64_t floor = d.floor(s, t);
-  if (m >= floor && m >= d.keep_need(s, t) && m - d.xbar[s + 1] >= tab.finite_from(s + 1, t) &&
+  if (m >= d.keep_need(s, t) && m - d.xbar[s + 1] >= tab.finite_from(s + 1, t) &&
       d.uf[s] + d.ub[s] + tab.at(s + 1, t, m - d.xbar[s + 1]) == target)
     return {true, -1};
   for (int j = s + 1; j <= t; ++j) {
-    if (m < floor || m - d.x[j] < tab.finite_from(j, t) || m < tab.finite_from(s, j - 1)) continue;
+    if (m < d.x[t + 1] + d.forward_floor(s, j) || m - d.x[j] < tab.finite_from(j, t) || m < tab.finite_from(s, j - 1))
+      continue;
     if (d.fwd_sum(s, j) + tab.at(j, t, m - d.x[j]) + tab.at(s, j - 1, m) == target) return {false, j};
   }
   throw std::logic_error("rotor: no branch attains the table value at (" + std::to_string(s) + ", " +
@@ -331,14 +337,13 @@ std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t bud
           if (m >= d.base_need(s)) row[m] = d.base_value(s);
           continue;
         }
-        if (m < d.floor(s, t)) continue;
         int64_t best = kInf;
         if (m >= d.keep_need(s, t)) {
           const int64_t sub = at(s + 1, t, m - d.xbar[s + 1]);
           if (sub < kInf) best = d.uf[s] + d.ub[s] + sub;
         }
         for (int j = s + 1; j <= t; ++j) {
-          if (m < d.x[j]) continue;
+          if (m < d.x[j] || m < d.x[t + 1] + d.forward_floor(s, j)) continue;
           const int64_t a = at(j, t, m - d.x[j]), b = at(s, j - 1, m);
           if (a >= kInf || b >= kInf) continue;
           best = std::min(best, d.fwd_sum(s, j) + a + b);

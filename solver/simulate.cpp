@@ -105,7 +105,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
       case OpKind::FwdKeep:
         resident += chain.xbar(i + 1);
         r.saved[i + 1] = 1;
-        reach(resident + chain.ftmp(i), p);
+        reach(resident + chain.ftmp_keep(i), p);
         time_ms += chain.uf(i);
         break;
       case OpKind::FwdCkpt:
@@ -227,7 +227,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       case OpKind::FwdDrop:
         wait_for(i);
         add_bytes = op.kind == OpKind::FwdKeep ? chain.xbar(i + 1) : chain.x(i + 1);
-        tmp_bytes = chain.ftmp(i);
+        tmp_bytes = op.kind == OpKind::FwdKeep ? chain.ftmp_keep(i) : chain.ftmp(i);
         dur_ms = chain.uf(i);
         break;
       case OpKind::Loss:

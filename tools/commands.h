@@ -8,8 +8,11 @@ namespace memopt::tools {
 
 void add_solve_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_tradeoff_command(CLI::App& app);
 #ifdef MEMOPT_WITH_TORCH
 void add_profile_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_estimate_command(CLI::App& app);
 #endif
 
 }  // namespace memopt::tools

@@ -2,6 +2,9 @@
 //   memopt profile ...   measure a model into profile.json
 //   memopt solve ...     profile + budget -> schedule.json
 //   memopt simulate ...  re-check a schedule against a profile
+//   memopt run ...       train along a schedule, measured vs predicted
+//   memopt tradeoff ...  every solver at every budget: report folder with figures
+//   memopt estimate ...  modeled profile (and fit chart) for a GPU
 // `memopt <command> --help` lists each command's flags.
 #include <cstdio>
 #include <exception>
@@ -13,8 +16,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   memopt::tools::add_solve_command(app);
   memopt::tools::add_simulate_command(app);
+  memopt::tools::add_tradeoff_command(app);
 #ifdef MEMOPT_WITH_TORCH
   memopt::tools::add_profile_command(app);
+  memopt::tools::add_run_command(app);
+  memopt::tools::add_estimate_command(app);
 #endif
   try {
     app.parse(argc, argv);

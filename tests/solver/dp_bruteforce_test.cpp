@@ -302,7 +302,8 @@ TEST(RotorCompat, IsNotUniformlyLooserThanTheExactCheck) {
 }
 
 TEST(RotorCompat, LooserWhenForwardTmpNeverBindsAndEqualWhenItsScheduleFits) {
-  // When ftmp_s <= x_s + btmp_s for every stage, rotor's forward term is dominated by
+  // When the keep branch's forward tmp (ftmp_keep_s) <= x_s + btmp_s for every stage,
+  // rotor's forward term is dominated by
   // the backward term of the same check, so its keep check is never stricter than the
   // exact one: its value can only be lower. When its schedule also fits, that schedule
   // is a persistent schedule within the budget, so the exact optimum is no slower:
@@ -315,6 +316,7 @@ TEST(RotorCompat, LooserWhenForwardTmpNeverBindsAndEqualWhenItsScheduleFits) {
     for (int i = 0; i < L; ++i) {
       Stage& s = c.chain.stages[i];
       s.fwd_tmp_bytes = std::min(s.fwd_tmp_bytes, c.chain.x(i) + s.bwd_tmp_bytes);
+      if (s.fwd_keep_tmp_bytes) s.fwd_keep_tmp_bytes = std::min(*s.fwd_keep_tmp_bytes, c.chain.x(i) + s.bwd_tmp_bytes);
     }
     for (int64_t n = 1; n <= c.max_peak_units + 1; ++n) {
       const int64_t budget = n * c.unit_bytes;

@@ -1055,3 +1055,32 @@ TEST(ExampleProfile, LoadsAndMatchesItsAnalyticModel) {
 
 }  // namespace
 }  // namespace memopt::solver
+
+namespace memopt::solver {
+namespace {
+
+// memopt's extension of SPEC (Note [Two forward temporaries]): optional, round-trips,
+// validated like every size, and absent means "the same as fwd_tmp_bytes".
+TEST(IoKeepTmp, OptionalFieldRoundTripsAndDefaultsToFwdTmp) {
+  Profile p;
+  p.chain.input_bytes = 8;
+  p.chain.stages.push_back({"a", 1.0, 2.0, 16, 32, 100, 7, std::optional<int64_t>(40)});
+  p.chain.stages.push_back({"b", 1.0, 2.0, 16, 32, 100, 7, std::nullopt});
+  const Profile back = profile_from_json(profile_to_json(p), "p.json");
+  EXPECT_EQ(back.chain.stages[0].fwd_keep_tmp_bytes, std::optional<int64_t>(40));
+  EXPECT_FALSE(back.chain.stages[1].fwd_keep_tmp_bytes.has_value());
+  EXPECT_EQ(back.chain.ftmp_keep(0), 40);
+  EXPECT_EQ(back.chain.ftmp_keep(1), 100);
+  EXPECT_EQ(back.chain.ftmp(0), 100);
+  auto j = profile_to_json(p);
+  j["stages"][0]["fwd_keep_tmp_bytes"] = -1;
+  try {
+    profile_from_json(j, "p.json");
+    FAIL() << "accepted a negative fwd_keep_tmp_bytes";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("/stages/0/fwd_keep_tmp_bytes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memopt::solver

@@ -50,6 +50,8 @@ struct RandomChainOptions {
   // Times: integers in [0, max_ms] when integer_ms, else uniform reals in [0.01, max_ms].
   bool integer_ms = true;
   double max_ms = 9;
+  // Give some stages a separate fwd_keep transient (memopt's extension of SPEC).
+  bool keep_tmp = true;
 };
 
 // Random chains with every knob that matters to the DP: zero-size tensors, zero
@@ -80,6 +82,8 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
     s.saved_bytes = s.out_bytes + (u01(rng) < 0.3 ? 0 : size());
     s.fwd_tmp_bytes = tmp();
     s.bwd_tmp_bytes = tmp();
+    // Half the stages give fwd_keep its own transient (Note [Two forward temporaries]).
+    if (o.keep_tmp && u01(rng) < 0.5) s.fwd_keep_tmp_bytes = tmp();
     chain.stages.push_back(s);
   }
   chain.loss.bwd_ms = u01(rng) < 0.5 ? 0.0 : time();
@@ -136,7 +140,8 @@ inline Chain discretised(const Chain& chain, int64_t budget_bytes, int slots) {
   d.input_bytes = sl(chain.input_bytes);
   for (const Stage& s : chain.stages)
     d.stages.push_back({s.name, un(s.fwd_ms), un(s.bwd_ms), sl(s.out_bytes), sl(s.saved_bytes),
-                        sl(s.fwd_tmp_bytes), sl(s.bwd_tmp_bytes)});
+                        sl(s.fwd_tmp_bytes), sl(s.bwd_tmp_bytes),
+                        s.fwd_keep_tmp_bytes ? std::optional<int64_t>(sl(*s.fwd_keep_tmp_bytes)) : std::nullopt});
   d.loss = {un(chain.loss.bwd_ms), sl(chain.loss.bwd_tmp_bytes)};
   return d;
 }

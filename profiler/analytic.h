@@ -1,0 +1,34 @@
+// analytic.h: the profiler's plain twin for GPT-2 -- every stage's output, saved and
+// forward-transient bytes computed from shapes and dtype, op by op, from what
+// runtime/gpt2.cpp runs. A test holds the measured profile to it (and it to the
+// measurement): when they disagree, one of them has a bug.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/gpt2_config.h"
+
+namespace memopt::profiler {
+
+struct AnalyticStage {
+  std::string name;
+  int64_t out_bytes = 0;             // x_{i+1}
+  int64_t saved_bytes = 0;           // x̄_{i+1}, output included, input excluded
+  int64_t fwd_tmp_grad_bytes = 0;    // forward peak above input + saved, under autograd
+  int64_t fwd_tmp_nograd_bytes = 0;  // forward peak above input + output, without grad
+};
+
+// Stage by stage as runtime::stage_gpt2 cuts the model, in training mode (dropout
+// as configured), float32. `threads` matters only to the CPU flash-attention
+// kernel's per-thread scratch (sdpa without dropout).
+std::vector<AnalyticStage> gpt2_analytic_stages(const runtime::Gpt2Config& config,
+                                                const runtime::Gpt2Workload& workload, int threads = 1);
+
+// a_0: the int64 token ids.
+int64_t gpt2_analytic_input_bytes(const runtime::Gpt2Workload& workload);
+// The float32 parameters, wte counted once (tied to the head).
+int64_t gpt2_analytic_parameter_bytes(const runtime::Gpt2Config& config);
+
+}  // namespace memopt::profiler

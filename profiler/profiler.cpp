@@ -1,0 +1,219 @@
+// profiler.cpp: measure_chain, following Note [Stage byte accounting] step by step.
+#include "profiler/profiler.h"
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "profiler/cpu_allocator.h"
+
+namespace memopt::profiler {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int64_t storage_bytes(const at::Tensor& t) { return static_cast<int64_t>(t.storage().nbytes()); }
+
+// Restores what measure_chain changes, however it leaves.
+class ModelStateGuard {
+ public:
+  ModelStateGuard(runtime::StagedModel& model, int threads)
+      : model_(model), was_training_(model.is_training()), threads_(at::get_num_threads()) {
+    model_.train(true);
+    at::set_num_threads(threads);
+    params_ = model.parameters();
+    for (at::Tensor& p : params_) {
+      had_grad_.push_back(p.grad().defined());
+      if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+    }
+  }
+  ~ModelStateGuard() {
+    for (size_t k = 0; k < params_.size(); ++k) {
+      if (had_grad_[k]) params_[k].mutable_grad().zero_();
+      else params_[k].mutable_grad().reset();
+    }
+    model_.train(was_training_);
+    at::set_num_threads(threads_);
+  }
+  void zero_grads() {
+    for (at::Tensor& p : params_) p.mutable_grad().zero_();
+  }
+
+ private:
+  runtime::StagedModel& model_;
+  bool was_training_;
+  int threads_;
+  std::vector<at::Tensor> params_;
+  std::vector<bool> had_grad_;
+};
+
+// One run of the protocol on one stage.
+struct Run {
+  double fwd_ms, bwd_ms, fwd_nograd_ms;
+  int64_t out_bytes, saved_bytes, fwd_tmp_grad_bytes, fwd_tmp_nograd_bytes, bwd_tmp_bytes, input_grad_bytes;
+  at::Tensor output;  // a_{i+1}, from the run without grad
+};
+
+Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, const runtime::Batch& batch,
+              MemoryMeter& meter, Timer& timer) {
+  Run r{};
+  const bool input_needs_grad = i > 0 && at::isFloatingType(a.scalar_type());
+  {
+    // Step 1: forward under autograd.
+    at::Tensor x = a.detach();
+    if (input_needs_grad) x.requires_grad_(true);
+    const int64_t before_fwd = meter.current_bytes();
+    meter.reset_peak();
+    timer.start();
+    at::Tensor y = model.forward_stage(i, x, batch);
+    r.fwd_ms = timer.stop_ms();
+    const int64_t after_fwd = meter.current_bytes();
+    r.saved_bytes = after_fwd - before_fwd;
+    r.fwd_tmp_grad_bytes = meter.peak_bytes() - after_fwd;
+    r.out_bytes = storage_bytes(y);
+    if (!y.requires_grad())
+      throw std::runtime_error("profiler: stage '" + model.stage(i).name +
+                               "' returned a tensor that does not require grad; it has no parameters or "
+                               "does not use its input");
+
+    // Step 2: backward from a seed gradient shaped like the output.
+    at::Tensor seed = at::ones_like(y, at::MemoryFormat::Contiguous);
+    const int64_t before_bwd = meter.current_bytes();
+    meter.reset_peak();
+    timer.start();
+    torch::autograd::backward({y}, {seed}, /*retain_graph=*/false);
+    r.bwd_ms = timer.stop_ms();
+    r.input_grad_bytes = input_needs_grad && x.grad().defined() ? storage_bytes(x.grad()) : 0;
+    const int64_t d_i_bytes = storage_bytes(a);  // SPEC's d_i is as big as a_i, real or not
+    r.bwd_tmp_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_bwd - d_i_bytes);
+  }
+  {
+    // Step 3: forward without grad, as fwd_ckpt and fwd_drop run it.
+    at::NoGradGuard no_grad;
+    meter.reset_peak();
+    timer.start();
+    at::Tensor y = model.forward_stage(i, a, batch);
+    r.fwd_nograd_ms = timer.stop_ms();
+    r.fwd_tmp_nograd_bytes = std::max<int64_t>(0, meter.peak_bytes() - meter.current_bytes());
+    r.output = y;
+  }
+  r.fwd_tmp_grad_bytes = std::max<int64_t>(0, r.fwd_tmp_grad_bytes);
+  r.saved_bytes = std::max(r.saved_bytes, r.out_bytes);  // a stage returning a view of its input
+  return r;
+}
+
+}  // namespace
+
+Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& batch, MemoryMeter& meter, Timer& timer,
+                          const ProfileOptions& options) {
+  if (options.repeat < 1) throw std::invalid_argument("profiler: repeat must be at least 1");
+  if (options.warmup < 0) throw std::invalid_argument("profiler: warmup must be non-negative");
+  if (options.threads < 1) throw std::invalid_argument("profiler: threads must be at least 1");
+  if (!batch.input.defined()) throw std::invalid_argument("profiler: the batch has no input");
+  ModelStateGuard guard(model, options.threads);
+
+  Measurement m;
+  m.chain.input_bytes = storage_bytes(batch.input);
+  const int L = model.num_stages();
+  at::Tensor a = batch.input;  // a_i, carried from stage to stage
+  if (options.on_progress) options.on_progress(0, L);
+  for (int i = 0; i < L; ++i) {
+    std::vector<double> fwd, bwd, fwd_nograd;
+    solver::Stage s;
+    s.name = model.stage(i).name;
+    StageDetail d;
+    at::Tensor next;
+    for (int run = 0; run < options.warmup + options.repeat; ++run) {
+      guard.zero_grads();
+      Run r = run_stage(model, i, a, batch, meter, timer);
+      if (run < options.warmup) continue;
+      fwd.push_back(r.fwd_ms);
+      bwd.push_back(r.bwd_ms);
+      fwd_nograd.push_back(r.fwd_nograd_ms);
+      s.out_bytes = std::max(s.out_bytes, r.out_bytes);
+      s.saved_bytes = std::max(s.saved_bytes, r.saved_bytes);
+      d.fwd_tmp_grad_bytes = std::max(d.fwd_tmp_grad_bytes, r.fwd_tmp_grad_bytes);
+      d.fwd_tmp_nograd_bytes = std::max(d.fwd_tmp_nograd_bytes, r.fwd_tmp_nograd_bytes);
+      s.bwd_tmp_bytes = std::max(s.bwd_tmp_bytes, r.bwd_tmp_bytes);
+      d.input_grad_bytes = std::max(d.input_grad_bytes, r.input_grad_bytes);
+      next = r.output;
+    }
+    s.fwd_ms = median(fwd);
+    s.bwd_ms = median(bwd);
+    d.fwd_nograd_ms = median(fwd_nograd);
+    s.fwd_tmp_bytes = std::max(d.fwd_tmp_grad_bytes, d.fwd_tmp_nograd_bytes);
+    // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain.h);
+    // fwd_tmp_bytes stays the max, so SPEC-only readers never under-predict.
+    s.fwd_keep_tmp_bytes = d.fwd_tmp_grad_bytes;
+    m.chain.stages.push_back(s);
+    m.details.push_back(d);
+    a = next;
+    if (options.on_progress) options.on_progress(i + 1, L);
+  }
+  // The loss op only seeds d_L (Note [Why the loss is a stage]); nothing to measure.
+  m.chain.loss = {0.0, 0};
+  return m;
+}
+
+int64_t static_bytes(const runtime::StagedModel& model) { return 4 * model.parameter_bytes(); }
+
+nlohmann::json cpu_device_json(int threads) {
+  std::string name = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      if (const auto colon = line.find(':'); colon != std::string::npos) {
+        name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(" \t"));
+      }
+      break;
+    }
+  }
+  return {{"kind", "cpu"}, {"name", name}, {"threads", threads},
+          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
+}
+
+MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
+                                     nlohmann::json model_json, const ProfileOptions& options) {
+  CpuMemoryMeter meter;
+  CpuTimer timer;
+  Measurement m = measure_chain(model, batch, meter, timer, options);
+  MeasuredProfile out;
+  solver::Profile& p = out.profile;
+  p.chain = std::move(m.chain);
+  p.model = std::move(model_json);
+  p.device = cpu_device_json(options.threads);
+  p.measured = true;
+  p.static_bytes = static_bytes(model);
+  out.details = std::move(m.details);
+  return out;
+}
+
+solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
+                            const ProfileOptions& options) {
+  return profile_cpu_detailed(model, batch, std::move(model_json), options).profile;
+}
+
+nlohmann::json profile_json(const MeasuredProfile& measured) {
+  nlohmann::json j = solver::profile_to_json(measured.profile);
+  nlohmann::json& stages = j.at("stages");
+  for (size_t i = 0; i < measured.details.size() && i < stages.size(); ++i) {
+    const StageDetail& d = measured.details[i];
+    stages[i]["fwd_nograd_ms"] = d.fwd_nograd_ms;
+    stages[i]["fwd_tmp_grad_bytes"] = d.fwd_tmp_grad_bytes;
+    stages[i]["fwd_tmp_nograd_bytes"] = d.fwd_tmp_nograd_bytes;
+  }
+  return j;
+}
+
+}  // namespace memopt::profiler

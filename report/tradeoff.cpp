@@ -1,0 +1,419 @@
+// tradeoff.cpp: the trade-off sweep, its JSON and its README.
+#include "report/tradeoff.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "solver/baselines.h"
+#include "solver/simulate.h"
+
+namespace memopt::report {
+
+using namespace memopt::solver;
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, sep)) parts.push_back(part);
+  if (!text.empty() && text.back() == sep) parts.push_back("");
+  return parts;
+}
+
+std::string ops_key(const std::vector<Op>& ops) {
+  std::string key;
+  for (const Op& op : ops) key += to_string(op) + ";";
+  return key;
+}
+
+std::string percent_label(int64_t bytes, int64_t reference) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * static_cast<double>(bytes) / static_cast<double>(reference));
+  return buf;
+}
+
+nlohmann::json measured_json(const MeasuredPoint& m) {
+  nlohmann::json j = {{"peak_bytes", m.peak_bytes}, {"time_ms", m.time_ms}, {"steps", m.steps}};
+  if (m.max_abs_grad_diff) j["max_abs_grad_diff"] = *m.max_abs_grad_diff;
+  if (!m.same_ops_as.empty()) j["same_ops_as"] = m.same_ops_as;
+  return j;
+}
+
+MeasuredPoint measured_from_json(const nlohmann::json& j) {
+  MeasuredPoint m;
+  m.peak_bytes = j.at("peak_bytes").get<int64_t>();
+  m.time_ms = j.at("time_ms").get<double>();
+  m.steps = j.at("steps").get<int>();
+  if (j.contains("max_abs_grad_diff")) m.max_abs_grad_diff = j["max_abs_grad_diff"].get<double>();
+  m.same_ops_as = j.value("same_ops_as", std::string());
+  return m;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_budget_list(const std::string& text, int64_t reference_bytes) {
+  std::vector<int64_t> out;
+  auto one = [&](const std::string& part) {
+    try {
+      return parse_budget(part, reference_bytes);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("--budgets: '" + part + "': " + e.what());
+    }
+  };
+  for (const std::string& item : split(text, ',')) {
+    const std::vector<std::string> range = split(item, ':');
+    if (range.size() == 1) {
+      out.push_back(one(item));
+    } else if (range.size() == 3) {
+      const int64_t lo = one(range[0]), hi = one(range[1]), step = one(range[2]);
+      if (step <= 0 || lo > hi)
+        throw std::invalid_argument("--budgets: '" + item + "' is not first:last:step with first <= last and step > 0");
+      if ((hi - lo) / step > 1000) throw std::invalid_argument("--budgets: '" + item + "' has over 1000 budgets");
+      // Budgets computed as first + k * step so that rounding does not accumulate; the
+      // last one is included when the step lands on it (within a byte per step).
+      for (int64_t k = 0; lo + k * step <= hi + k; ++k) {
+        const int64_t v = lo + k * step;
+        out.push_back(v >= hi - k ? hi : v);  // "20%:100%:5%" ends exactly at 100%
+      }
+    } else {
+      throw std::invalid_argument("--budgets: '" + item + "' is neither a budget nor first:last:step");
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.empty()) throw std::invalid_argument("--budgets: no budget given");
+  if (out.front() <= 0) throw std::invalid_argument("--budgets: budgets must be positive");
+  return out;
+}
+
+// Note [Stage categories]
+// One colour per stage and budget must summarise solver::StageActivity. Offloading
+// wins (it is the rarest and costs link time, not compute); then a stage run once
+// and stored is "kept"; a recomputed stage is "checkpointed" when its own input is
+// the checkpoint it restarts from (fwd_ckpt on it) and "recomputed" when it is
+// rebuilt from an earlier checkpoint (fwd_drop). The count of extra forwards is
+// kept beside the category for the map's labels.
+std::string stage_category(const StageActivity& a) {
+  if (a.input_offloaded) return "offloaded";
+  if (a.num_recomputes() == 0) return "kept";
+  if (a.num_ckpts > 0) return "checkpointed";
+  return "recomputed";
+}
+
+std::vector<SolverKind> default_tradeoff_solvers() {
+  return {SolverKind::Optimal,     SolverKind::RecomputeOnly, SolverKind::Sqrt,      SolverKind::RecomputeBlocks,
+          SolverKind::RecomputeAll, SolverKind::StoreAll,     SolverKind::OffloadAll};
+}
+
+TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, const MeasureFn& measure,
+                     const ProgressFn& progress) {
+  const Chain& chain = profile.chain;
+  TradeoffReport r;
+  r.model = profile.model;
+  r.profile_device = profile.device;
+  r.profile_measured = profile.measured;
+  r.slots = options.slots;
+  if (chain.link) r.link_bytes_per_s = chain.link->d2h_bytes_per_s;
+  const std::vector<Op> store_all = store_all_ops(chain);
+  r.store_all_peak_bytes = simulate_sequential(chain, store_all).peak_bytes;
+  r.base_time_ms = sum_fwd_bwd_ms(chain);
+  for (const Stage& s : chain.stages) r.stage_names.push_back(s.name);
+  r.budgets_bytes = options.budgets_bytes;
+  for (SolverKind k : options.solvers) r.solvers.emplace_back(info(k).word);
+
+  std::map<std::string, MeasuredPoint> measured_ops;  // ops -> where they were first measured
+  if (measure) {
+    Schedule base{"store-all", r.store_all_peak_bytes, chain.length(), {}, store_all};
+    base.predicted = {r.store_all_peak_bytes, r.base_time_ms};
+    if (auto m = measure(base)) {
+      r.measured_base = *m;
+      m->same_ops_as = "store-all@unbudgeted";
+      measured_ops[ops_key(store_all)] = *m;
+    }
+  }
+  const int total = static_cast<int>(options.budgets_bytes.size() * options.solvers.size());
+  for (int64_t budget : options.budgets_bytes) {
+    for (SolverKind kind : options.solvers) {
+      TradeoffPoint p;
+      p.solver = std::string(info(kind).word);
+      p.budget_bytes = budget;
+      SolveOptions so{budget, kind, options.slots, options.threads, false};
+      try {
+        const Schedule s = solve(chain, so);
+        p.status = "ok";
+        p.predicted_peak_bytes = s.predicted.peak_bytes;
+        p.predicted_time_ms = s.predicted.time_ms;
+        p.num_ops = static_cast<int>(s.ops.size());
+        for (const StageActivity& a : stage_activity(chain, s.ops))
+          p.stages.push_back({stage_category(a), a.num_recomputes(), describe(a)});
+        if (measure) {
+          const std::string key = ops_key(s.ops);
+          if (auto it = measured_ops.find(key); it != measured_ops.end()) {
+            p.measured = it->second;
+          } else if (auto m = measure(s)) {
+            p.measured = *m;
+            m->same_ops_as = p.solver + "@" + percent_label(budget, r.store_all_peak_bytes);
+            measured_ops[key] = *m;
+          }
+        }
+      } catch (const InfeasibleBudget&) {
+        p.status = "infeasible";
+      } catch (const std::invalid_argument&) {
+        p.status = "needs-link";  // offloading without a link bandwidth
+      }
+      r.points.push_back(p);
+      if (progress) progress(static_cast<int>(r.points.size()), total, r.points.back());
+    }
+  }
+  if (options.find_min_budgets) {
+    for (SolverKind kind : options.solvers) {
+      SolveOptions so{0, kind, options.slots, options.threads, false};
+      int64_t min_budget = -1;
+      try {
+        min_budget = min_feasible_budget(chain, so);
+      } catch (const std::invalid_argument&) {
+      }
+      r.min_budget_bytes[std::string(info(kind).word)] = min_budget;
+    }
+  }
+  return r;
+}
+
+nlohmann::json to_json(const TradeoffReport& r) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const TradeoffPoint& p : r.points) {
+    nlohmann::json j = {{"solver", p.solver}, {"budget_bytes", p.budget_bytes}, {"status", p.status}};
+    if (p.status == "ok") {
+      j["predicted"] = {{"peak_bytes", p.predicted_peak_bytes}, {"time_ms", p.predicted_time_ms}};
+      j["num_ops"] = p.num_ops;
+      nlohmann::json stages = nlohmann::json::array();
+      for (const StagePlan& s : p.stages)
+        stages.push_back({{"category", s.category}, {"num_recomputes", s.num_recomputes}, {"description", s.description}});
+      j["stages"] = stages;
+    }
+    if (p.measured) j["measured"] = measured_json(*p.measured);
+    points.push_back(j);
+  }
+  nlohmann::json j = {{"format", "memopt.tradeoff"},
+                      {"version", 1},
+                      {"command", r.command},
+                      {"profile", r.profile_path},
+                      {"profile_measured", r.profile_measured},
+                      {"model", r.model},
+                      {"profile_device", r.profile_device},
+                      {"machine", r.machine},
+                      {"slots", r.slots},
+                      {"store_all_peak_bytes", r.store_all_peak_bytes},
+                      {"base_time_ms", r.base_time_ms},
+                      {"stage_names", r.stage_names},
+                      {"budgets_bytes", r.budgets_bytes},
+                      {"solvers", r.solvers},
+                      {"min_budget_bytes", r.min_budget_bytes},
+                      {"points", points}};
+  j["link_bytes_per_s"] = r.link_bytes_per_s ? nlohmann::json(*r.link_bytes_per_s) : nlohmann::json(nullptr);
+  if (r.measured_base) j["measured_base"] = measured_json(*r.measured_base);
+  return j;
+}
+
+TradeoffReport tradeoff_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("format", std::string()) != "memopt.tradeoff")
+    throw std::invalid_argument("/format: not \"memopt.tradeoff\"; regenerate with `memopt tradeoff`");
+  if (j.value("version", 0) != 1) throw std::invalid_argument("/version: only version 1 is known");
+  try {
+    TradeoffReport r;
+    r.command = j.at("command").get<std::string>();
+    r.profile_path = j.at("profile").get<std::string>();
+    r.profile_measured = j.at("profile_measured").get<bool>();
+    r.model = j.at("model");
+    r.profile_device = j.at("profile_device");
+    r.machine = j.at("machine");
+    r.slots = j.at("slots").get<int>();
+    if (!j.at("link_bytes_per_s").is_null()) r.link_bytes_per_s = j["link_bytes_per_s"].get<double>();
+    r.store_all_peak_bytes = j.at("store_all_peak_bytes").get<int64_t>();
+    r.base_time_ms = j.at("base_time_ms").get<double>();
+    r.stage_names = j.at("stage_names").get<std::vector<std::string>>();
+    r.budgets_bytes = j.at("budgets_bytes").get<std::vector<int64_t>>();
+    r.solvers = j.at("solvers").get<std::vector<std::string>>();
+    r.min_budget_bytes = j.at("min_budget_bytes").get<std::map<std::string, int64_t>>();
+    if (j.contains("measured_base")) r.measured_base = measured_from_json(j["measured_base"]);
+    for (const nlohmann::json& pj : j.at("points")) {
+      TradeoffPoint p;
+      p.solver = pj.at("solver").get<std::string>();
+      p.budget_bytes = pj.at("budget_bytes").get<int64_t>();
+      p.status = pj.at("status").get<std::string>();
+      if (p.status == "ok") {
+        p.predicted_peak_bytes = pj.at("predicted").at("peak_bytes").get<int64_t>();
+        p.predicted_time_ms = pj.at("predicted").at("time_ms").get<double>();
+        p.num_ops = pj.at("num_ops").get<int>();
+        for (const nlohmann::json& s : pj.at("stages"))
+          p.stages.push_back({s.at("category").get<std::string>(), s.at("num_recomputes").get<int>(),
+                              s.at("description").get<std::string>()});
+      }
+      if (pj.contains("measured")) p.measured = measured_from_json(pj["measured"]);
+      r.points.push_back(p);
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("tradeoff.json: ") + e.what() + "; regenerate with `memopt tradeoff`");
+  }
+}
+
+nlohmann::json this_machine() {
+  std::string cpu = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  utsname u{};
+  std::string os = ::uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
+  return {{"cpu", cpu}, {"cores", static_cast<int>(std::thread::hardware_concurrency())}, {"os", os}};
+}
+
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string device_name(const TradeoffReport& r) {
+  std::string name = r.profile_device.value("name", std::string("?"));
+  if (const auto at = name.find(" (modeled)"); at != std::string::npos) name.erase(at);
+  return name;
+}
+
+const TradeoffPoint* find_point(const TradeoffReport& r, const std::string& solver, int64_t budget) {
+  for (const TradeoffPoint& p : r.points)
+    if (p.solver == solver && p.budget_bytes == budget) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string tradeoff_readme(const TradeoffReport& r, const std::vector<std::pair<std::string, std::string>>& figures) {
+  const bool any_measured = r.measured_base.has_value();
+  const double ref = static_cast<double>(r.store_all_peak_bytes);
+  auto pct = [&](int64_t b) { return fmt("%.0f%%", 100.0 * static_cast<double>(b) / ref); };
+  auto overhead = [&](double t, double base) { return fmt("%+.1f%%", 100.0 * (t / base - 1.0)); };
+  std::ostringstream o;
+  const std::string model_name = r.model.value("preset", r.model.value("name", std::string("model")));
+  o << "# Memory/time trade-off: " << r.model.value("name", std::string("model")) << " " << model_name << " ("
+    << (r.profile_measured ? "profile MEASURED on " : "profile MODELED for ")
+    << device_name(r) << ")\n\n";
+
+  // The claim, from the numbers.
+  o << "## Claim\n\n";
+  const auto opt_min = r.min_budget_bytes.find("optimal");
+  if (opt_min != r.min_budget_bytes.end() && opt_min->second > 0)
+    o << "- The optimal plan fits in as little as **" << format_bytes(opt_min->second) << "** of activations ("
+      << pct(opt_min->second) << " of store-all's " << format_bytes(r.store_all_peak_bytes) << ", predicted).\n";
+  // The smallest budget at which optimal stays within 10% (predicted), and what the
+  // fixed strategies cost there.
+  for (int64_t b : r.budgets_bytes) {
+    const TradeoffPoint* p = find_point(r, "optimal", b);
+    if (!p || p->status != "ok" || p->predicted_time_ms > 1.10 * r.base_time_ms) continue;
+    o << "- At " << pct(b) << " of the store-all peak (" << format_bytes(b) << ") the optimal plan is predicted "
+      << overhead(p->predicted_time_ms, r.base_time_ms) << " slower than store-all";
+    if (p->measured && r.measured_base)
+      o << " (measured " << overhead(p->measured->time_ms, r.measured_base->time_ms) << ")";
+    o << "; it is the smallest budget of this sweep within 10% (predicted).";
+    const TradeoffPoint* sq = find_point(r, "sqrt", b);
+    if (sq && sq->status == "ok")
+      o << " sqrt there: " << overhead(sq->predicted_time_ms, r.base_time_ms) << " predicted.";
+    o << "\n";
+    break;
+  }
+  if (any_measured) {
+    std::vector<double> peak_ratio, time_ratio;
+    for (const TradeoffPoint& p : r.points) {
+      if (!p.measured || !p.measured->same_ops_as.empty()) continue;
+      peak_ratio.push_back(static_cast<double>(p.measured->peak_bytes) / static_cast<double>(p.predicted_peak_bytes));
+      time_ratio.push_back(p.measured->time_ms / p.predicted_time_ms);
+    }
+    if (!peak_ratio.empty()) {
+      auto [pmin, pmax] = std::minmax_element(peak_ratio.begin(), peak_ratio.end());
+      auto [tmin, tmax] = std::minmax_element(time_ratio.begin(), time_ratio.end());
+      o << "- Over the " << peak_ratio.size() << " distinct schedules run, measured/predicted peak is "
+        << fmt("%.3f", *pmin) << " to " << fmt("%.3f", *pmax) << " and measured/predicted time " << fmt("%.2f", *tmin)
+        << " to " << fmt("%.2f", *tmax) << ".\n";
+    }
+  }
+  o << "\n## Reproduce\n\n```sh\n" << r.command << "\n```\n\n";
+  o << "- Profile: `" << r.profile_path << "`, "
+    << (r.profile_measured ? "**measured**" : "**modeled** (not measured: analytic bytes, roofline times)") << ", device "
+    << device_name(r) << ".\n";
+  o << "- This report ran on: " << r.machine.value("cpu", std::string("?")) << ", " << r.machine.value("cores", 0)
+    << " cores, " << r.machine.value("os", std::string("?")) << ".\n";
+  o << "- Solver: memory discretised in " << r.slots << " slots; link "
+    << (r.link_bytes_per_s ? fmt("%.3g bytes/s", *r.link_bytes_per_s) : std::string("none (offload-all not possible)"))
+    << ".\n";
+  o << "- **predicted** = memopt's simulator (SPEC sections 4-5) on the profile; "
+    << (any_measured ? "**measured** = real training steps (AdamW) on this machine, median of steps 2..; "
+                       "time overhead is relative to store-all measured the same way (" +
+                           fmt("%.2f ms", r.measured_base->time_ms) + "). Identical schedules are measured once."
+                     : "nothing was measured (run with --run to add measured numbers).")
+    << "\n- Overhead = time / (every stage forward and backward once) - 1; store-all's predicted time is "
+    << fmt("%.3f ms", r.base_time_ms) << ".\n\n";
+
+  if (!figures.empty()) {
+    o << "## Figures\n\n";
+    for (const auto& [file, caption] : figures) o << "![" << caption << "](" << file << ")\n\n" << caption << "\n\n";
+  }
+
+  o << "## Table\n\nOverhead and peak per solver and budget (" << (any_measured ? "predicted / measured" : "predicted")
+    << "; `-` = no plan of that solver fits).\n\n| budget |";
+  for (const std::string& s : r.solvers) o << " " << s << " |";
+  o << "\n|---|";
+  for (size_t i = 0; i < r.solvers.size(); ++i) o << "---|";
+  o << "\n";
+  for (int64_t b : r.budgets_bytes) {
+    o << "| " << pct(b) << " (" << format_bytes(b) << ") |";
+    for (const std::string& s : r.solvers) {
+      const TradeoffPoint* p = find_point(r, s, b);
+      if (!p || p->status != "ok") {
+        o << " " << (p && p->status == "needs-link" ? "needs link" : "-") << " |";
+        continue;
+      }
+      o << " " << overhead(p->predicted_time_ms, r.base_time_ms);
+      if (p->measured && r.measured_base) o << " / " << overhead(p->measured->time_ms, r.measured_base->time_ms);
+      o << ", " << format_bytes(p->predicted_peak_bytes);
+      if (p->measured) o << " / " << format_bytes(p->measured->peak_bytes);
+      o << " |";
+    }
+    o << "\n";
+  }
+  o << "\nSmallest budget each solver can meet (predicted): ";
+  bool first = true;
+  for (const auto& [s, b] : r.min_budget_bytes) {
+    o << (first ? "" : ", ") << s << " " << (b > 0 ? format_bytes(b) + " (" + pct(b) + ")" : std::string("none"));
+    first = false;
+  }
+  o << ".\n\nAll numbers: `tradeoff.json` (format memopt.tradeoff, version 1).\n";
+  return o.str();
+}
+
+std::string run_plot_script(const std::string& python, const std::string& script, const std::string& json_path,
+                            const std::string& out_dir, bool* ran) {
+  auto quote = [](const std::string& s) { return "'" + s + "'"; };
+  const std::string cmd = quote(python) + " " + quote(script) + " " + quote(json_path) + " --out " + quote(out_dir);
+  *ran = false;
+  if (std::filesystem::exists(python) && std::filesystem::exists(script)) *ran = std::system(cmd.c_str()) == 0;
+  return cmd;
+}
+
+}  // namespace memopt::report

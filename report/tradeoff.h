@@ -1,0 +1,113 @@
+// tradeoff.h: the memory/time trade-off sweep behind `memopt tradeoff` -- every
+// solver at every budget, predicted by the simulator and optionally measured --
+// and its JSON (tradeoff.json) and README. Solver-only: the measuring is passed in,
+// so this builds and tests without LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "solver/io.h"
+#include "solver/solve.h"
+#include "solver/summary.h"
+
+namespace memopt::report {
+
+// "20%:100%:5%" (inclusive range; % of reference_bytes or byte sizes like 1GiB:4GiB:512MiB)
+// or a comma list "30%,1GiB,100%". Sorted, duplicates removed; throws
+// std::invalid_argument naming the part that is wrong.
+std::vector<int64_t> parse_budget_list(const std::string& text, int64_t reference_bytes);
+
+// What a plan does to one stage, as the map's colour: "kept" (stored on its only
+// forward), "checkpointed" (its input is kept and it is recomputed from there),
+// "recomputed" (recomputed from an earlier checkpoint), "offloaded" (its input went
+// to the host). Note [Stage categories] in tradeoff.cpp.
+std::string stage_category(const solver::StageActivity& activity);
+
+struct StagePlan {
+  std::string category;
+  int num_recomputes = 0;
+  std::string description;  // solver::describe's words
+};
+
+struct MeasuredPoint {
+  int64_t peak_bytes = 0;   // median of steps 2..
+  double time_ms = 0;
+  int steps = 0;
+  std::optional<double> max_abs_grad_diff;
+  std::string same_ops_as;  // non-empty: identical ops were measured at this point ("<solver>@<budget>")
+};
+
+struct TradeoffPoint {
+  std::string solver;
+  int64_t budget_bytes = 0;
+  std::string status;  // "ok", "infeasible" (no plan of this solver fits), "needs-link" (offload without bandwidth)
+  int64_t predicted_peak_bytes = 0;
+  double predicted_time_ms = 0;
+  int num_ops = 0;
+  std::vector<StagePlan> stages;  // empty unless ok
+  std::optional<MeasuredPoint> measured;
+};
+
+struct TradeoffReport {
+  std::string command;
+  std::string profile_path;
+  nlohmann::json model = nlohmann::json::object();
+  nlohmann::json profile_device = nlohmann::json::object();  // where the profile was measured (or modeled)
+  nlohmann::json machine = nlohmann::json::object();         // where this report ran
+  bool profile_measured = true;
+  int slots = 500;
+  std::optional<double> link_bytes_per_s;
+  int64_t store_all_peak_bytes = 0;
+  double base_time_ms = 0;  // every stage forward and backward once (store-all's predicted time)
+  std::vector<std::string> stage_names;
+  std::vector<int64_t> budgets_bytes;
+  std::vector<std::string> solvers;
+  std::map<std::string, int64_t> min_budget_bytes;  // per solver, -1: none
+  std::optional<MeasuredPoint> measured_base;       // store-all measured without a budget
+  std::vector<TradeoffPoint> points;                // budget-major, solver-minor
+};
+
+struct TradeoffOptions {
+  std::vector<int64_t> budgets_bytes;
+  std::vector<solver::SolverKind> solvers;
+  int slots = 500;
+  int threads = 0;  // for the DP
+  bool find_min_budgets = true;
+};
+
+// Measures a schedule (runtime::ProfiledModel::measure in the CLI); nullopt skips it.
+using MeasureFn = std::function<std::optional<MeasuredPoint>(const solver::Schedule&)>;
+// Called after each point with (points done, total, the point).
+using ProgressFn = std::function<void(int, int, const TradeoffPoint&)>;
+
+// The solvers a report compares by default: optimal, recompute-only, sqrt,
+// recompute-blocks, recompute-all, store-all, offload-all.
+std::vector<solver::SolverKind> default_tradeoff_solvers();
+
+TradeoffReport sweep(const solver::Profile& profile, const TradeoffOptions& options, const MeasureFn& measure = {},
+                     const ProgressFn& progress = {});
+
+nlohmann::json to_json(const TradeoffReport& report);
+// Throws std::invalid_argument naming the field when j is not a tradeoff.json.
+TradeoffReport tradeoff_from_json(const nlohmann::json& j);
+
+// README.md for the report folder: the claim, the command, the machine, the table;
+// `figures` are file names in the folder, with a caption each.
+std::string tradeoff_readme(const TradeoffReport& report, const std::vector<std::pair<std::string, std::string>>& figures);
+
+// {"cpu": lscpu's model name, "cores": n, "os": uname}, read from /proc and uname.
+nlohmann::json this_machine();
+
+// The figure script: `python plot_script json --out dir`; returns the command line,
+// and runs it when `python` exists. `ran` tells whether it succeeded.
+std::string run_plot_script(const std::string& python, const std::string& script, const std::string& json_path,
+                            const std::string& out_dir, bool* ran);
+
+}  // namespace memopt::report

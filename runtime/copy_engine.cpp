@@ -1,0 +1,166 @@
+// copy_engine.cpp: the CPU testbed's copy engine.
+#include "runtime/copy_engine.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/ATen.h>
+
+namespace memopt::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+
+}  // namespace
+
+void Transfer::wait() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+}
+
+bool Transfer::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+double Transfer::copy_ms() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return copy_ms_;
+}
+
+at::Tensor Transfer::take_device_tensor() {
+  wait();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::move(device_);
+}
+
+HostPool::HostPool(int64_t num_bytes) : capacity_(num_bytes) {
+  if (num_bytes > 0) {
+    // Page-aligned, like pinned memory would be; malloc'd directly so that the
+    // counting CPU allocator (the testbed's device) never sees host bytes.
+    base_ = static_cast<std::byte*>(std::aligned_alloc(4096, static_cast<size_t>((num_bytes + 4095) / 4096 * 4096)));
+    if (!base_) throw std::runtime_error("copy engine: cannot allocate a host pool of " + std::to_string(num_bytes) + " bytes");
+  }
+}
+
+HostPool::~HostPool() { std::free(base_); }
+
+std::byte* HostPool::take(int64_t num_bytes) {
+  const int64_t aligned = (num_bytes + 63) / 64 * 64;
+  if (used_ + aligned > capacity_)
+    throw std::runtime_error("copy engine: the host pool of " + std::to_string(capacity_) +
+                             " bytes is exhausted (needs " + std::to_string(used_ + aligned) +
+                             "); size it from the schedule's offloaded bytes");
+  std::byte* p = base_ + used_;
+  used_ += aligned;
+  return p;
+}
+
+void HostPool::reset() { used_ = 0; }
+
+CpuCopyEngine::Link::Link(double bytes_per_s) : bytes_per_s_(bytes_per_s), thread_([this] { run(); }) {}
+
+CpuCopyEngine::Link::~Link() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void CpuCopyEngine::Link::submit(std::function<void()> work, int64_t num_bytes, std::shared_ptr<Transfer> transfer,
+                                  std::shared_ptr<Transfer> after) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back({std::move(work), num_bytes, std::move(transfer), std::move(after)});
+  }
+  cv_.notify_all();
+}
+
+void CpuCopyEngine::Link::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+}
+
+void CpuCopyEngine::Link::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_ && jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+    }
+    if (job.after) job.after->wait();
+    const auto start = Clock::now();
+    job.work();
+    // An emulated link takes at least num_bytes / bandwidth, however fast memcpy is.
+    if (bytes_per_s_ > 0) {
+      const auto until = start + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(static_cast<double>(job.num_bytes) / bytes_per_s_));
+      std::this_thread::sleep_until(until);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    {
+      Transfer& t = *job.transfer;
+      std::lock_guard<std::mutex> lock(t.mutex_);
+      t.copy_ms_ = ms;
+      t.done_ = true;
+      t.cv_.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+      if (jobs_.empty()) idle_cv_.notify_all();
+    }
+  }
+}
+
+CpuCopyEngine::CpuCopyEngine(const CopyEngineOptions& options)
+    : pool_(options.host_pool_bytes), d2h_(options.d2h_bytes_per_s), h2d_(options.h2d_bytes_per_s) {}
+
+CpuCopyEngine::~CpuCopyEngine() = default;
+
+std::shared_ptr<Transfer> CpuCopyEngine::offload(const at::Tensor& device_tensor) {
+  if (!device_tensor.is_contiguous()) throw std::invalid_argument("copy engine: offload needs a contiguous tensor");
+  auto t = std::make_shared<Transfer>();
+  t->num_bytes_ = static_cast<int64_t>(device_tensor.nbytes());
+  t->host_ = pool_.take(t->num_bytes_);
+  t->options_ = device_tensor.options();
+  t->sizes_ = device_tensor.sizes().vec();
+  t->device_ = device_tensor;
+  Transfer* raw = t.get();
+  d2h_.submit(
+      [raw] {
+        std::memcpy(raw->host_, raw->device_.data_ptr(), static_cast<size_t>(raw->num_bytes_));
+        raw->device_ = at::Tensor();  // the device copy is freed when its transfer ends
+      },
+      t->num_bytes_, t);
+  return t;
+}
+
+std::shared_ptr<Transfer> CpuCopyEngine::prefetch(const std::shared_ptr<Transfer>& offloaded) {
+  auto t = std::make_shared<Transfer>();
+  t->num_bytes_ = offloaded->num_bytes_;
+  t->host_ = offloaded->host_;
+  t->device_ = at::empty(offloaded->sizes_, offloaded->options_);  // allocated at issue
+  Transfer* raw = t.get();
+  h2d_.submit([raw] { std::memcpy(raw->device_.data_ptr(), raw->host_, static_cast<size_t>(raw->num_bytes_)); },
+              t->num_bytes_, t, /*after=*/offloaded);
+  return t;
+}
+
+void CpuCopyEngine::finish_step() {
+  d2h_.drain();
+  h2d_.drain();
+  pool_.reset();
+}
+
+}  // namespace memopt::runtime

@@ -1,0 +1,207 @@
+// executor.cpp: ScheduleRunner.
+#include "runtime/executor.h"
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+namespace memopt::runtime {
+namespace {
+
+using solver::Op;
+using solver::OpKind;
+
+// Swaps a stage's first-run RNG state in and puts the current one back on exit.
+class RngStateScope {
+ public:
+  explicit RngStateScope(const CpuRngState& state) : saved_(cpu_rng_state()) { set_cpu_rng_state(state); }
+  ~RngStateScope() { set_cpu_rng_state(saved_); }
+  RngStateScope(const RngStateScope&) = delete;
+  RngStateScope& operator=(const RngStateScope&) = delete;
+
+ private:
+  CpuRngState saved_;
+};
+
+std::string op_text(const Op& op, size_t p) {
+  return "op " + std::to_string(p) + " (" + solver::to_string(op) + ")";
+}
+
+}  // namespace
+
+CpuRngState cpu_rng_state() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  auto* impl = at::check_generator<at::CPUGeneratorImpl>(gen);
+  return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
+}
+
+void set_cpu_rng_state(const CpuRngState& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  auto* impl = at::check_generator<at::CPUGeneratorImpl>(gen);
+  impl->set_engine(state.engine);
+  impl->set_next_float_normal_sample(state.next_float_normal);
+  impl->set_next_double_normal_sample(state.next_double_normal);
+}
+
+ScheduleRunner::ScheduleRunner(const StagedModel& model, std::vector<Op> ops, ExecutorOptions options)
+    : model_(model), ops_(std::move(ops)), options_(options) {
+  const int L = model_.num_stages();
+  plain_.resize(L + 2);
+  saved_leaf_.resize(L + 2);
+  saved_out_.resize(L + 2);
+  grad_.resize(L + 2);
+  rng_state_.resize(L);
+  offloaded_.resize(L + 2);
+  arriving_.resize(L + 2);
+  for (size_t p = 0; p < ops_.size(); ++p) {
+    const Op& op = ops_[p];
+    const bool copy = op.kind == OpKind::Offload || op.kind == OpKind::Prefetch;
+    if (copy && !options_.copy_engine)
+      throw std::invalid_argument(op_text(op, p) + ": offloading needs a copy engine (memopt run gives one; the "
+                                  "profile must have a link); or solve with --solver recompute-only");
+    const int last = copy ? L : L - 1;
+    if (op.kind != OpKind::Loss && (op.index < 0 || op.index > last))
+      throw std::invalid_argument(op_text(op, p) + ": index out of range for a model of " + std::to_string(L) + " stages");
+  }
+}
+
+at::Tensor ScheduleRunner::input_of(int i) {
+  if (arriving_[i]) {
+    // The compute stream waits here for a prefetch still in flight: exposed copy time.
+    const auto start = std::chrono::steady_clock::now();
+    plain_[i] = arriving_[i]->take_device_tensor();
+    copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    arriving_[i].reset();
+  }
+  if (plain_[i].defined()) return plain_[i];
+  if (saved_out_[i].defined()) return saved_out_[i].detach();
+  throw std::logic_error("executor: the input of stage " + std::to_string(i) + " is not resident");
+}
+
+void ScheduleRunner::copy_op(const Op& op) {
+  const int k = op.index;
+  if (op.kind == OpKind::Offload) {
+    if (!plain_[k].defined()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
+    offloaded_[k] = options_.copy_engine->offload(plain_[k].contiguous());
+    all_copies_.push_back(offloaded_[k]);
+    plain_[k].reset();  // the engine holds it until its copy ends
+    ++copy_stats_.num_offloads;
+  } else {
+    if (!offloaded_[k]) throw std::logic_error("executor: prefetch of a_" + std::to_string(k) + ", which is not on the host");
+    arriving_[k] = options_.copy_engine->prefetch(offloaded_[k]);
+    all_copies_.push_back(arriving_[k]);
+    offloaded_[k].reset();
+    ++copy_stats_.num_prefetches;
+  }
+}
+
+at::Tensor ScheduleRunner::run_stage(int i, const at::Tensor& input, bool with_grad) {
+  at::AutoGradMode grad_mode(with_grad);
+  if (!options_.restore_rng) return model_.forward_stage(i, input, *batch_);
+  if (!rng_state_[i]) {
+    rng_state_[i] = cpu_rng_state();
+    return model_.forward_stage(i, input, *batch_);
+  }
+  RngStateScope scope(*rng_state_[i]);
+  return model_.forward_stage(i, input, *batch_);
+}
+
+void ScheduleRunner::forward_op(const Op& op) {
+  const int i = op.index;
+  if (op.kind == OpKind::FwdKeep) {
+    // A detached leaf so that this stage's backward stops at its input and hands the
+    // input's gradient over as d_i.
+    at::Tensor leaf = input_of(i).detach();
+    if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+    saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+    saved_leaf_[i + 1] = leaf;
+    return;
+  }
+  plain_[i + 1] = run_stage(i, input_of(i), /*with_grad=*/false);
+  if (op.kind == OpKind::FwdDrop) plain_[i].reset();
+}
+
+void ScheduleRunner::backward_op(int i) {
+  at::Tensor& out = saved_out_[i + 1];
+  at::Tensor& leaf = saved_leaf_[i + 1];
+  if (!out.defined() || !grad_[i + 1].defined())
+    throw std::logic_error("executor: bwd " + std::to_string(i) + " without ā or d of its output");
+  if (out.requires_grad()) torch::autograd::backward({out}, {grad_[i + 1]});
+  at::Tensor d_in;
+  if (leaf.defined() && leaf.requires_grad()) {
+    d_in = leaf.grad();
+    // d_i now belongs to grad_ alone: were the leaf kept alive by anything, its .grad
+    // would otherwise keep d_i past bwd i-1.
+    leaf.mutable_grad().reset();
+  }
+  out.reset();
+  leaf.reset();
+  grad_[i + 1].reset();
+  plain_[i].reset();  // a plain input is consumed; an ā_i stays for bwd i-1
+  grad_[i] = d_in.defined() ? d_in : at::Tensor();
+}
+
+at::Tensor ScheduleRunner::run_forward(const Batch& batch) {
+  batch_ = &batch;
+  plain_[0] = batch.input;
+  for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
+    const Op& op = ops_[next_op_];
+    if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
+    if (op.kind == OpKind::Offload || op.kind == OpKind::Prefetch) copy_op(op);
+    else forward_op(op);
+  }
+  if (next_op_ == ops_.size()) throw std::invalid_argument("the schedule has no loss op");
+  const int L = model_.num_stages();
+  // Detached: a caller holding the loss must not keep the last stage's graph alive,
+  // and with it that stage's input leaf and its gradient.
+  return (plain_[L].defined() ? plain_[L] : saved_out_[L]).detach();
+}
+
+at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
+  const int L = model_.num_stages();
+  if (next_op_ >= ops_.size() || ops_[next_op_].kind != OpKind::Loss)
+    throw std::logic_error("executor: run_backward before run_forward");
+  grad_[L] = grad_output.defined() ? grad_output : at::ones_like(plain_[L].defined() ? plain_[L] : saved_out_[L]);
+  plain_[L].reset();
+  for (++next_op_; next_op_ < ops_.size(); ++next_op_) {
+    const Op& op = ops_[next_op_];
+    if (op.kind == OpKind::Bwd) {
+      backward_op(op.index);
+    } else if (op.kind == OpKind::Loss) {
+      throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
+    } else if (op.kind == OpKind::Offload || op.kind == OpKind::Prefetch) {
+      copy_op(op);
+    } else {
+      forward_op(op);
+    }
+  }
+  at::Tensor d0 = grad_[0];
+  if (options_.copy_engine) {
+    options_.copy_engine->finish_step();
+    for (const auto& t : all_copies_) copy_stats_.copy_ms += t->copy_ms();
+    all_copies_.clear();
+  }
+  plain_.assign(L + 2, at::Tensor());
+  grad_.assign(L + 2, at::Tensor());
+  batch_ = nullptr;
+  return d0;
+}
+
+void check_schedule_fits_model(const solver::Schedule& schedule, const StagedModel& model,
+                               const std::string& schedule_source) {
+  if (schedule.chain_length != model.num_stages())
+    throw std::invalid_argument(schedule_source + ": chain_length is " + std::to_string(schedule.chain_length) +
+                                " but the model has " + std::to_string(model.num_stages()) +
+                                " stages; regenerate the schedule for this model with `memopt solve --profile "
+                                "P.json --budget B --out S.json` on a profile of this model");
+}
+
+}  // namespace memopt::runtime

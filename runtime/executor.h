@@ -1,0 +1,103 @@
+// executor.h: replays a schedule (SPEC section 4) on a StagedModel for one training
+// step -- forward ops with or without autograd, recomputations that restore the RNG
+// state of the first run, and per-stage backward from the gradient of the output.
+// It never decides anything: the solver does, and the schedule says.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/MT19937RNGEngine.h>
+#include <ATen/core/Tensor.h>
+
+#include "runtime/copy_engine.h"
+#include "runtime/staged_model.h"
+#include "solver/schedule.h"
+
+namespace memopt::runtime {
+
+// The default CPU generator's state (dropout draws from it), to capture and restore.
+// Kept in a host struct rather than get_state()'s tensor so that the counting
+// allocator, which plays device memory on this testbed, never sees it -- as on a
+// GPU, where a generator's seed and offset are host values too.
+struct CpuRngState {
+  at::mt19937 engine;
+  std::optional<float> next_float_normal;
+  std::optional<double> next_double_normal;
+};
+CpuRngState cpu_rng_state();
+void set_cpu_rng_state(const CpuRngState& state);
+
+struct ExecutorOptions {
+  // Note [Recompute RNG]: a recomputed forward must draw the same dropout masks as
+  // its first run, so the CPU generator's state is captured before each stage's
+  // first forward and restored (then put back) around every recomputation. Only
+  // tests turn this off, to show that it matters.
+  bool restore_rng = true;
+  // Runs `offload` / `prefetch` ops; schedules with such ops need one. Not owned.
+  CpuCopyEngine* copy_engine = nullptr;
+};
+
+// What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
+// the part the compute thread waited for (exposed); the rest was hidden.
+struct CopyStats {
+  int num_offloads = 0;
+  int num_prefetches = 0;
+  double copy_ms = 0;
+  double stall_ms = 0;
+};
+
+// One step's replay. Split in two so that a custom autograd function can return
+// a_L from forward() and run the rest from backward() (runtime/optimize.h); a plain
+// step calls both.
+class ScheduleRunner {
+ public:
+  // Throws std::invalid_argument when the ops do not fit the model (stage count,
+  // op validity per SPEC section 4 -- checked by the solver's simulator up front).
+  ScheduleRunner(const StagedModel& model, std::vector<solver::Op> ops, ExecutorOptions options = {});
+
+  // Runs every op before `loss` and returns a_L: the loss itself for models that end
+  // with their loss.
+  at::Tensor run_forward(const Batch& batch);
+  // Runs `loss` with d_L = grad_output (ones for a scalar loss when undefined) and
+  // everything after it. Parameter gradients accumulate into .grad; returns d_0, or
+  // an undefined tensor when a_0 is not differentiable (token ids).
+  at::Tensor run_backward(const at::Tensor& grad_output = {});
+
+  const CopyStats& copy_stats() const { return copy_stats_; }
+
+ private:
+  struct SavedState;  // ā_k: the leaf input and the output carrying the stage's graph
+  at::Tensor input_of(int i);
+  void copy_op(const solver::Op& op);
+  void forward_op(const solver::Op& op);
+  void backward_op(int i);
+  at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
+
+  const StagedModel& model_;
+  std::vector<solver::Op> ops_;
+  ExecutorOptions options_;
+  size_t next_op_ = 0;
+  const Batch* batch_ = nullptr;
+  std::vector<at::Tensor> plain_;        // a_k
+  std::vector<at::Tensor> saved_leaf_;   // ā_k: the detached input of stage k-1, requiring grad
+  std::vector<at::Tensor> saved_out_;    // ā_k: a_k with its graph
+  std::vector<at::Tensor> grad_;         // d_k
+  std::vector<std::optional<CpuRngState>> rng_state_;  // per stage, from its first forward
+  std::vector<std::shared_ptr<Transfer>> offloaded_;   // a_k on the host
+  std::vector<std::shared_ptr<Transfer>> arriving_;    // a_k being prefetched
+  std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats
+  CopyStats copy_stats_;
+};
+
+
+
+// Checks that a schedule was made for this model (chain_length, op validity) and
+// throws std::invalid_argument naming both counts and the command that regenerates
+// the schedule.
+void check_schedule_fits_model(const solver::Schedule& schedule, const StagedModel& model,
+                               const std::string& schedule_source = "the schedule");
+
+}  // namespace memopt::runtime

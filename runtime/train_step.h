@@ -1,0 +1,48 @@
+// train_step.h: one measured training step along a schedule, and the same step done
+// by plain autograd for comparison -- what `memopt run` and the tests build on.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "profiler/memory_meter.h"
+#include "runtime/executor.h"
+#include "runtime/staged_model.h"
+#include "solver/schedule.h"
+
+namespace memopt::runtime {
+
+struct StepResult {
+  double loss = 0;                  // a_L when the model ends with its loss
+  int64_t activation_peak_bytes = 0;  // measured, SPEC's sense: a_0 included, parameters/grads/optimizer not
+  double time_ms = 0;               // wall clock of the whole step's compute
+  CopyStats copies;                 // offload/prefetch traffic (scheduled steps only)
+};
+
+// Gives every parameter a zero gradient, allocating it if needed, so that gradient
+// storage exists before a step's baseline (Note [Stage byte accounting]).
+void zero_grads_in_place(const StagedModel& model);
+
+// One forward + backward along `ops`; parameter gradients accumulate into .grad.
+// The baseline is taken at entry, so call zero_grads_in_place first.
+StepResult run_scheduled_step(const StagedModel& model, const std::vector<solver::Op>& ops, const Batch& batch,
+                              profiler::MemoryMeter& meter, const ExecutorOptions& options = {});
+
+// The same step by plain autograd on the whole chain (forward(), then backward()),
+// with the same meter reading.
+StepResult run_plain_step(const StagedModel& model, const Batch& batch, profiler::MemoryMeter& meter);
+
+// Copies of every parameter's gradient, in StagedModel::parameters() order.
+std::vector<at::Tensor> gradients(const StagedModel& model);
+
+// max |a - b| over all elements of all pairs, and the largest |b| seen (for
+// relative tolerances).
+struct GradientDiff {
+  double max_abs_diff = 0;
+  double max_abs_ref = 0;
+};
+GradientDiff compare_gradients(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref);
+
+}  // namespace memopt::runtime

@@ -1,0 +1,95 @@
+// analytic_test.cpp: measured GPT-2 stage bytes against the analytic twin
+// (profiler/analytic.h), on several shapes, both granularities, both attention
+// kernels, with and without dropout.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "profiler/analytic.h"
+#include "profiler/cpu_allocator.h"
+#include "profiler/profiler.h"
+#include "runtime/gpt2.h"
+
+namespace memopt::profiler {
+namespace {
+
+using runtime::Attention;
+using runtime::Granularity;
+
+struct Case {
+  const char* label;
+  int64_t n_layer, n_embd, n_head, vocab, batch, seq_len;
+  Attention attention;
+  double dropout;
+};
+
+// Shapes chosen so that no two terms coincide (N*C != B*H*T*T, V != C, ...): a
+// formula with one term in the wrong place cannot pass by accident.
+const Case kCases[] = {
+    {"explicit_dropout", 2, 64, 4, 256, 2, 48, Attention::Explicit, 0.1},
+    {"explicit_nodropout", 2, 64, 4, 256, 2, 48, Attention::Explicit, 0.0},
+    {"sdpa_nodropout", 2, 64, 4, 256, 2, 48, Attention::Sdpa, 0.0},
+    {"sdpa_dropout", 2, 64, 4, 256, 2, 48, Attention::Sdpa, 0.1},
+    {"explicit_wide", 1, 96, 3, 200, 3, 40, Attention::Explicit, 0.2},
+    {"sdpa_wide", 1, 96, 3, 200, 3, 40, Attention::Sdpa, 0.0},
+    {"sdpa_long", 1, 64, 2, 128, 1, 200, Attention::Sdpa, 0.0},  // T >= 192: other flash blocking
+};
+
+class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity>> {};
+
+// The bar is 1%; today every field agrees to the byte (check with ==), so a
+// miss means an op changed on one side, not noise.
+bool within_1pct(int64_t measured, int64_t predicted) {
+  return std::llabs(measured - predicted) <= predicted / 100;
+}
+
+TEST_P(AnalyticVsMeasured, StageBytesAgree) {
+  const auto& [c, granularity] = GetParam();
+  runtime::Gpt2Spec spec;
+  spec.config.n_layer = c.n_layer;
+  spec.config.n_embd = c.n_embd;
+  spec.config.n_head = c.n_head;
+  spec.config.vocab_size = c.vocab;
+  spec.config.n_positions = c.seq_len;
+  spec.config.set_dropout(c.dropout);
+  spec.config.attention = c.attention;
+  spec.config.granularity = granularity;
+  spec.workload = {c.batch, c.seq_len};
+
+  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+  const runtime::Batch batch = runtime::make_gpt2_batch(spec);
+  CpuMemoryMeter meter;
+  CpuTimer timer;
+  ProfileOptions options;
+  options.repeat = 1;
+  const Measurement m = measure_chain(model, batch, meter, timer, options);
+  const auto predicted = gpt2_analytic_stages(spec.config, spec.workload);
+
+  EXPECT_EQ(m.chain.input_bytes, gpt2_analytic_input_bytes(spec.workload));
+  EXPECT_EQ(model.parameter_bytes(), gpt2_analytic_parameter_bytes(spec.config));
+  ASSERT_EQ(m.chain.stages.size(), predicted.size());
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    const solver::Stage& s = m.chain.stages[i];
+    const AnalyticStage& p = predicted[i];
+    const StageDetail& d = m.details[i];
+    SCOPED_TRACE("stage " + s.name);
+    EXPECT_EQ(s.name, p.name);
+    EXPECT_PRED2(within_1pct, s.out_bytes, p.out_bytes);
+    EXPECT_PRED2(within_1pct, s.saved_bytes, p.saved_bytes);
+    EXPECT_PRED2(within_1pct, d.fwd_tmp_grad_bytes, p.fwd_tmp_grad_bytes);
+    EXPECT_PRED2(within_1pct, d.fwd_tmp_nograd_bytes, p.fwd_tmp_nograd_bytes);
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<AnalyticVsMeasured::ParamType>& info) {
+  return std::string(std::get<0>(info.param).label) + "_" + runtime::granularity_word(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt2, AnalyticVsMeasured,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(Granularity::Block, Granularity::Sublayer)),
+                         case_name);
+
+}  // namespace
+}  // namespace memopt::profiler

@@ -1,0 +1,194 @@
+// tradeoff_test.cpp: the trade-off sweep (tools/tradeoff.h) on a small synthetic
+// chain -- budgets parsing, monotone optimal time, agreement with solve(), one
+// measurement per distinct schedule, and tradeoff.json's round trip.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "solver/baselines.h"
+#include "solver/simulate.h"
+#include "report/tradeoff.h"
+
+namespace memopt::report {
+namespace {
+
+using solver::SolverKind;
+
+// Six stages of uneven sizes and times, and a link, so that every solver (offload
+// included) has something to trade.
+solver::Profile synthetic_profile() {
+  solver::Profile p;
+  p.chain.input_bytes = 1000;
+  const int64_t out[] = {4000, 4000, 6000, 4000, 5000, 8};
+  const int64_t saved[] = {9000, 15000, 20000, 12000, 16000, 30000};
+  const double fwd[] = {1.0, 3.0, 4.0, 2.5, 3.5, 2.0};
+  for (int i = 0; i < 6; ++i) {
+    solver::Stage s;
+    s.name = "s" + std::to_string(i);
+    s.fwd_ms = fwd[i];
+    s.bwd_ms = 2 * fwd[i];
+    s.out_bytes = out[i];
+    s.saved_bytes = saved[i];
+    s.fwd_tmp_bytes = 500 * (i + 1);
+    s.bwd_tmp_bytes = 700 * (i + 1);
+    p.chain.stages.push_back(s);
+  }
+  p.chain.link = solver::Link{4e6, 4e6};  // 4 bytes/us: copies comparable to compute
+  p.model = {{"name", "synthetic"}};
+  p.device = {{"name", "test"}};
+  return p;
+}
+
+int64_t store_all_peak(const solver::Chain& c) {
+  return solver::simulate_sequential(c, solver::store_all_ops(c)).peak_bytes;
+}
+
+TEST(ParseBudgetList, RangeEndsExactlyAtItsLastValue) {
+  const int64_t ref = 1000003;  // not divisible by 20: the rounding must not lose 100%
+  const auto b = parse_budget_list("20%:100%:5%", ref);
+  ASSERT_EQ(b.size(), 17u);
+  EXPECT_EQ(b.back(), ref);
+  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
+}
+
+TEST(ParseBudgetList, ListsMixUnitsAndDeduplicate) {
+  const auto b = parse_budget_list("50%,1KiB,100%,50%", 4096);
+  EXPECT_EQ(b, (std::vector<int64_t>{1024, 2048, 4096}));
+}
+
+TEST(ParseBudgetList, BadInputNamesThePart) {
+  for (const char* bad : {"", "20%:10%:5%", "20%:100%", "abc", "10%:20%:0"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(parse_budget_list(bad, 1000), std::invalid_argument);
+  }
+  try {
+    parse_budget_list("30%,lots", 1000);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lots"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StageCategory, OneColourPerActivity) {
+  solver::StageActivity kept{1, 1, 0, false};
+  solver::StageActivity ckpt{2, 1, 1, false};
+  solver::StageActivity dropped{2, 1, 0, false};
+  solver::StageActivity offloaded{1, 0, 1, true};
+  EXPECT_EQ(stage_category(kept), "kept");
+  EXPECT_EQ(stage_category(ckpt), "checkpointed");
+  EXPECT_EQ(stage_category(dropped), "recomputed");
+  EXPECT_EQ(stage_category(offloaded), "offloaded");
+}
+
+class SweepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profile = synthetic_profile();
+    options.budgets_bytes = parse_budget_list("10%:100%:5%", store_all_peak(profile.chain));
+    options.solvers = default_tradeoff_solvers();
+    options.slots = 200;
+    options.threads = 1;
+  }
+  solver::Profile profile;
+  TradeoffOptions options;
+};
+
+TEST_F(SweepTest, OptimalTimeIsMonotoneAndNeverWorseThanAnySolver) {
+  const TradeoffReport r = sweep(profile, options);
+  ASSERT_EQ(r.points.size(), options.budgets_bytes.size() * options.solvers.size());
+  std::map<int64_t, double> optimal_ms;
+  for (const TradeoffPoint& p : r.points)
+    if (p.solver == "optimal" && p.status == "ok") optimal_ms[p.budget_bytes] = p.predicted_time_ms;
+  ASSERT_GE(optimal_ms.size(), 5u);
+  // More memory never costs time, and once a budget is feasible every larger one is.
+  double previous = 1e300;
+  bool feasible = false;
+  for (int64_t b : r.budgets_bytes) {
+    const auto it = optimal_ms.find(b);
+    if (feasible) ASSERT_NE(it, optimal_ms.end()) << "optimal infeasible at a larger budget " << b;
+    if (it == optimal_ms.end()) continue;
+    feasible = true;
+    // Tolerance: slot rounding may pick different but equally fast plans; times are sums
+    // of the same few doubles, so 1e-9 relative covers reordering.
+    EXPECT_LE(it->second, previous * (1 + 1e-9)) << "budget " << b;
+    previous = it->second;
+  }
+  EXPECT_NEAR(optimal_ms.at(r.store_all_peak_bytes), r.base_time_ms, 1e-9 * r.base_time_ms);
+  for (const TradeoffPoint& p : r.points) {
+    if (p.status != "ok") continue;
+    EXPECT_LE(p.predicted_peak_bytes, p.budget_bytes) << p.solver;
+    EXPECT_EQ(p.stages.size(), profile.chain.stages.size());
+    if (optimal_ms.count(p.budget_bytes))
+      EXPECT_LE(optimal_ms.at(p.budget_bytes), p.predicted_time_ms * (1 + 1e-9)) << p.solver << " " << p.budget_bytes;
+  }
+}
+
+TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
+  const TradeoffReport r = sweep(profile, options);
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("format"), "memopt.tradeoff");
+  EXPECT_EQ(j.at("points").size(), r.points.size());
+  EXPECT_EQ(j.at("stage_names").size(), 6u);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const TradeoffPoint& p = r.points[i];
+    const nlohmann::json& pj = j["points"][i];
+    EXPECT_EQ(pj.at("solver"), p.solver);
+    EXPECT_EQ(pj.at("budget_bytes"), p.budget_bytes);
+    EXPECT_EQ(pj.at("status"), p.status);
+    if (p.status != "ok") continue;
+    const auto kind = solver::solver_kind_from_word(p.solver);
+    const solver::Schedule s = solver::solve(profile.chain, {p.budget_bytes, *kind, options.slots, 1, false});
+    EXPECT_EQ(pj["predicted"]["peak_bytes"], s.predicted.peak_bytes);
+    EXPECT_DOUBLE_EQ(pj["predicted"]["time_ms"].get<double>(), s.predicted.time_ms);
+    EXPECT_EQ(pj["num_ops"], static_cast<int>(s.ops.size()));
+  }
+  // min_budget: the smallest budget of the sweep where optimal works is at least it.
+  EXPECT_GT(r.min_budget_bytes.at("optimal"), 0);
+  EXPECT_LE(r.min_budget_bytes.at("optimal"), r.min_budget_bytes.at("recompute-all"));
+}
+
+TEST_F(SweepTest, EachDistinctScheduleIsMeasuredOnce) {
+  std::map<std::string, int> calls;
+  const MeasureFn measure = [&](const solver::Schedule& s) -> std::optional<MeasuredPoint> {
+    std::string key;
+    for (const solver::Op& op : s.ops) key += solver::to_string(op) + ";";
+    ++calls[key];
+    return MeasuredPoint{s.predicted.peak_bytes, 1.5 * s.predicted.time_ms, 3, std::nullopt, ""};
+  };
+  const TradeoffReport r = sweep(profile, options, measure);
+  for (const auto& [key, n] : calls) EXPECT_EQ(n, 1) << key;
+  ASSERT_TRUE(r.measured_base);
+  int reused = 0;
+  for (const TradeoffPoint& p : r.points) {
+    EXPECT_EQ(p.measured.has_value(), p.status == "ok") << p.solver;
+    if (p.measured && !p.measured->same_ops_as.empty()) ++reused;
+  }
+  EXPECT_GT(reused, 0);  // store-all at 100% is the unbudgeted base; the baselines repeat
+}
+
+TEST_F(SweepTest, JsonRoundTrips) {
+  const MeasureFn measure = [](const solver::Schedule& s) -> std::optional<MeasuredPoint> {
+    return MeasuredPoint{s.predicted.peak_bytes + 7, s.predicted.time_ms * 0.9, 2, 1e-7, ""};
+  };
+  TradeoffReport r = sweep(profile, options, measure);
+  r.command = "memopt tradeoff --profile p.json --out d";
+  r.profile_path = "p.json";
+  r.machine = this_machine();
+  const nlohmann::json j = to_json(r);
+  const nlohmann::json again = to_json(tradeoff_from_json(nlohmann::json::parse(j.dump())));
+  EXPECT_EQ(j, again);
+  EXPECT_THROW(tradeoff_from_json({{"format", "memopt.profile"}}), std::invalid_argument);
+}
+
+TEST_F(SweepTest, ReadmeLabelsPredictedAndMeasured) {
+  const TradeoffReport r = sweep(profile, options);
+  const std::string md = tradeoff_readme(r, {});
+  EXPECT_NE(md.find("predicted"), std::string::npos);
+  EXPECT_NE(md.find("| budget |"), std::string::npos);
+  EXPECT_NE(md.find("nothing was measured"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memopt::report

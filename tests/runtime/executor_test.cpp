@@ -1,0 +1,202 @@
+// executor_test.cpp: scheduled training steps against plain autograd on the tiny
+// GPT-2, for every solver at budgets from the smallest that works to store-all, at
+// both granularities, with dropout on (issue 4's acceptance).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "profiler/cpu_allocator.h"
+#include "profiler/profiler.h"
+#include "runtime/executor.h"
+#include "runtime/gpt2.h"
+#include "runtime/train_step.h"
+#include "solver/solve.h"
+
+namespace memopt::runtime {
+namespace {
+
+using solver::SolverKind;
+
+struct TinyGpt2 {
+  Gpt2Spec spec;
+  Gpt2 gpt2{nullptr};
+  std::unique_ptr<StagedModel> model;
+  Batch batch;
+  solver::Profile profile;
+
+  explicit TinyGpt2(Granularity granularity) {
+    spec.config = gpt2_preset("tiny")->config;
+    spec.workload = gpt2_preset("tiny")->workload;
+    spec.config.granularity = granularity;
+    spec.config.set_dropout(0.1);
+    // Small enough that the suite stays quick on two cores, large enough that
+    // activations dwarf allocator noise.
+    spec.workload.batch = 2;
+    spec.workload.seq_len = 64;
+    gpt2 = make_gpt2(spec);
+    model = std::make_unique<StagedModel>(stage_gpt2(gpt2));
+    batch = make_gpt2_batch(spec);
+    profiler::ProfileOptions options;
+    options.repeat = 1;
+    profile = profiler::profile_cpu(*model, batch, gpt2_spec_to_json(spec), options);
+  }
+};
+
+class ExecutorTest : public ::testing::TestWithParam<Granularity> {
+ protected:
+  void SetUp() override { at::set_num_threads(1); }
+};
+
+// Note [Scheduled equals plain, bit for bit]
+// On one thread every kernel is deterministic, a recomputed forward sees the same
+// input and (Note [Recompute RNG]) the same dropout mask, and each stage's backward
+// runs the same autograd nodes in the same order as the whole-graph backward. So
+// the tolerance on gradients and loss is zero: any difference is a bug.
+TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPrediction) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  profiler::CpuMemoryMeter meter;
+
+  zero_grads_in_place(model);
+  const CpuRngState rng = cpu_rng_state();
+  const StepResult plain = run_plain_step(model, tiny.batch, meter);
+  const std::vector<at::Tensor> plain_grads = gradients(model);
+
+  const solver::Chain& chain = tiny.profile.chain;
+  const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+  const int64_t minimum = solver::min_feasible_budget(chain, {0, SolverKind::Optimal});
+  ASSERT_GT(minimum, 0);
+  int num_runs = 0;
+  for (const auto& kind : solver::kSolverKinds) {
+    if (kind.kind == SolverKind::RotorCompat || kind.kind == SolverKind::OffloadAll) continue;  // over budget / needs a copy engine
+    for (const double fraction : {1.0, 0.7, 0.5, 0.35, 0.0}) {
+      const int64_t budget = fraction > 0 ? static_cast<int64_t>(fraction * static_cast<double>(store_all)) : minimum;
+      solver::Schedule schedule;
+      try {
+        schedule = solver::solve(chain, {budget, kind.kind, 500, 1, /*find_min_budget=*/false});
+      } catch (const solver::InfeasibleBudget&) {
+        continue;
+      }
+      SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
+      set_cpu_rng_state(rng);
+      zero_grads_in_place(model);
+      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter);
+      EXPECT_EQ(r.loss, plain.loss);
+      const GradientDiff diff = compare_gradients(gradients(model), plain_grads);
+      EXPECT_EQ(diff.max_abs_diff, 0.0);
+      EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
+      // The profile measures what the executor allocates (Note [Stage byte accounting]);
+      // 5% is the issue's bound, SPEC's over-count of d_0 for token ids is inside it.
+      EXPECT_NEAR(static_cast<double>(r.activation_peak_bytes), static_cast<double>(schedule.predicted.peak_bytes),
+                  0.05 * static_cast<double>(schedule.predicted.peak_bytes));
+      ++num_runs;
+    }
+  }
+  EXPECT_GE(num_runs, 15);
+}
+
+// Offloading through the CPU copy engine: same gradients, peak within the budget and
+// near the prediction. The profile claims a 1 GB/s link; the engine copies as fast as
+// memory allows, so copies end no later than the simulator assumes.
+TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  profiler::CpuMemoryMeter meter;
+  solver::Chain chain = tiny.profile.chain;
+  chain.link = solver::Link{1e9, 1e9};
+  int64_t host_bytes = 0;
+  for (int k = 0; k <= chain.length(); ++k) host_bytes += chain.x(k);
+  CpuCopyEngine engine({0, 0, host_bytes});
+  ExecutorOptions with_engine;
+  with_engine.copy_engine = &engine;
+
+  zero_grads_in_place(model);
+  const CpuRngState rng = cpu_rng_state();
+  const StepResult plain = run_plain_step(model, tiny.batch, meter);
+  const std::vector<at::Tensor> plain_grads = gradients(model);
+  const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+  int num_offloading = 0;
+  for (const SolverKind kind : {SolverKind::OffloadAll, SolverKind::Optimal}) {
+    for (const double fraction : {1.0, 0.5, 0.3}) {
+      const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
+      solver::Schedule schedule;
+      try {
+        schedule = solver::solve(chain, {budget, kind, 500, 1, false});
+      } catch (const solver::InfeasibleBudget&) {
+        continue;
+      }
+      SCOPED_TRACE(std::string(solver::info(kind).word) + " at " + std::to_string(budget) + " B");
+      set_cpu_rng_state(rng);
+      zero_grads_in_place(model);
+      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter, with_engine);
+      EXPECT_EQ(r.loss, plain.loss);
+      EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
+      EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
+      EXPECT_LE(static_cast<double>(r.activation_peak_bytes), 1.05 * static_cast<double>(schedule.predicted.peak_bytes));
+      EXPECT_EQ(r.copies.num_offloads, r.copies.num_prefetches);
+      num_offloading += r.copies.num_offloads > 0;
+    }
+  }
+  EXPECT_GE(num_offloading, 2);
+}
+
+TEST_P(ExecutorTest, TwoScheduledRunsAreBitIdentical) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  profiler::CpuMemoryMeter meter;
+  const solver::Chain& chain = tiny.profile.chain;
+  const int64_t budget = solver::min_feasible_budget(chain, {0, SolverKind::RecomputeOnly});
+  const solver::Schedule schedule = solver::solve(chain, {budget, SolverKind::RecomputeOnly});
+  const CpuRngState rng = cpu_rng_state();
+  zero_grads_in_place(model);
+  const StepResult first = run_scheduled_step(model, schedule.ops, tiny.batch, meter);
+  const auto first_grads = gradients(model);
+  set_cpu_rng_state(rng);
+  zero_grads_in_place(model);
+  const StepResult second = run_scheduled_step(model, schedule.ops, tiny.batch, meter);
+  EXPECT_EQ(first.loss, second.loss);
+  EXPECT_EQ(compare_gradients(gradients(model), first_grads).max_abs_diff, 0.0);
+}
+
+// Without RNG restoration a recomputed stage draws new dropout masks, so its
+// gradients differ from plain training: this is what the restoration prevents.
+TEST_P(ExecutorTest, RecomputingWithAStaleRngStateIsDetected) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  profiler::CpuMemoryMeter meter;
+  const solver::Chain& chain = tiny.profile.chain;
+  const solver::Schedule schedule = solver::solve(chain, {1LL << 50, SolverKind::RecomputeBlocks});
+  const CpuRngState rng = cpu_rng_state();
+  zero_grads_in_place(model);
+  run_plain_step(model, tiny.batch, meter);
+  const auto plain_grads = gradients(model);
+  set_cpu_rng_state(rng);
+  zero_grads_in_place(model);
+  run_scheduled_step(model, schedule.ops, tiny.batch, meter, ExecutorOptions{/*restore_rng=*/false});
+  EXPECT_GT(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
+}
+
+TEST_P(ExecutorTest, RefusesAScheduleForAnotherChainLength) {
+  TinyGpt2 tiny(GetParam());
+  solver::Schedule schedule = solver::solve(tiny.profile.chain, {1LL << 50, SolverKind::StoreAll});
+  schedule.chain_length += 1;
+  try {
+    check_schedule_fits_model(schedule, *tiny.model, "s.json");
+    FAIL() << "accepted a schedule for another chain";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("s.json"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(schedule.chain_length)), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(tiny.model->num_stages())), std::string::npos) << what;
+    EXPECT_NE(what.find("memopt solve"), std::string::npos) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Granularities, ExecutorTest, ::testing::Values(Granularity::Block, Granularity::Sublayer),
+                         [](const auto& info) { return std::string(granularity_word(info.param)); });
+
+}  // namespace
+}  // namespace memopt::runtime

@@ -1,0 +1,165 @@
+// cmd_estimate.cpp: `memopt estimate` -- a MODELED profile of GPT-2 on a GPU this
+// machine does not have (profiler/estimate.h), and with --fit-chart the report of
+// how large a batch or sequence fits with each strategy (tools/fit_chart.h).
+//   memopt estimate --model gpt2 --preset xl --gpu h100-80gb --batch 8 --seq 1024 --dtype bf16 --out xl.json
+//   memopt estimate --preset small --gpu v100-16gb --batch 8 --seq 1024 --dtype fp16 --fit-chart --out-dir DIR
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "profiler/estimate.h"
+#include "solver/baselines.h"
+#include "solver/io.h"
+#include "solver/simulate.h"
+#include "tools/commands.h"
+#include "report/fit_chart.h"
+#include "report/tradeoff.h"
+
+namespace memopt::tools {
+using namespace memopt::report;
+
+namespace {
+
+struct EstimateArgs {
+  std::string model = "gpt2", preset = "small", gpu, dtype = "fp32", granularity = "block", attention = "explicit";
+  int64_t batch = 0, seq = 0;
+  double dropout = 0.1;
+  std::string out_path, out_dir, reserve = "1GiB";
+  bool fit_chart = false, no_plot = false;
+  double max_overhead = 0.10;
+  int slots = 500, threads = 0;
+};
+
+std::string command_line(const EstimateArgs& a, const profiler::EstimateOptions& o) {
+  std::ostringstream s;
+  s << "build/tools/memopt estimate --model " << a.model << " --preset " << a.preset << " --gpu " << a.gpu
+    << " --batch " << o.workload.batch << " --seq " << o.workload.seq_len << " --dtype " << a.dtype
+    << " --granularity " << a.granularity << " --attention " << a.attention;
+  if (a.dropout != 0.1) s << " --dropout " << a.dropout;
+  if (!a.out_path.empty()) s << " --out " << a.out_path;
+  if (a.fit_chart) {
+    s << " --fit-chart --out-dir " << a.out_dir;
+    if (a.reserve != "1GiB") s << " --reserve " << a.reserve;
+    if (a.max_overhead != 0.10) s << " --max-overhead " << a.max_overhead;
+  }
+  if (a.slots != 500) s << " --slots " << a.slots;
+  return s.str();
+}
+
+profiler::EstimateOptions options_from_args(const EstimateArgs& a) {
+  using namespace memopt::runtime;
+  if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
+  const auto preset = gpt2_preset(a.preset);
+  if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
+  const auto gpu = profiler::gpu_spec(a.gpu);
+  if (!gpu) throw std::invalid_argument("--gpu: unknown GPU '" + a.gpu + "'; known GPUs: " + profiler::gpu_words());
+  const auto dtype = profiler::dtype_from_word(a.dtype);
+  if (!dtype) throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, fp16 or bf16");
+  profiler::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, ""};
+  o.config.set_dropout(a.dropout);
+  if (a.batch > 0) o.workload.batch = a.batch;
+  if (a.seq > 0) o.workload.seq_len = a.seq;
+  // GPT-2's position table holds 1024; a longer --seq models a table grown to fit.
+  o.config.n_positions = std::max(o.config.n_positions, o.workload.seq_len);
+  const auto g = granularity_from_word(a.granularity);
+  if (!g) throw std::invalid_argument("--granularity: '" + a.granularity + "' is not block or sublayer");
+  o.config.granularity = *g;
+  const auto attn = attention_from_word(a.attention);
+  if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
+  o.config.attention = *attn;
+  profiler::peak_flop_per_s(*gpu, *dtype);  // throws for bf16 on a V100
+  return o;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write " + path);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+}
+
+void run_estimate(const EstimateArgs& args) {
+  using solver::format_bytes;
+  if (args.out_path.empty() && !args.fit_chart) throw std::invalid_argument("give --out P.json, --fit-chart, or both");
+  if (args.fit_chart && args.out_dir.empty()) throw std::invalid_argument("--fit-chart needs --out-dir DIR");
+  profiler::EstimateOptions o = options_from_args(args);
+  o.command = command_line(args, o);
+  const profiler::Estimate est = profiler::estimate_gpt2(o);
+  const solver::Chain& chain = est.profile.chain;
+  const solver::SimResult store_all = solver::simulate_sequential(chain, solver::store_all_ops(chain));
+  std::printf("MODELED (not measured): gpt2 %s on %s, %s, B=%lld, T=%lld, %d stages\n", args.preset.c_str(),
+              std::string(o.gpu.name).c_str(), args.dtype.c_str(), static_cast<long long>(o.workload.batch),
+              static_cast<long long>(o.workload.seq_len), chain.length());
+  std::printf("  store-all activation peak %s, static %s, GPU memory %s\n", format_bytes(store_all.peak_bytes).c_str(),
+              format_bytes(est.profile.static_bytes).c_str(), format_bytes(o.gpu.memory_bytes).c_str());
+  std::printf("  one step (roofline, forward + 2x backward) %.2f ms; link %s at %.3g bytes/s\n",
+              solver::sum_fwd_bwd_ms(chain), std::string(o.gpu.link_name).c_str(), o.gpu.link_bytes_per_s);
+  if (!args.out_path.empty()) {
+    solver::write_json_atomic(args.out_path, profiler::estimate_json(est, o));
+    std::printf("wrote %s\n", args.out_path.c_str());
+  }
+  if (!args.fit_chart) return;
+  FitOptions fo;
+  fo.estimate = o;
+  fo.max_overhead = args.max_overhead;
+  fo.slots = args.slots;
+  fo.threads = args.threads;
+  try {
+    fo.reserve_bytes = solver::parse_bytes(args.reserve);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("--reserve: ") + e.what());
+  }
+  FitReport report = fit_chart(fo, [](const std::string& what) { std::fprintf(stderr, "fit-chart: %s\n", what.c_str()); });
+  report.command = o.command;
+  std::filesystem::create_directories(args.out_dir);
+  const std::string json_path = args.out_dir + "/fit.json";
+  solver::write_json_atomic(json_path, to_json(report));
+  bool plotted = false;
+  if (!args.no_plot) {
+    const std::string cmd = run_plot_script(MEMOPT_PYTHON, std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_fit.py",
+                                            json_path, args.out_dir, &plotted);
+    if (!plotted) std::fprintf(stderr, "fit-chart: figures not made; to make them run:\n  %s\n", cmd.c_str());
+  }
+  std::vector<std::pair<std::string, std::string>> figures;
+  if (std::filesystem::exists(args.out_dir + "/fit_chart.png"))
+    figures.emplace_back("fit_chart.png",
+                         "Modeled activation memory of each strategy versus batch size (left) and sequence length "
+                         "(right); the dashed line is the GPU's memory minus static bytes and reserve.");
+  write_text(args.out_dir + "/README.md", fit_readme(report, figures));
+  std::printf("largest batch at seq %lld: store-all %lld, optimal<=%.0f%% %lld (modeled)\nreport: %s/README.md\n",
+              static_cast<long long>(o.workload.seq_len), static_cast<long long>(report.largest_batch["store-all"]),
+              100 * args.max_overhead, static_cast<long long>(report.largest_batch["optimal<=10%"]),
+              args.out_dir.c_str());
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto args = std::make_shared<EstimateArgs>();
+  CLI::App* cmd = app.add_subcommand("estimate", "MODELED profile of GPT-2 on a GPU (analytic bytes, roofline times)");
+  cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
+  cmd->add_option("--preset", args->preset, std::string("model size: ") + runtime::kPresetNames)->capture_default_str();
+  cmd->add_option("--gpu", args->gpu, "GPU to model: " + profiler::gpu_words())->required();
+  cmd->add_option("--batch", args->batch, "sequences per batch B (preset default)");
+  cmd->add_option("--seq", args->seq, "tokens per sequence T (preset default)");
+  cmd->add_option("--dtype", args->dtype, "fp32|fp16|bf16 (fp16/bf16: mixed precision, Note [Activation dtype])")
+      ->capture_default_str();
+  cmd->add_option("--granularity", args->granularity, "block|sublayer")->capture_default_str();
+  cmd->add_option("--attention", args->attention, "explicit|sdpa")->capture_default_str();
+  cmd->add_option("--dropout", args->dropout, "dropout probability everywhere GPT-2 has it")->capture_default_str();
+  cmd->add_option("--out", args->out_path, "where to write the modeled profile.json");
+  cmd->add_flag("--fit-chart", args->fit_chart, "also report how large a batch and sequence fit per strategy");
+  cmd->add_option("--out-dir", args->out_dir, "folder of the fit-chart report");
+  cmd->add_option("--reserve", args->reserve, "GPU memory kept for the CUDA context and allocator slack")
+      ->capture_default_str();
+  cmd->add_option("--max-overhead", args->max_overhead, "overhead cap for 'optimal<=10%' (0.10 = 10%)")
+      ->capture_default_str();
+  cmd->add_option("--slots", args->slots, "memory discretisation of the DP")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
+  cmd->add_flag("--no-plot", args->no_plot, "skip the figures (tools/plot_fit.py)");
+  cmd->callback([args] { run_estimate(*args); });
+}
+
+}  // namespace memopt::tools

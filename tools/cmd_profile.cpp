@@ -1,0 +1,204 @@
+// cmd_profile.cpp: `memopt profile` -- build a GPT-2, measure every stage on this
+// CPU (profiler/profiler.h) and write profile.json (SPEC section 2).
+//   memopt profile --model gpt2 --preset tiny --out profile.json
+//   memopt profile --preset small --batch 1 --seq 512 --granularity sublayer --out small.json
+//   memopt profile --hf-dir ~/gpt2 --seq 256 --attention sdpa --out hf.json
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include "profiler/profiler.h"
+#include "runtime/gpt2.h"
+#include "runtime/hf_weights.h"
+#include "solver/baselines.h"
+#include "solver/io.h"
+#include "solver/simulate.h"
+#include "tools/commands.h"
+
+namespace memopt::tools {
+namespace {
+
+struct ProfileArgs {
+  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit";
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, n_positions = 0, batch = 0, seq = 0;
+  double dropout = 0.1;
+  int repeat = 5, threads = 1;
+  uint64_t seed = 1234;
+  std::string hf_dir, out_path;
+  // Which dimension flags were given (CLI::Option::count), so that a preset or an
+  // --hf-dir config supplies the rest.
+  CLI::Option *o_n_layer, *o_n_embd, *o_n_head, *o_vocab, *o_n_positions, *o_batch, *o_seq, *o_dropout;
+};
+
+// Redraws "profiling [#####.....] 3/6 stages" on stderr, only on a terminal and only
+// once the work has taken more than a second.
+class ProgressBar {
+ public:
+  void update(int done, int total) {
+    if (!enabled_) return;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed_s < 1.0 && !shown_) return;
+    shown_ = true;
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? kWidth * done / total : kWidth;
+    std::fprintf(stderr, "\rprofiling [%s%s] stage %d/%d, %.0f s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), done, total, elapsed_s);
+    std::fflush(stderr);
+  }
+  ~ProgressBar() {
+    if (shown_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool enabled_ = ::isatty(2) != 0;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+runtime::Gpt2Spec spec_from_args(const ProfileArgs& a) {
+  using namespace memopt::runtime;
+  if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
+  const auto preset = gpt2_preset(a.preset);
+  if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
+  Gpt2Spec spec;
+  spec.preset = a.preset;
+  spec.seed = a.seed;
+  spec.workload = preset->workload;
+  Gpt2Config& c = spec.config;
+  // Dimensions: from config.json with --hf-dir (flags may only repeat them), else the
+  // preset with the flags on top.
+  struct Dim { const char* flag; CLI::Option* given; int64_t value; int64_t* field; };
+  const Dim dims[] = {{"--n-layer", a.o_n_layer, a.n_layer, &c.n_layer},
+                      {"--n-embd", a.o_n_embd, a.n_embd, &c.n_embd},
+                      {"--n-head", a.o_n_head, a.n_head, &c.n_head},
+                      {"--vocab", a.o_vocab, a.vocab, &c.vocab_size},
+                      {"--n-positions", a.o_n_positions, a.n_positions, &c.n_positions}};
+  if (!a.hf_dir.empty()) {
+    c = read_hf_gpt2_config(a.hf_dir);
+    spec.hf_dir = std::filesystem::absolute(a.hf_dir).string();  // the runtime may run elsewhere
+    spec.preset.clear();
+    for (const Dim& d : dims)
+      if (d.given->count() && d.value != *d.field)
+        throw std::invalid_argument(std::string(d.flag) + " " + std::to_string(d.value) + " conflicts with " +
+                                    a.hf_dir + "/config.json, which says " + std::to_string(*d.field) +
+                                    "; drop the flag (--hf-dir fixes the model's dimensions)");
+  } else {
+    c = preset->config;
+    for (const Dim& d : dims)
+      if (d.given->count()) *d.field = d.value;
+    c.set_dropout(0.1);  // GPT-2's
+  }
+  if (a.o_dropout->count()) c.set_dropout(a.dropout);
+  if (a.o_batch->count()) spec.workload.batch = a.batch;
+  if (a.o_seq->count()) spec.workload.seq_len = a.seq;
+  if (!a.hf_dir.empty() && !a.o_seq->count()) spec.workload.seq_len = std::min(spec.workload.seq_len, c.n_positions);
+
+  const auto g = granularity_from_word(a.granularity);
+  if (!g) throw std::invalid_argument("--granularity: '" + a.granularity + "' is not block or sublayer");
+  c.granularity = *g;
+  const auto attn = attention_from_word(a.attention);
+  if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
+  c.attention = *attn;
+  if (spec.workload.seq_len > c.n_positions) {
+    const std::string source = a.hf_dir.empty() ? "the " + a.preset + " preset" : a.hf_dir + "/config.json";
+    throw std::invalid_argument("--seq " + std::to_string(spec.workload.seq_len) + " exceeds n_positions " +
+                                std::to_string(c.n_positions) + " of " + source +
+                                (a.hf_dir.empty() ? "; add --n-positions " + std::to_string(spec.workload.seq_len)
+                                                  : "; use a shorter --seq"));
+  }
+  if (std::string e = validate(c, spec.workload); !e.empty()) throw std::invalid_argument("invalid model: " + e);
+  if (a.repeat < 1) throw std::invalid_argument("--repeat: must be at least 1");
+  if (a.threads < 1) throw std::invalid_argument("--threads: must be at least 1");
+  return spec;
+}
+
+void print_summary(const runtime::Gpt2Spec& spec, const profiler::MeasuredProfile& m, int repeat) {
+  using solver::format_bytes;
+  const solver::Profile& p = m.profile;
+  const runtime::Gpt2Config& c = spec.config;
+  std::printf("gpt2%s%s: %lld layers, C=%lld, H=%lld, V=%lld, B=%lld, T=%lld, %s stages, %s attention, dropout %g\n",
+              spec.preset.empty() ? "" : " ", spec.preset.c_str(), static_cast<long long>(c.n_layer),
+              static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.vocab_size),
+              static_cast<long long>(spec.workload.batch), static_cast<long long>(spec.workload.seq_len),
+              runtime::granularity_word(c.granularity), runtime::attention_word(c.attention), c.attn_pdrop);
+  if (!spec.hf_dir.empty()) std::printf("weights  %s\n", spec.hf_dir.c_str());
+  std::printf("device   %s, %d thread%s; median of %d runs per stage\n\n",
+              p.device.at("name").get<std::string>().c_str(), p.device.at("threads").get<int>(),
+              p.device.at("threads").get<int>() == 1 ? "" : "s", repeat);
+  std::printf("%-10s %9s %9s %11s %11s %11s %11s\n", "stage", "fwd ms", "bwd ms", "out", "saved", "fwd tmp",
+              "bwd tmp");
+  double fwd_ms = 0, bwd_ms = 0;
+  int64_t saved_bytes = 0;
+  for (const solver::Stage& s : p.chain.stages) {
+    std::printf("%-10s %9.2f %9.2f %11s %11s %11s %11s\n", s.name.c_str(), s.fwd_ms, s.bwd_ms,
+                format_bytes(s.out_bytes).c_str(), format_bytes(s.saved_bytes).c_str(),
+                format_bytes(s.fwd_tmp_bytes).c_str(), format_bytes(s.bwd_tmp_bytes).c_str());
+    fwd_ms += s.fwd_ms;
+    bwd_ms += s.bwd_ms;
+    saved_bytes += s.saved_bytes;
+  }
+  std::printf("%-10s %9.2f %9.2f %11s %11s\n\n", "total", fwd_ms, bwd_ms, "", format_bytes(saved_bytes).c_str());
+  const solver::SimResult store_all = solver::simulate_sequential(p.chain, solver::store_all_ops(p.chain));
+  std::printf("input    %s (token ids)\n", format_bytes(p.chain.input_bytes).c_str());
+  std::printf("static   %s (parameters + gradients + AdamW's two moments; not in the budget)\n",
+              format_bytes(p.static_bytes).c_str());
+  if (store_all.valid)
+    std::printf("store-all activation peak %s, one step %.1f ms\n", format_bytes(store_all.peak_bytes).c_str(),
+                store_all.time_ms);
+}
+
+void run_profile(const ProfileArgs& args) {
+  const runtime::Gpt2Spec spec = spec_from_args(args);
+  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+  const runtime::Batch batch = runtime::make_gpt2_batch(spec);
+  profiler::ProfileOptions options;
+  options.repeat = args.repeat;
+  options.threads = args.threads;
+  profiler::MeasuredProfile measured;
+  {
+    ProgressBar bar;
+    options.on_progress = [&bar](int done, int total) { bar.update(done, total); };
+    measured = profiler::profile_cpu_detailed(model, batch, runtime::gpt2_spec_to_json(spec), options);
+  }
+  print_summary(spec, measured, args.repeat);
+  if (!args.out_path.empty()) {
+    solver::write_json_atomic(args.out_path, profiler::profile_json(measured));
+    std::printf("\nwrote %s (%d stages)\n", args.out_path.c_str(), measured.profile.chain.length());
+  }
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "Measure a model's stages on this CPU into profile.json");
+  cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
+  cmd->add_option("--preset", args->preset, std::string("model size: ") + runtime::kPresetNames)
+      ->capture_default_str();
+  args->o_n_layer = cmd->add_option("--n-layer", args->n_layer, "transformer blocks (overrides the preset)");
+  args->o_n_embd = cmd->add_option("--n-embd", args->n_embd, "width C (overrides the preset)");
+  args->o_n_head = cmd->add_option("--n-head", args->n_head, "attention heads H; must divide C");
+  args->o_vocab = cmd->add_option("--vocab", args->vocab, "vocabulary size V");
+  args->o_n_positions = cmd->add_option("--n-positions", args->n_positions, "position table size (>= --seq)");
+  args->o_batch = cmd->add_option("--batch", args->batch, "sequences per batch B (preset default)");
+  args->o_seq = cmd->add_option("--seq", args->seq, "tokens per sequence T (preset default)");
+  cmd->add_option("--granularity", args->granularity, "block|sublayer: a stage per block or per half-block")
+      ->capture_default_str();
+  cmd->add_option("--attention", args->attention, "explicit|sdpa: materialized T x T scores or the fused kernel")
+      ->capture_default_str();
+  args->o_dropout = cmd->add_option("--dropout", args->dropout, "dropout probability everywhere GPT-2 has it")
+                        ->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "measured runs per stage (times are medians)")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "compute threads while measuring (one plays the GPU's stream)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the random weights and batch")->capture_default_str();
+  cmd->add_option("--hf-dir", args->hf_dir, "load a local Hugging Face GPT-2 (config.json + model.safetensors)");
+  cmd->add_option("--out", args->out_path, "where to write profile.json");
+  cmd->callback([args] { run_profile(*args); });
+}
+
+}  // namespace memopt::tools

@@ -1,0 +1,97 @@
+// cmd_run.cpp: `memopt run` -- rebuild the model a profile describes, train N steps
+// (AdamW) along a schedule, and print measured next to predicted peak and time.
+//   memopt run --profile P.json --schedule S.json --steps 3 --check
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/measure.h"
+#include "solver/io.h"
+#include "solver/simulate.h"
+#include "tools/commands.h"
+
+namespace memopt::tools {
+namespace {
+
+struct RunArgs {
+  std::string profile_path, schedule_path, summary_path;
+  int steps = 3;
+  int threads = 0;  // 0: what the profile was measured with
+  bool check = false;
+  double lr = 1e-4;
+};
+
+void run_run(const RunArgs& args) {
+  using namespace memopt::solver;
+  const Profile profile = read_profile(args.profile_path);
+  const Schedule schedule = read_schedule(args.schedule_path);
+  if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  runtime::ProfiledModel model(profile, args.threads);
+  model.check_fits(schedule, args.schedule_path);
+  const SimResult sim = simulate_timeline(profile.chain, schedule.ops);
+  if (!sim.valid) throw std::invalid_argument(args.schedule_path + ": /ops/" + std::to_string(sim.error_op) + ": " + sim.error);
+
+  std::printf("model    %s, %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
+              profile.model.value("name", std::string("?")).c_str(), model.num_stages(), model.threads(),
+              args.schedule_path.c_str(), schedule.solver.c_str(), format_bytes(schedule.budget_bytes).c_str());
+  std::printf("predicted: peak %s, time %.2f ms\n\n", format_bytes(sim.peak_bytes).c_str(), sim.time_ms);
+  std::printf("%5s %10s %12s %8s %10s %8s%s\n", "step", "loss", "peak", "/pred", "time (ms)", "/pred",
+              args.check ? "   max |grad - plain grad| (rel)" : "");
+  runtime::MeasureOptions options;
+  options.steps = args.steps;
+  options.check = args.check;
+  options.lr = args.lr;
+  options.on_step = [&](const runtime::StepMeasurement& m) {
+    std::string check_text;
+    if (m.checked) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "   %.3g (%.3g), loss diff %.3g", m.max_abs_grad_diff,
+                    m.max_abs_grad_ref > 0 ? m.max_abs_grad_diff / m.max_abs_grad_ref : 0.0, m.loss_diff);
+      check_text = buf;
+    }
+    std::printf("%5d %10.5f %12s %7.3fx %10.2f %7.3fx%s\n", m.step, m.loss,
+                format_bytes(m.activation_peak_bytes).c_str(),
+                static_cast<double>(m.activation_peak_bytes) / static_cast<double>(sim.peak_bytes), m.time_ms,
+                m.time_ms / sim.time_ms, check_text.c_str());
+    if (m.activation_peak_bytes > schedule.budget_bytes)
+      std::printf("      measured peak exceeds the budget by %s\n",
+                  format_bytes(m.activation_peak_bytes - schedule.budget_bytes).c_str());
+  };
+  const runtime::ScheduleMeasurement r = model.measure(profile.chain, schedule, options, args.schedule_path);
+  const double peak = static_cast<double>(r.median_peak_bytes), time = r.median_time_ms;
+  std::printf("\nmedian%s: peak %s (%.3fx predicted), time %.2f ms (%.3fx predicted)\n",
+              args.steps > 1 ? " of steps 2.." : "", format_bytes(r.median_peak_bytes).c_str(),
+              peak / static_cast<double>(sim.peak_bytes), time, time / sim.time_ms);
+  if (!args.summary_path.empty()) {
+    nlohmann::json line = {{"profile", args.profile_path},
+                           {"schedule", args.schedule_path},
+                           {"solver", schedule.solver},
+                           {"budget_bytes", schedule.budget_bytes},
+                           {"predicted", {{"peak_bytes", sim.peak_bytes}, {"time_ms", sim.time_ms}}},
+                           {"measured", {{"peak_bytes", r.median_peak_bytes}, {"time_ms", time}}},
+                           {"steps", args.steps}};
+    if (r.max_abs_grad_diff) line["max_abs_grad_diff"] = *r.max_abs_grad_diff;
+    std::ofstream out(args.summary_path, std::ios::app);
+    if (!out) throw std::runtime_error("--summary-out: cannot open " + args.summary_path + " for appending");
+    out << line.dump() << "\n";
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Train a few steps along a schedule; measured vs predicted peak and time");
+  cmd->add_option("--profile", args->profile_path, "profile.json describing the model")->required();
+  cmd->add_option("--schedule", args->schedule_path, "schedule.json from `memopt solve`")->required();
+  cmd->add_option("--steps", args->steps, "training steps (AdamW)")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "compute threads (default: the profile's)");
+  cmd->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--summary-out", args->summary_path, "append one JSON line with predicted and measured numbers");
+  cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
+  cmd->callback([args] { run_run(*args); });
+}
+
+}  // namespace memopt::tools

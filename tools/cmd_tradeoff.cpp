@@ -1,0 +1,169 @@
+// cmd_tradeoff.cpp: `memopt tradeoff` -- every solver at every budget, predicted (and
+// with --run measured on this machine), written as a report folder: tradeoff.json,
+// README.md and the figures of tools/plot_tradeoff.py.
+//   memopt tradeoff --profile P.json --budgets 20%:100%:5% --out DIR
+//   memopt tradeoff --profile P.json --budgets 30%:100%:10% --run --steps 3 --out DIR
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "solver/baselines.h"
+#include "solver/io.h"
+#include "solver/simulate.h"
+#include "tools/commands.h"
+#include "tools/report_table.h"
+#include "report/tradeoff.h"
+#ifdef MEMOPT_WITH_TORCH
+#include "runtime/measure.h"
+#endif
+
+namespace memopt::tools {
+using namespace memopt::report;
+
+namespace {
+
+struct TradeoffArgs {
+  std::string profile_path, budgets = "20%:100%:5%", bandwidth, solvers, out_dir;
+  int slots = 500, threads = 0, steps = 3, run_threads = 0;
+  bool run = false, check = false, no_plot = false;
+};
+
+// The command line that reproduces this report, flags in canonical order.
+std::string command_line(const TradeoffArgs& a) {
+  std::ostringstream o;
+  o << "build/tools/memopt tradeoff --profile " << a.profile_path << " --budgets " << a.budgets;
+  if (!a.bandwidth.empty()) o << " --bandwidth " << a.bandwidth;
+  if (!a.solvers.empty()) o << " --solvers " << a.solvers;
+  if (a.slots != 500) o << " --slots " << a.slots;
+  if (a.run) o << " --run --steps " << a.steps << (a.check ? " --check" : "");
+  if (a.run_threads > 0) o << " --run-threads " << a.run_threads;
+  o << " --out " << a.out_dir;
+  return o.str();
+}
+
+std::vector<solver::SolverKind> parse_solvers(const std::string& text) {
+  if (text.empty()) return default_tradeoff_solvers();
+  std::vector<solver::SolverKind> out;
+  std::stringstream ss(text);
+  for (std::string word; std::getline(ss, word, ',');) {
+    const auto kind = solver::solver_kind_from_word(word);
+    if (!kind) throw std::invalid_argument("--solvers: unknown solver '" + word + "'; choose from " + solver_words());
+    out.push_back(*kind);
+  }
+  return out;
+}
+
+void run_tradeoff(const TradeoffArgs& args) {
+  using namespace memopt::solver;
+  Profile profile = read_profile(args.profile_path);
+  if (!args.bandwidth.empty()) {
+    double bw = 0;
+    try {
+      bw = parse_bandwidth(args.bandwidth);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
+    }
+    profile.chain.link = Link{bw, bw};
+  }
+  if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  TradeoffOptions options;
+  options.slots = args.slots;
+  options.threads = args.threads;
+  options.solvers = parse_solvers(args.solvers);
+  const int64_t store_all_peak = simulate_sequential(profile.chain, store_all_ops(profile.chain)).peak_bytes;
+  options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
+  print_profile_header(args.profile_path, profile, store_all_peak);
+  std::fflush(stdout);  // before the progress lines on stderr
+  std::fprintf(stderr, "tradeoff: %zu budgets x %zu solvers%s\n", options.budgets_bytes.size(), options.solvers.size(),
+               args.run ? ", each distinct schedule measured" : "");
+
+  MeasureFn measure;
+#ifdef MEMOPT_WITH_TORCH
+  std::unique_ptr<runtime::ProfiledModel> model;
+  if (args.run) {
+    model = std::make_unique<runtime::ProfiledModel>(profile, args.run_threads);
+    measure = [&](const Schedule& s) -> std::optional<MeasuredPoint> {
+      runtime::MeasureOptions mo;
+      mo.steps = args.steps;
+      mo.check = args.check;
+      const runtime::ScheduleMeasurement m = model->measure(profile.chain, s, mo, s.solver + " schedule");
+      return MeasuredPoint{m.median_peak_bytes, m.median_time_ms, args.steps, m.max_abs_grad_diff, ""};
+    };
+  }
+#else
+  if (args.run) throw std::invalid_argument("--run: this memopt was built without LibTorch (MEMOPT_TORCH=OFF)");
+#endif
+  const auto progress = [&](int done, int total, const TradeoffPoint& p) {
+    std::fprintf(stderr, "[%3d/%d] %6.1f%% %-16s %-10s", done, total,
+                 100.0 * static_cast<double>(p.budget_bytes) / static_cast<double>(store_all_peak), p.solver.c_str(),
+                 p.status.c_str());
+    if (p.status == "ok")
+      std::fprintf(stderr, " predicted %9.3f ms %11s", p.predicted_time_ms, format_bytes(p.predicted_peak_bytes).c_str());
+    if (p.measured)
+      std::fprintf(stderr, " | measured %9.3f ms %11s%s", p.measured->time_ms, format_bytes(p.measured->peak_bytes).c_str(),
+                   p.measured->same_ops_as.empty() ? "" : " (same ops as before)");
+    std::fprintf(stderr, "\n");
+  };
+  TradeoffReport report = sweep(profile, options, measure, progress);
+  report.command = command_line(args);
+  report.profile_path = args.profile_path;
+  report.machine = this_machine();
+
+  std::filesystem::create_directories(args.out_dir);
+  const std::string json_path = args.out_dir + "/tradeoff.json";
+  write_json_atomic(json_path, to_json(report));
+  bool plotted = false;
+  if (!args.no_plot) {
+    const std::string cmd =
+        run_plot_script(MEMOPT_PYTHON, std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_tradeoff.py", json_path,
+                        args.out_dir, &plotted);
+    if (!plotted) std::fprintf(stderr, "tradeoff: figures not made; to make them run:\n  %s\n", cmd.c_str());
+  }
+  std::vector<std::pair<std::string, std::string>> figures;
+  const std::pair<const char*, const char*> known[] = {
+      {"overhead_vs_budget.png",
+       "Time overhead over store-all versus activation budget, one colour per solver: lines are predicted by the "
+       "simulator, markers are measured (when --run)."},
+      {"stage_map.png", "What the optimal plan does to each stage at each budget (predicted plan)."},
+      {"predicted_vs_measured.png", "Measured against predicted activation peak and step time, one point per "
+                                    "distinct schedule; the diagonal is a perfect prediction."}};
+  for (const auto& [file, caption] : known)
+    if (std::filesystem::exists(args.out_dir + "/" + file)) figures.emplace_back(file, caption);
+  {
+    const std::string readme = tradeoff_readme(report, figures);
+    const std::string path = args.out_dir + "/README.md";
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + path);
+    std::fputs(readme.c_str(), f);
+    std::fclose(f);
+  }
+  std::printf("\nreport: %s/README.md (tradeoff.json, %zu figure%s)\n", args.out_dir.c_str(), figures.size(),
+              figures.size() == 1 ? "" : "s");
+}
+
+}  // namespace
+
+void add_tradeoff_command(CLI::App& app) {
+  auto args = std::make_shared<TradeoffArgs>();
+  CLI::App* cmd = app.add_subcommand("tradeoff", "Every solver at every budget: time vs memory report (+ measured with --run)");
+  cmd->add_option("--profile", args->profile_path, "profile.json (memopt profile or memopt estimate)")->required();
+  cmd->add_option("--budgets", args->budgets,
+                  "first:last:step or a comma list; % of the store-all peak or sizes (1GiB)")->capture_default_str();
+  cmd->add_option("--bandwidth", args->bandwidth, "host link for offloading, e.g. 16GB/s (overrides the profile's)");
+  cmd->add_option("--solvers", args->solvers, "comma list (default: optimal,recompute-only,sqrt,recompute-blocks,"
+                                              "recompute-all,store-all,offload-all)");
+  cmd->add_option("--slots", args->slots, "memory discretisation of the DP")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
+  cmd->add_flag("--run", args->run, "also train each distinct schedule on this machine and measure it");
+  cmd->add_option("--steps", args->steps, "training steps per schedule with --run (median of steps 2..)")
+      ->capture_default_str();
+  cmd->add_option("--run-threads", args->run_threads, "compute threads when running (default: the profile's)");
+  cmd->add_flag("--check", args->check, "with --run, compare every step's gradients with plain autograd");
+  cmd->add_flag("--no-plot", args->no_plot, "skip the figures (tools/plot_tradeoff.py)");
+  cmd->add_option("--out", args->out_dir, "report folder")->required();
+  cmd->callback([args] { run_tradeoff(*args); });
+}
+
+}  // namespace memopt::tools

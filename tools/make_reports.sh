@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make_reports.sh: regenerates the trade-off and fit reports committed in results/ --
+# one MEASURED report of the tiny GPT-2 on this machine, and MODELED reports of GPT-2
+# small and xl on a V100-16GB (fp16) and an H100-80GB (bf16).
+#   tools/make_reports.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
+# Each report's README names the command that made it; this script only strings
+# them together and notes, in each README, how its profile was made.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+memopt=${MEMOPT:-build/tools/memopt}
+date=${1:-$(date +%F)}
+
+note_profile() {  # README, command that made the profile
+  printf '\n## Profile\n\nThe profile was made with:\n\n```sh\n%s\n```\n' "$2" >> "$1/README.md"
+}
+
+dir=results/$date-tradeoff-tiny-cpu
+mkdir -p "$dir"
+cmd="$memopt profile --model gpt2 --preset tiny --out $dir/gpt2_tiny.profile.json"
+$cmd > "$dir/profile.txt"
+# 2 GB/s: an emulated host link slow enough that offloading is a real trade on this CPU.
+"$memopt" tradeoff --profile "$dir/gpt2_tiny.profile.json" --budgets 20%:100%:5% --bandwidth 2GB/s \
+  --run --steps 5 --check --out "$dir"
+note_profile "$dir" "$cmd"
+
+for combo in "small v100-16gb fp16" "small h100-80gb bf16" "xl v100-16gb fp16" "xl h100-80gb bf16"; do
+  set -- $combo
+  dir=results/$date-modeled-gpt2-$1-$2
+  mkdir -p "$dir"
+  cmd="$memopt estimate --model gpt2 --preset $1 --gpu $2 --batch 8 --seq 1024 --dtype $3 --out $dir/gpt2_$1_$2.profile.json"
+  $cmd
+  "$memopt" tradeoff --profile "$dir/gpt2_$1_$2.profile.json" --budgets 10%:100%:5% --out "$dir"
+  note_profile "$dir" "$cmd"
+  printf '\nHow large a batch fits on this GPU: [fit/README.md](fit/README.md).\n' >> "$dir/README.md"
+  "$memopt" estimate --model gpt2 --preset "$1" --gpu "$2" --batch 8 --seq 1024 --dtype "$3" --fit-chart --out-dir "$dir/fit"
+done
+echo "reports in results/$date-*"
