@@ -155,6 +155,7 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
     // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain.h);
     // fwd_tmp_bytes stays the max, so SPEC-only readers never under-predict.
     s.fwd_keep_tmp_bytes = d.fwd_tmp_grad_bytes;
+    s.fwd_nograd_ms = median(fwd_nograd);
     m.chain.stages.push_back(s);
     m.details.push_back(d);
     a = next;

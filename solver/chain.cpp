@@ -80,6 +80,7 @@ std::string validate(const Chain& chain) {
     const Stage& s = chain.stages[i];
     const std::string p = "/stages/" + std::to_string(i) + "/";
     c.ms(p + "fwd_ms", s.fwd_ms);
+    if (s.fwd_nograd_ms) c.ms(p + "fwd_nograd_ms", *s.fwd_nograd_ms);
     c.ms(p + "bwd_ms", s.bwd_ms);
     c.bytes(p + "out_bytes", s.out_bytes);
     // Counted once more: the gradient d_{i+1} has the size of the output.

@@ -23,6 +23,10 @@ struct Stage {
   // as it goes. When set, fwd_keep uses this and fwd_ckpt/fwd_drop fwd_tmp_bytes;
   // when absent (SPEC's files), every forward uses fwd_tmp_bytes.
   std::optional<int64_t> fwd_keep_tmp_bytes;
+  // The same split for time: fwd_ms is the forward under autograd (fwd_keep); a
+  // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
+  // no graph and is faster. When absent every forward takes fwd_ms, as in SPEC.
+  std::optional<double> fwd_nograd_ms;
 };
 
 struct LossStage {
@@ -56,6 +60,8 @@ struct Chain {
     return 0;
   }
   double uf(int i) const { return i < length() ? stages[i].fwd_ms : 0.0; }
+  // The time of `fwd_ckpt i` / `fwd_drop i` (Note [Two forward temporaries]).
+  double uf_nograd(int i) const { return i < length() ? stages[i].fwd_nograd_ms.value_or(stages[i].fwd_ms) : 0.0; }
   double ub(int i) const { return i < length() ? stages[i].bwd_ms : loss.bwd_ms; }
   int64_t ftmp(int i) const { return i < length() ? stages[i].fwd_tmp_bytes : 0; }
   // The transient of `fwd_keep i` (Note [Two forward temporaries]).

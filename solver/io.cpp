@@ -188,6 +188,8 @@ Stage read_stage(const Reader& r, const json& v, const std::string& path) {
   s.saved_bytes = r.integer(r.required(v, path, "saved_bytes"), path + "/saved_bytes", sizes);
   s.fwd_tmp_bytes = r.integer(r.required(v, path, "fwd_tmp_bytes"), path + "/fwd_tmp_bytes", sizes);
   s.bwd_tmp_bytes = r.integer(r.required(v, path, "bwd_tmp_bytes"), path + "/bwd_tmp_bytes", sizes);
+  if (v.contains("fwd_nograd_ms") && !v["fwd_nograd_ms"].is_null())
+    s.fwd_nograd_ms = r.finite(v["fwd_nograd_ms"], path + "/fwd_nograd_ms");
   if (v.contains("fwd_keep_tmp_bytes") && !v["fwd_keep_tmp_bytes"].is_null())
     s.fwd_keep_tmp_bytes = r.integer(v["fwd_keep_tmp_bytes"], path + "/fwd_keep_tmp_bytes", sizes);
   return s;
@@ -281,7 +283,7 @@ constexpr std::string_view kKeyOrder[] = {
     "format", "version", "note", "solver", "model", "device", "measured", "input_bytes", "static_bytes", "link",
     "loss", "budget_bytes", "chain_length", "predicted", "stages", "ops",
     // inside stages, loss, link and predicted
-    "kind", "name", "fwd_ms", "bwd_ms", "out_bytes", "saved_bytes", "fwd_tmp_bytes", "fwd_keep_tmp_bytes", "bwd_tmp_bytes",
+    "kind", "name", "fwd_ms", "fwd_nograd_ms", "bwd_ms", "out_bytes", "saved_bytes", "fwd_tmp_bytes", "fwd_keep_tmp_bytes", "bwd_tmp_bytes",
     "d2h_bytes_per_s", "h2d_bytes_per_s", "peak_bytes", "time_ms",
     // inside model
     "n_layer", "n_embd", "n_head", "vocab", "seq_len", "batch", "dtype"};
@@ -497,6 +499,7 @@ json profile_to_json(const Profile& p) {
                   {"fwd_tmp_bytes", s.fwd_tmp_bytes},
                   {"bwd_tmp_bytes", s.bwd_tmp_bytes}};
     if (s.fwd_keep_tmp_bytes) stage["fwd_keep_tmp_bytes"] = *s.fwd_keep_tmp_bytes;
+    if (s.fwd_nograd_ms) stage["fwd_nograd_ms"] = *s.fwd_nograd_ms;
     stages.push_back(std::move(stage));
   }
   j["stages"] = std::move(stages);

@@ -44,7 +44,7 @@ TimeQuantum time_quantum_for(const Chain& chain) {
   // every value and every partial sum in the tables.
   const int L = chain.length();
   double sum_uf = 0, sum_ub = chain.loss.bwd_ms;
-  for (const Stage& s : chain.stages) { sum_uf += s.fwd_ms; sum_ub += s.bwd_ms; }
+  for (int i = 0; i < L; ++i) { sum_uf += std::max(chain.uf(i), chain.uf_nograd(i)); sum_ub += chain.ub(i); }
   const double bound_ms = (L + 1) * sum_uf + sum_ub;
   TimeQuantum q;
   if (!(bound_ms > 0)) return q;
@@ -71,24 +71,31 @@ struct Discrete {
   int64_t S = 0;                        // slots
   std::vector<int64_t> x, xbar;         // 0..L+1
   std::vector<int64_t> ftmp, ftmp_keep, btmp;  // 0..L
-  std::vector<int32_t> uf, ub;          // 0..L
-  std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_i, 0..L+1
+  std::vector<int32_t> uf, ub;          // 0..L; uf is fwd_keep's time
+  std::vector<int32_t> uf_nograd;       // fwd_ckpt / fwd_drop's time, 0..L
+  std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_nograd_i, 0..L+1
+  std::vector<int32_t> keep_prefix;     // keep_prefix[k] = Σ_{i<k} uf_i + ub_i
   bool rotor_compat = false;
 
   Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
     const TimeQuantum q = time_quantum_for(c);
     const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
     x.resize(L + 2); xbar.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
-    uf.resize(L + 1); ub.resize(L + 1); uf_prefix.assign(L + 2, 0);
+    uf.resize(L + 1); ub.resize(L + 1); uf_nograd.resize(L + 1);
+    uf_prefix.assign(L + 2, 0); keep_prefix.assign(L + 2, 0);
     for (int k = 0; k <= L + 1; ++k) { x[k] = sl(c.x(k)); xbar[k] = sl(c.xbar(k)); }
     for (int i = 0; i <= L; ++i) {
       ftmp[i] = sl(c.ftmp(i)); ftmp_keep[i] = sl(c.ftmp_keep(i)); btmp[i] = sl(c.btmp(i));
-      uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i));
-      uf_prefix[i + 1] = uf_prefix[i] + uf[i];
+      uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i)); uf_nograd[i] = q.units(c.uf_nograd(i));
+      uf_prefix[i + 1] = uf_prefix[i] + uf_nograd[i];
+      keep_prefix[i + 1] = keep_prefix[i] + uf[i] + ub[i];
     }
   }
 
-  int32_t fwd_sum(int s, int j) const { return uf_prefix[j] - uf_prefix[s]; }  // Σ_{k=s}^{j-1} uf_k
+  // Σ_{k=s}^{j-1} of the no-grad forward: the checkpoint branch's fwd_ckpt and fwd_drops.
+  int32_t fwd_sum(int s, int j) const { return uf_prefix[j] - uf_prefix[s]; }
+  // Σ_{k=s}^{t} uf_k + ub_k: every stage kept, the least any schedule of (s, t) takes.
+  int32_t keep_all(int s, int t) const { return keep_prefix[t + 1] - keep_prefix[s]; }
 
   // Note [Floor per branch]
   // SPEC's floor for (s, t) is the memory the forward ops of the checkpoint branch
@@ -168,11 +175,7 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
   // From all_kept_from on, keeping s and everything after it fits and nothing is faster.
   const int64_t kept_from = std::min<int64_t>(
       S + 1, std::max(d.keep_need(s, t), d.xbar[s + 1] + tab.all_kept_from[tab.pair(s + 1, t)]));
-  const int32_t lower_bound = d.fwd_sum(s, t + 1) + [&] {
-    int32_t sum = 0;
-    for (int k = s; k <= t; ++k) sum += d.ub[k];
-    return sum;
-  }();
+  const int32_t lower_bound = d.keep_all(s, t);
   std::fill(row, row + kept_from, kInf);
   std::fill(row + kept_from, row + S + 1, lower_bound);
   tab.all_kept_from[id] = kept_from;
@@ -286,7 +289,7 @@ int64_t RecomputeTable::slots() const { return impl_->d.S; }
 TimeQuantum RecomputeTable::quantum() const { return time_quantum_for(impl_->chain); }
 int64_t RecomputeTable::x_slots(int k) const { return impl_->d.x[k]; }
 int64_t RecomputeTable::ftmp_slots(int i) const { return impl_->d.ftmp[i]; }
-int64_t RecomputeTable::uf_units(int i) const { return impl_->d.uf[i]; }
+int64_t RecomputeTable::uf_units(int i) const { return impl_->d.uf_nograd[i]; }
 int64_t RecomputeTable::value(int s, int t, int64_t m) const {
   if (m > impl_->d.S) m = impl_->d.S;  // more memory than the budget never helps here
   return impl_->tab.at(s, t, m);

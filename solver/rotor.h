@@ -55,7 +55,7 @@ class RecomputeTable {
   TimeQuantum quantum() const;
   int64_t x_slots(int k) const;      // a_k, k in 0..L+1
   int64_t ftmp_slots(int i) const;
-  int64_t uf_units(int i) const;
+  int64_t uf_units(int i) const;     // a no-grad forward (fwd_ckpt / fwd_drop) of stage i
   // C(m, s, t): least time of subchain (s, t) with a_s outside m and d_{t+1} inside;
   // kInfinity when nothing fits (also for m < 0).
   int64_t value(int s, int t, int64_t m) const;

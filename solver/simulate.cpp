@@ -113,7 +113,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
         resident += chain.x(i + 1);
         r.plain[i + 1] = 1;
         reach(resident + chain.ftmp(i), p);
-        time_ms += chain.uf(i);
+        time_ms += chain.uf_nograd(i);
         if (op.kind == OpKind::FwdDrop) { resident -= chain.x(i); r.plain[i] = 0; }
         break;
       case OpKind::Loss:
@@ -228,7 +228,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         wait_for(i);
         add_bytes = op.kind == OpKind::FwdKeep ? chain.xbar(i + 1) : chain.x(i + 1);
         tmp_bytes = op.kind == OpKind::FwdKeep ? chain.ftmp_keep(i) : chain.ftmp(i);
-        dur_ms = chain.uf(i);
+        dur_ms = op.kind == OpKind::FwdKeep ? chain.uf(i) : chain.uf_nograd(i);
         break;
       case OpKind::Loss:
         wait_for(L);

@@ -84,6 +84,8 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
     s.bwd_tmp_bytes = tmp();
     // Half the stages give fwd_keep its own transient (Note [Two forward temporaries]).
     if (o.keep_tmp && u01(rng) < 0.5) s.fwd_keep_tmp_bytes = tmp();
+    // ... and half a faster no-grad forward, never slower than fwd_ms as in practice.
+    if (o.keep_tmp && u01(rng) < 0.5) s.fwd_nograd_ms = std::floor(s.fwd_ms * u01(rng));
     chain.stages.push_back(s);
   }
   chain.loss.bwd_ms = u01(rng) < 0.5 ? 0.0 : time();
@@ -141,7 +143,8 @@ inline Chain discretised(const Chain& chain, int64_t budget_bytes, int slots) {
   for (const Stage& s : chain.stages)
     d.stages.push_back({s.name, un(s.fwd_ms), un(s.bwd_ms), sl(s.out_bytes), sl(s.saved_bytes),
                         sl(s.fwd_tmp_bytes), sl(s.bwd_tmp_bytes),
-                        s.fwd_keep_tmp_bytes ? std::optional<int64_t>(sl(*s.fwd_keep_tmp_bytes)) : std::nullopt});
+                        s.fwd_keep_tmp_bytes ? std::optional<int64_t>(sl(*s.fwd_keep_tmp_bytes)) : std::nullopt,
+                        s.fwd_nograd_ms ? std::optional<double>(un(*s.fwd_nograd_ms)) : std::nullopt});
   d.loss = {un(chain.loss.bwd_ms), sl(chain.loss.bwd_tmp_bytes)};
   return d;
 }
