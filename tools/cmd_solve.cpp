@@ -18,13 +18,22 @@ namespace {
 struct SolveArgs {
   std::string profile_path, budget_text, out_path;
   std::string solver = "optimal";
+  std::string bandwidth;  // overrides the profile's link, both directions
   int slots = 500;
   int threads = 0;
 };
 
 void run_solve(const SolveArgs& args) {
   using namespace memopt::solver;
-  const Profile profile = read_profile(args.profile_path);
+  Profile profile = read_profile(args.profile_path);
+  if (!args.bandwidth.empty()) {
+    try {
+      const double b = parse_bandwidth(args.bandwidth);
+      profile.chain.link = Link{b, b};
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
+    }
+  }
   const Chain& chain = profile.chain;
   const auto kind = solver_kind_from_word(args.solver);
   if (!kind) throw std::invalid_argument("--solver: unknown solver '" + args.solver + "'; choose one of " + solver_words());
@@ -69,6 +78,8 @@ void add_solve_command(CLI::App& app) {
                   "activation budget: 4GiB, 3.5GB, 4000000000, 60% (of the store-all peak), or min (the smallest that works)")->required();
   cmd->add_option("--solver", args->solver, "optimal|rotor-compat|store-all|sqrt|recompute-blocks|recompute-all")
       ->capture_default_str();
+  cmd->add_option("--bandwidth", args->bandwidth,
+                  "host<->device link for offloading, e.g. 16GB/s (default: the profile's link; none: no offload)");
   cmd->add_option("--slots", args->slots, "memory discretisation of the DP (finer wastes less budget)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
