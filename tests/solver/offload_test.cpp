@@ -1,0 +1,132 @@
+// offload_test.cpp: oracles for the keep/recompute/offload DP (solver/offload.h) --
+// no link means recompute-only, it is never slower than recompute-only, it never
+// exceeds the budget, and more budget or more bandwidth never makes it slower.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "solver/baselines.h"
+#include "solver/offload.h"
+#include "solver/rotor.h"
+#include "solver/simulate.h"
+#include "tests/solver/random_chains.h"
+
+namespace memopt::solver {
+namespace {
+
+using testing::random_byte_chain;
+
+double simulated_ms(const Chain& chain, const std::vector<Op>& ops) {
+  const SimResult r = simulate_timeline(chain, ops);
+  EXPECT_TRUE(r.valid) << r.error;
+  return r.time_ms;
+}
+
+int64_t store_all_peak(const Chain& chain) { return simulate_sequential(chain, store_all_ops(chain)).peak_bytes; }
+
+// Time quantisation (Note [Time quantisation]) makes the DPs compare integer
+// units; a simulated difference below one unit per op is rounding, not a loss.
+double tolerance_ms(const Chain& chain, size_t num_ops) {
+  return static_cast<double>(num_ops) * time_quantum_for(chain).unit_ms;
+}
+
+TEST(OffloadDp, WithoutABandwidthItIsTheRecomputeDp) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    Chain chain = random_byte_chain(rng, 1 + trial % 8, 1000);
+    const int64_t budget = std::max<int64_t>(1, store_all_peak(chain) * (1 + trial % 9) / 10);
+    // A link so slow that no copy can hide anywhere: offloading never pays.
+    chain.link = Link{1e-3, 1e-3};
+    const auto off = solve_offload(chain, budget, {200, false, 1});
+    const auto rec = solve_recompute(chain, budget, {200, false, 1});
+    ASSERT_EQ(off.has_value(), rec.has_value()) << "trial " << trial;
+    if (!off) continue;
+    EXPECT_EQ(*off, *rec) << "trial " << trial;
+  }
+}
+
+TEST(OffloadDp, FitsTheBudgetAndIsNeverSlowerThanRecomputeOnly) {
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<double> log_bw(5.0, 11.0);
+  int num_offloading = 0, num_faster = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    Chain chain = random_byte_chain(rng, 2 + trial % 10, 100000);
+    const double bw = std::pow(10.0, log_bw(rng));
+    chain.link = Link{bw, bw};
+    const int64_t budget = std::max<int64_t>(1, store_all_peak(chain) * (1 + trial % 9) / 10);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
+    const auto off = solve_offload(chain, budget, {200, false, 1});
+    const auto rec = solve_recompute(chain, budget, {200, false, 1});
+    if (rec) ASSERT_TRUE(off.has_value());
+    if (!off) continue;
+    const SimResult r = simulate_timeline(chain, *off);
+    ASSERT_TRUE(r.valid) << r.error;
+    EXPECT_LE(r.peak_bytes, budget);
+    bool offloads = false;
+    for (const Op& op : *off) offloads |= op.kind == OpKind::Offload;
+    num_offloading += offloads;
+    if (rec) {
+      const double rec_ms = simulated_ms(chain, *rec);
+      EXPECT_LE(r.time_ms, rec_ms + tolerance_ms(chain, off->size()));
+      num_faster += r.time_ms < rec_ms - 1e-9;
+    } else {
+      ++num_faster;  // fits where recomputation alone cannot
+    }
+  }
+  // The oracles above must not pass vacuously.
+  EXPECT_GT(num_offloading, 10);
+  EXPECT_GT(num_faster, 5);
+}
+
+TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 120; ++trial) {
+    Chain chain = random_byte_chain(rng, 2 + trial % 8, 100000);
+    const int64_t peak = store_all_peak(chain);
+    double previous_ms = std::numeric_limits<double>::infinity();
+    chain.link = Link{1e8, 1e8};
+    for (int tenth = 1; tenth <= 10; ++tenth) {
+      // A fixed slot size across budgets keeps rounding from masking monotonicity.
+      const int64_t budget = peak * tenth / 10;
+      const auto ops = solve_offload(chain, budget, {20 * tenth, false, 1});
+      if (!ops) continue;
+      const double ms = simulated_ms(chain, *ops);
+      EXPECT_LE(ms, previous_ms + tolerance_ms(chain, ops->size())) << "trial " << trial << " at " << tenth << "/10";
+      previous_ms = std::min(previous_ms, ms);
+    }
+    const int64_t budget = peak / 3;
+    previous_ms = std::numeric_limits<double>::infinity();
+    for (const double bw : {1e5, 1e7, 1e9, 1e11}) {
+      chain.link = Link{bw, bw};
+      const auto ops = solve_offload(chain, budget, {200, false, 1});
+      if (!ops) continue;
+      const double ms = simulated_ms(chain, *ops);
+      EXPECT_LE(ms, previous_ms + tolerance_ms(chain, ops->size())) << "trial " << trial << " at " << bw << " B/s";
+      previous_ms = std::min(previous_ms, ms);
+    }
+  }
+}
+
+TEST(OffloadAll, ChecksEveryInputOutAndBackAndMatchesItsCost) {
+  Chain chain;
+  chain.input_bytes = 100;
+  for (int i = 0; i < 6; ++i) chain.stages.push_back({"b", 2.0, 3.0, 100, 400, 0, 0});
+  chain.link = Link{1e9, 1e9};
+  const std::vector<Op> ops = offload_all_ops(chain);
+  const SimResult r = simulate_timeline(chain, ops);
+  ASSERT_TRUE(r.valid) << r.error;
+  int offloads = 0, prefetches = 0;
+  for (const Op& op : ops) {
+    offloads += op.kind == OpKind::Offload;
+    prefetches += op.kind == OpKind::Prefetch;
+  }
+  EXPECT_EQ(offloads, 5);  // every stage input but the last stage's
+  EXPECT_EQ(prefetches, 5);
+  // Copies of 100 B at 1 GB/s take 1e-4 ms, hidden behind 2-3 ms ops: the time is
+  // recompute_blocks' (2L-1)uf + L ub.
+  EXPECT_NEAR(r.time_ms, 11 * 2.0 + 6 * 3.0, 1e-9);
+  EXPECT_LT(r.peak_bytes, simulate_sequential(chain, recompute_blocks_ops(chain)).peak_bytes);
+}
+
+}  // namespace
+}  // namespace memopt::solver
