@@ -1,6 +1,7 @@
 // copy_engine.cpp: the CPU testbed's copy engine.
 #include "runtime/copy_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -161,6 +162,29 @@ void CpuCopyEngine::finish_step() {
   d2h_.drain();
   h2d_.drain();
   pool_.reset();
+}
+
+LinkBandwidth measure_copy_bandwidth(double d2h_cap_bytes_per_s, double h2d_cap_bytes_per_s, int64_t num_bytes,
+                                     int repeat) {
+  CpuCopyEngine engine({d2h_cap_bytes_per_s, h2d_cap_bytes_per_s, num_bytes});
+  // Touch the pool and the tensor once so that page faults do not count as link time.
+  const at::Tensor device = at::ones({num_bytes / 4}, at::kFloat);
+  std::vector<double> d2h, h2d;
+  for (int r = 0; r <= repeat; ++r) {
+    auto out = engine.offload(device);
+    out->wait();
+    auto back = engine.prefetch(out);
+    back->take_device_tensor();
+    engine.finish_step();
+    if (r == 0) continue;  // warm-up
+    d2h.push_back(static_cast<double>(num_bytes) / (out->copy_ms() / 1000.0));
+    h2d.push_back(static_cast<double>(num_bytes) / (back->copy_ms() / 1000.0));
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(d2h), median(h2d)};
 }
 
 }  // namespace memopt::runtime

@@ -121,4 +121,14 @@ class CpuCopyEngine {
   Link h2d_;
 };
 
+// Measures the engine's link as the executor will use it: median bandwidth of
+// `repeat` offloads and prefetches of one `num_bytes` tensor through an engine with
+// these caps (0: uncapped, so it measures memcpy between device and host memory).
+struct LinkBandwidth {
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
+};
+LinkBandwidth measure_copy_bandwidth(double d2h_cap_bytes_per_s, double h2d_cap_bytes_per_s,
+                                     int64_t num_bytes = 64 << 20, int repeat = 5);
+
 }  // namespace memopt::runtime

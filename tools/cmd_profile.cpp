@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "profiler/profiler.h"
+#include "runtime/copy_engine.h"
 #include "runtime/gpt2.h"
 #include "runtime/hf_weights.h"
 #include "solver/baselines.h"
@@ -29,6 +30,7 @@ struct ProfileArgs {
   int repeat = 5, threads = 1;
   uint64_t seed = 1234;
   std::string hf_dir, out_path;
+  std::string link = "measured";  // the copy engine's cap, or "measured" (uncapped)
   // Which dimension flags were given (CLI::Option::count), so that a preset or an
   // --hf-dir config supplies the rest.
   CLI::Option *o_n_layer, *o_n_embd, *o_n_head, *o_vocab, *o_n_positions, *o_batch, *o_seq, *o_dropout;
@@ -164,7 +166,20 @@ void run_profile(const ProfileArgs& args) {
     options.on_progress = [&bar](int done, int total) { bar.update(done, total); };
     measured = profiler::profile_cpu_detailed(model, batch, runtime::gpt2_spec_to_json(spec), options);
   }
+  // The link the executor's copy engine will offer, measured through that engine.
+  double cap = 0;
+  if (args.link != "measured") {
+    try {
+      cap = solver::parse_bandwidth(args.link);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("--link: ") + e.what() + "; or `measured` for the uncapped engine");
+    }
+  }
+  const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap);
+  measured.profile.chain.link = solver::Link{bw.d2h_bytes_per_s, bw.h2d_bytes_per_s};
   print_summary(spec, measured, args.repeat);
+  std::printf("link     d2h %.2f GB/s, h2d %.2f GB/s (CPU copy engine, %s)\n", bw.d2h_bytes_per_s / 1e9,
+              bw.h2d_bytes_per_s / 1e9, cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
   if (!args.out_path.empty()) {
     solver::write_json_atomic(args.out_path, profiler::profile_json(measured));
     std::printf("\nwrote %s (%d stages)\n", args.out_path.c_str(), measured.profile.chain.length());
@@ -197,6 +212,9 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random weights and batch")->capture_default_str();
   cmd->add_option("--hf-dir", args->hf_dir, "load a local Hugging Face GPT-2 (config.json + model.safetensors)");
+  cmd->add_option("--link", args->link,
+                  "host<->device link the copy engine emulates, e.g. 16GB/s; `measured` copies uncapped")
+      ->capture_default_str();
   cmd->add_option("--out", args->out_path, "where to write profile.json");
   cmd->callback([args] { run_profile(*args); });
 }
