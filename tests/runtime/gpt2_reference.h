@@ -26,9 +26,12 @@ inline Reference gpt2_reference() {
   const fs::path dir = fs::path(MEMOPT_BINARY_DIR) / "test_data" / "gpt2_reference";
   const fs::path script = fs::path(MEMOPT_SOURCE_DIR) / "tests" / "python" / "gpt2_reference.py";
   std::error_code ec;
-  if (fs::exists(dir / "reference.safetensors") &&
-      fs::last_write_time(dir / "reference.safetensors", ec) >= fs::last_write_time(script, ec))
-    return {dir.string(), ""};
+  const auto fresh = [&] {
+    std::error_code e;
+    return fs::exists(dir / "reference.safetensors") &&
+           fs::last_write_time(dir / "reference.safetensors", e) >= fs::last_write_time(script, e);
+  };
+  if (fresh()) return {dir.string(), ""};
   if (!fs::exists(MEMOPT_PYTHON)) return {"", std::string("no Python at ") + MEMOPT_PYTHON + "; run scripts/setup.sh"};
   const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
   fs::create_directories(dir.parent_path());
@@ -36,10 +39,17 @@ inline Reference gpt2_reference() {
                               "' " + kReferenceArgs + " > '" + tmp.string() + ".log' 2>&1";
   if (std::system(command.c_str()) != 0)
     return {"", "the reference script failed; see " + tmp.string() + ".log (command: " + command + ")"};
-  fs::remove_all(dir, ec);
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp, ec);  // another process won the race
   fs::remove(tmp.string() + ".log", ec);
+  // Never delete a fresh reference: another test process may be reading it. A rename
+  // onto an existing directory fails, and then either another process won the race
+  // (use its copy) or the existing one is stale (replace it).
+  fs::rename(tmp, dir, ec);
+  if (!ec) return {dir.string(), ""};
+  if (!fresh()) {
+    fs::remove_all(dir, ec);
+    fs::rename(tmp, dir, ec);
+  }
+  fs::remove_all(tmp, ec);
   return {dir.string(), ""};
 }
 
