@@ -3,6 +3,17 @@
 # Aggregates with defaulted trailing members (Stage) are meant to be partly initialised.
 set(MEMOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
 
+# memopt_add_library(NAME memopt_x ALIAS memopt::x SOURCES a.cpp ... PUBLIC_LIBS lib ...)
+# A folder's library: sources, the repository root as include path, warnings, alias.
+function(memopt_add_library)
+  cmake_parse_arguments(L "" "NAME;ALIAS" "SOURCES;PUBLIC_LIBS" ${ARGN})
+  add_library(${L_NAME} ${L_SOURCES})
+  add_library(${L_ALIAS} ALIAS ${L_NAME})
+  target_include_directories(${L_NAME} PUBLIC ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${L_NAME} PUBLIC ${L_PUBLIC_LIBS})
+  target_compile_options(${L_NAME} PRIVATE ${MEMOPT_WARNINGS})
+endfunction()
+
 # memopt_add_test(NAME name SOURCES a.cpp ... LIBS lib ...)
 # A GoogleTest binary registered with ctest, test by test.
 function(memopt_add_test)
