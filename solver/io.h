@@ -11,6 +11,7 @@
 
 #include "solver/chain.h"
 #include "solver/schedule.h"
+#include "solver/simulate.h"
 
 namespace memopt::solver {
 
@@ -41,8 +42,15 @@ Schedule read_schedule(const std::string& path);
 // after them, alphabetically), each array of scalars -- an op -- on one line.
 // Throws std::invalid_argument for NaN or infinity, which JSON cannot hold.
 std::string format_json(const nlohmann::json& j);
-// Writes to "<path>.tmp.<pid>" and renames into place: never half a file.
+// Through write_file_atomic (solver/atomic_file.h): never half a file.
 void write_json_atomic(const std::string& path, const nlohmann::json& j);
+
+// A schedule read from `schedule_path` checked against the chain of `profile_path`:
+// the same chain_length, and every op valid in turn (simulate_timeline). Throws
+// FormatError naming the schedule file, /chain_length or /ops/<index>, what is wrong
+// and the fix; otherwise returns the simulation, so callers need not repeat it.
+SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
+                                   const std::string& profile_path);
 
 // Byte and bandwidth quantities from the command line.
 // parse_bytes: "4GiB", "3.5GB", "512MiB", "4000000000"; throws std::invalid_argument.

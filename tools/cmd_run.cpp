@@ -3,11 +3,11 @@
 //   memopt run --profile P.json --schedule S.json --steps 3 --check
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
 #include "runtime/measure.h"
+#include "solver/atomic_file.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
 #include "tools/commands.h"
@@ -28,10 +28,10 @@ void run_run(const RunArgs& args) {
   const Profile profile = read_profile(args.profile_path);
   const Schedule schedule = read_schedule(args.schedule_path);
   if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  // Checked against the profile before the model is built: a bad schedule costs nothing.
+  const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
   runtime::ProfiledModel model(profile, args.threads);
   model.check_fits(schedule, args.schedule_path);
-  const SimResult sim = simulate_timeline(profile.chain, schedule.ops);
-  if (!sim.valid) throw std::invalid_argument(args.schedule_path + ": /ops/" + std::to_string(sim.error_op) + ": " + sim.error);
 
   std::printf("model    %s, %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
               profile.model.value("name", std::string("?")).c_str(), model.num_stages(), model.threads(),
@@ -73,9 +73,7 @@ void run_run(const RunArgs& args) {
                            {"measured", {{"peak_bytes", r.median_peak_bytes}, {"time_ms", time}}},
                            {"steps", args.steps}};
     if (r.max_abs_grad_diff) line["max_abs_grad_diff"] = *r.max_abs_grad_diff;
-    std::ofstream out(args.summary_path, std::ios::app);
-    if (!out) throw std::runtime_error("--summary-out: cannot open " + args.summary_path + " for appending");
-    out << line.dump() << "\n";
+    append_line_atomic(args.summary_path, line.dump());
   }
 }
 
