@@ -257,8 +257,7 @@ std::string read_file_text(const std::string& path, const std::string& fix) {
 // brackets would overflow the stack later instead of failing here.
 constexpr int kMaxDepth = 64;
 
-json parse_file(const std::string& path, const std::string& missing_fix, const std::string& fix) {
-  const std::string text = read_file_text(path, missing_fix);
+json parse_text(std::string_view text, const std::string& path, const std::string& fix) {
   const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
     if (depth > kMaxDepth)
       throw FormatError(path + ": values nest deeper than " + std::to_string(kMaxDepth) +
@@ -564,17 +563,24 @@ json schedule_to_json(const Schedule& s) {
 
 // ---- files ----
 
+Profile parse_profile(std::string_view text, const std::string& source) {
+  return profile_from_json(parse_text(text, source, profile_fix(source, "the syntax")), source);
+}
+
+Schedule parse_schedule(std::string_view text, const std::string& source) {
+  return schedule_from_json(parse_text(text, source, schedule_fix(source)), source);
+}
+
 Profile read_profile(const std::string& path) {
-  const json j = parse_file(path, "check the path, or write a profile with `memopt profile ... --out " + path + "`",
-                            profile_fix(path, "the syntax"));
-  return profile_from_json(j, path);
+  return parse_profile(
+      read_file_text(path, "check the path, or write a profile with `memopt profile ... --out " + path + "`"), path);
 }
 
 Schedule read_schedule(const std::string& path) {
-  const json j = parse_file(
-      path, "check the path, or write a schedule with `memopt solve --profile P.json --budget B --out " + path + "`",
-      schedule_fix(path));
-  return schedule_from_json(j, path);
+  return parse_schedule(
+      read_file_text(
+          path, "check the path, or write a schedule with `memopt solve --profile P.json --budget B --out " + path + "`"),
+      path);
 }
 
 SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,10 @@ nlohmann::json profile_to_json(const Profile& p);
 Schedule schedule_from_json(const nlohmann::json& j, const std::string& source);
 nlohmann::json schedule_to_json(const Schedule& s);
 
+// The text of a file named `source`: what read_profile / read_schedule do after
+// reading it (the fuzz targets of tests/fuzz call these on arbitrary bytes).
+Profile parse_profile(std::string_view text, const std::string& source);
+Schedule parse_schedule(std::string_view text, const std::string& source);
 Profile read_profile(const std::string& path);
 Schedule read_schedule(const std::string& path);
 // The text write_json_atomic writes: 2-space indent, keys in SPEC's order (others
