@@ -18,9 +18,11 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # Only the solver and the targets: no LibTorch, no tests, no benchmarks. RelWithDebInfo:
 # optimised like the real thing, with line numbers in reports.
+mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ -DMEMOPT_FUZZ=ON -DMEMOPT_TORCH=OFF -DMEMOPT_TESTS=OFF -DMEMOPT_BENCHMARKS=OFF \
-  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" >/dev/null
+  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+  > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs" --target fuzz_profile fuzz_schedule fuzz_solve
 built=$(date +%s)
 
