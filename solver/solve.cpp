@@ -131,8 +131,8 @@ int64_t min_feasible_budget(const Chain& chain, const SolveOptions& options) {
 
 Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = validate(chain); !e.empty()) throw std::invalid_argument("invalid chain: " + e);
-  if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
+  if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (options.solver == SolverKind::OffloadAll && !chain.link)
     throw std::invalid_argument("offload-all needs the host<->device bandwidth: the profile has no `link`; pass --bandwidth");
   const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
