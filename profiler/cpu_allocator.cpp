@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 namespace memopt::profiler {
 namespace {
@@ -33,6 +34,14 @@ std::unordered_map<void*, Counted>& table() {
 }  // namespace
 
 c10::DataPtr CountingCpuAllocator::allocate(size_t num_bytes) {
+  // Checked before allocating; two threads racing past the limit together may overshoot
+  // it by one allocation each, which a capacity emulation can afford.
+  if (const int64_t limit = limit_bytes(); limit > 0) {
+    const int64_t in_use = current_bytes();
+    TORCH_CHECK_WITH(OutOfMemoryError, in_use + static_cast<int64_t>(num_bytes) <= limit,
+                     "CPU testbed device memory: cannot allocate ", num_bytes, " bytes with ", in_use,
+                     " in use of the limit of ", limit, " bytes");
+  }
   c10::DataPtr inner = base_->allocate(num_bytes);
   void* data = inner.get();
   const c10::Device device = inner.device();

@@ -31,6 +31,12 @@ class CountingCpuAllocator final : public c10::Allocator {
   int64_t peak_bytes() const { return peak_bytes_.load(std::memory_order_relaxed); }
   void reset_peak() { peak_bytes_.store(current_bytes(), std::memory_order_relaxed); }
   int64_t num_allocations() const { return num_allocations_.load(std::memory_order_relaxed); }
+  // Note [Device memory limit]: the CPU testbed plays a device of fixed capacity.
+  // With a limit, an allocation that would take current_bytes() above it fails the
+  // way a full GPU does (c10::OutOfMemoryError), so out-of-memory handling is
+  // tested without a GPU. 0 (the default): no limit.
+  void set_limit_bytes(int64_t limit) { limit_bytes_.store(limit, std::memory_order_relaxed); }
+  int64_t limit_bytes() const { return limit_bytes_.load(std::memory_order_relaxed); }
 
  private:
   static void release(void* context);
@@ -39,6 +45,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   std::atomic<int64_t> current_bytes_{0};
   std::atomic<int64_t> peak_bytes_{0};
   std::atomic<int64_t> num_allocations_{0};
+  std::atomic<int64_t> limit_bytes_{0};
 };
 
 // The process's counting allocator, installed with c10::SetCPUAllocator on the first

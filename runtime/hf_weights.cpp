@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
+#include "solver/atomic_file.h"
+
 namespace memopt::runtime {
 namespace {
 
@@ -146,15 +148,12 @@ void write_safetensors(const std::string& path, const std::map<std::string, at::
     data.push_back(c);
   }
   const std::string text = header.dump();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
   uint64_t n = text.size();
-  unsigned char len_le[8];
-  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
-  out.write(reinterpret_cast<const char*>(len_le), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const at::Tensor& c : data) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  if (!out) throw std::runtime_error(path + ": write failed");
+  char len_le[8];
+  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  std::vector<std::string_view> parts{std::string_view(len_le, 8), text};
+  for (const at::Tensor& c : data) parts.emplace_back(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  solver::write_file_atomic(path, parts);
 }
 
 Gpt2Config read_hf_gpt2_config(const std::string& dir) {

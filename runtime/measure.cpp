@@ -13,7 +13,9 @@
 #include "runtime/copy_engine.h"
 #include "runtime/executor.h"
 #include "runtime/gpt2.h"
+#include "runtime/memory_check.h"
 #include "runtime/train_step.h"
+#include "solver/simulate.h"
 
 namespace memopt::runtime {
 
@@ -74,6 +76,10 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   }
 
   at::set_num_threads(impl_->threads);
+  // Before the first step: can the device really hold this plan (issue 9)? AdamW's two
+  // moments per parameter are allocated at its first step.
+  check_device_memory(solver::simulate_timeline(chain, schedule.ops).peak_bytes,
+                      unallocated_state_bytes(model, /*optimizer_moments=*/2), source);
   profiler::CpuMemoryMeter meter;
   torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(options.lr));
   model.train(true);
@@ -82,7 +88,7 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   for (int step = 1; step <= options.steps; ++step) {
     zero_grads_in_place(model);
     const CpuRngState rng_before = cpu_rng_state();
-    const StepResult r = run_scheduled_step(model, schedule.ops, impl_->batch, meter, executor_options);
+    const StepResult r = run_step_or_restore(model, schedule.ops, impl_->batch, meter, executor_options, source);
     if (engine) engine->finish_step();
     StepMeasurement m;
     m.step = step;

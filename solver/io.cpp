@@ -3,6 +3,8 @@
 // quantities users type on the command line. What passes here, the solver trusts.
 #include "solver/io.h"
 
+#include "solver/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -255,8 +257,7 @@ std::string read_file_text(const std::string& path, const std::string& fix) {
 // brackets would overflow the stack later instead of failing here.
 constexpr int kMaxDepth = 64;
 
-json parse_file(const std::string& path, const std::string& missing_fix, const std::string& fix) {
-  const std::string text = read_file_text(path, missing_fix);
+json parse_text(std::string_view text, const std::string& path, const std::string& fix) {
   const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
     if (depth > kMaxDepth)
       throw FormatError(path + ": values nest deeper than " + std::to_string(kMaxDepth) +
@@ -270,6 +271,14 @@ json parse_file(const std::string& path, const std::string& missing_fix, const s
     std::string what = e.what();
     if (const auto end = what.find("] "); what.starts_with("[json.exception.") && end != std::string::npos)
       what.erase(0, end + 2);
+    // Python's json.dump writes NaN and Infinity, which are not JSON: say so, since
+    // "invalid literal" alone sends people looking for a typo.
+    if (const auto at = what.find("last read: '"); at != std::string::npos) {
+      const std::string read = what.substr(at + 12, what.find('\'', at + 12) - (at + 12));
+      const std::string token = read.substr(read.find_last_of(" :,[") == std::string::npos ? 0 : read.find_last_of(" :,[") + 1);
+      if (token.starts_with("N") || token.starts_with("I") || token.starts_with("-I"))
+        what += " (NaN and Infinity are not JSON numbers: a value was not measured or overflowed)";
+    }
     throw FormatError(path + ": not valid JSON: " + what + "; " + fix);
   }
 }
@@ -554,17 +563,43 @@ json schedule_to_json(const Schedule& s) {
 
 // ---- files ----
 
+Profile parse_profile(std::string_view text, const std::string& source) {
+  return profile_from_json(parse_text(text, source, profile_fix(source, "the syntax")), source);
+}
+
+Schedule parse_schedule(std::string_view text, const std::string& source) {
+  return schedule_from_json(parse_text(text, source, schedule_fix(source)), source);
+}
+
 Profile read_profile(const std::string& path) {
-  const json j = parse_file(path, "check the path, or write a profile with `memopt profile ... --out " + path + "`",
-                            profile_fix(path, "the syntax"));
-  return profile_from_json(j, path);
+  return parse_profile(
+      read_file_text(path, "check the path, or write a profile with `memopt profile ... --out " + path + "`"), path);
 }
 
 Schedule read_schedule(const std::string& path) {
-  const json j = parse_file(
-      path, "check the path, or write a schedule with `memopt solve --profile P.json --budget B --out " + path + "`",
-      schedule_fix(path));
-  return schedule_from_json(j, path);
+  return parse_schedule(
+      read_file_text(
+          path, "check the path, or write a schedule with `memopt solve --profile P.json --budget B --out " + path + "`"),
+      path);
+}
+
+SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
+                                   const std::string& profile_path) {
+  const std::string regenerate =
+      "regenerate it with `memopt solve --profile " + profile_path + " --budget B --out " + schedule_path + "`";
+  if (schedule.chain_length != chain.length())
+    throw FormatError(schedule_path + ": /chain_length: the schedule is for " + std::to_string(schedule.chain_length) +
+                      " stages but " + profile_path + " has " + std::to_string(chain.length()) +
+                      "; it was made for another model or granularity: " + regenerate);
+  SimResult r = simulate_timeline(chain, schedule.ops);
+  if (!r.valid) {
+    // error_op == ops.size() means the schedule ended in a bad state (incomplete backward).
+    const std::string where = r.error_op >= 0 && r.error_op < static_cast<int>(schedule.ops.size())
+                                  ? "/ops/" + std::to_string(r.error_op)
+                                  : "/ops";
+    throw FormatError(schedule_path + ": " + where + ": " + r.error + "; fix that op or " + regenerate);
+  }
+  return r;
 }
 
 std::string format_json(const json& j) {
@@ -581,39 +616,7 @@ void write_json_atomic(const std::string& path, const json& j) {
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": not written, the data cannot be written as JSON: " + e.what());
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
-    throw std::runtime_error(path + ": cannot create " + tmp + " (" + std::strerror(errno) +
-                             "); check that the directory exists and is writable");
-  const auto fail = [&](const std::string& step) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": " + step + " failed (" + std::strerror(err) + "); " + path +
-                             " is unchanged; check free space and permissions");
-  };
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("writing " + tmp);
-    done += static_cast<size_t>(n);
-  }
-  // fsync before rename: otherwise a crash can leave the new name pointing at an
-  // empty file, which is exactly the half-written state this function exists to avoid.
-  if (::fsync(fd) != 0) fail("fsync of " + tmp);
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) fail("closing " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming " + tmp + " to " + path);
-  // Make the rename itself durable. Best effort: some file systems refuse to fsync a
-  // directory, and the file is already complete under its final name.
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomic(path, text);
 }
 
 // ---- command-line quantities ----

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "solver/chain.h"
 #include "solver/schedule.h"
+#include "solver/simulate.h"
 
 namespace memopt::solver {
 
@@ -35,14 +37,25 @@ nlohmann::json profile_to_json(const Profile& p);
 Schedule schedule_from_json(const nlohmann::json& j, const std::string& source);
 nlohmann::json schedule_to_json(const Schedule& s);
 
+// The text of a file named `source`: what read_profile / read_schedule do after
+// reading it (the fuzz targets of tests/fuzz call these on arbitrary bytes).
+Profile parse_profile(std::string_view text, const std::string& source);
+Schedule parse_schedule(std::string_view text, const std::string& source);
 Profile read_profile(const std::string& path);
 Schedule read_schedule(const std::string& path);
 // The text write_json_atomic writes: 2-space indent, keys in SPEC's order (others
 // after them, alphabetically), each array of scalars -- an op -- on one line.
 // Throws std::invalid_argument for NaN or infinity, which JSON cannot hold.
 std::string format_json(const nlohmann::json& j);
-// Writes to "<path>.tmp.<pid>" and renames into place: never half a file.
+// Through write_file_atomic (solver/atomic_file.h): never half a file.
 void write_json_atomic(const std::string& path, const nlohmann::json& j);
+
+// A schedule read from `schedule_path` checked against the chain of `profile_path`:
+// the same chain_length, and every op valid in turn (simulate_timeline). Throws
+// FormatError naming the schedule file, /chain_length or /ops/<index>, what is wrong
+// and the fix; otherwise returns the simulation, so callers need not repeat it.
+SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
+                                   const std::string& profile_path);
 
 // Byte and bandwidth quantities from the command line.
 // parse_bytes: "4GiB", "3.5GB", "512MiB", "4000000000"; throws std::invalid_argument.

@@ -84,9 +84,33 @@ bool solves(const Chain& chain, const SolveOptions& o, int64_t budget_bytes) {
   return solver_fn(o.solver)(chain, budget_bytes, dp_options(o)).has_value();
 }
 
+bool uses_dp(SolverKind kind) {
+  return kind == SolverKind::Optimal || kind == SolverKind::RecomputeOnly || kind == SolverKind::RotorCompat;
+}
+
 }  // namespace
 
+std::string check_problem_size(const Chain& chain, const SolveOptions& options) {
+  const int64_t L = chain.length();
+  if (L > kMaxStages)
+    return "/stages: the chain has " + std::to_string(L) + " stages, more than memopt solves (at most " +
+           std::to_string(kMaxStages) + "; the DP's time grows as L³, so " + std::to_string(L) +
+           " stages would take far too long -- Note [Largest problem] in solver/solve.h); merge consecutive "
+           "stages into larger ones, e.g. profile with `memopt profile --granularity block`";
+  if (!uses_dp(options.solver) || options.slots < 1) return "";
+  const int64_t pairs = (L + 1) * (L + 2) / 2;
+  const int64_t table_bytes = pairs * (int64_t{options.slots} + 1) * 4;
+  if (table_bytes > kMaxTableBytes) {
+    const int64_t max_slots = kMaxTableBytes / (pairs * 4) - 1;
+    return "--slots " + std::to_string(options.slots) + " on " + std::to_string(L) + " stages needs a DP table of " +
+           format_bytes(table_bytes) + ", more than the " + format_bytes(kMaxTableBytes) +
+           " memopt allows; use --slots " + std::to_string(max_slots) + " or fewer (default 500)";
+  }
+  return "";
+}
+
 int64_t min_feasible_budget(const Chain& chain, const SolveOptions& options) {
+  if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
   // Slot rounding can make the DP miss at exactly the store-all peak; look upwards.
   int64_t hi = std::max<int64_t>(store_all_peak, 1);
@@ -107,6 +131,7 @@ int64_t min_feasible_budget(const Chain& chain, const SolveOptions& options) {
 
 Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = validate(chain); !e.empty()) throw std::invalid_argument("invalid chain: " + e);
+  if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (options.solver == SolverKind::OffloadAll && !chain.link)
     throw std::invalid_argument("offload-all needs the host<->device bandwidth: the profile has no `link`; pass --bandwidth");
@@ -118,7 +143,8 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
     std::string msg = "no " + std::string(name) + " schedule fits a budget of " +
                       format_bytes(options.budget_bytes) + " (" + std::to_string(options.budget_bytes) + " B). ";
     if (min_budget > 0)
-      msg += "The smallest budget that works is " + format_bytes(min_budget) + " (" + std::to_string(min_budget) + " B)";
+      msg += "The smallest budget that works is " + format_bytes(min_budget) + " (" + std::to_string(min_budget) +
+             " B): solve for at least that (--budget " + std::to_string(min_budget) + ", or --budget min)";
     else if (options.find_min_budget)
       msg += "No budget up to 256x the store-all peak works";
     msg += "; storing everything peaks at " + format_bytes(store_all_peak) + " (" + std::to_string(store_all_peak) + " B).";

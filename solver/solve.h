@@ -55,6 +55,23 @@ struct InfeasibleBudget : std::runtime_error {
   int64_t store_all_peak_bytes;
 };
 
+// Note [Largest problem]: the DP takes time ∝ slots·L³ and a table of 4 bytes ×
+// slots × L²/2. At 192 stages and 500 slots it solves in ~0.1 s (results/solver-bench);
+// at 512 stages ~2 s and 0.26 GiB; at 10,000 stages it would take days and 100 GiB.
+// GPT-2 xl cut into sublayers has under 300 stages, so memopt refuses longer chains
+// (every solver: one rule, one message) and tables above kMaxTableBytes, each with the
+// fix, instead of hanging or being killed for memory.
+inline constexpr int kMaxStages = 512;
+inline constexpr int64_t kMaxTableBytes = int64_t{4} << 30;
+
+// Empty when `solve` can take this chain with these options, otherwise what is too
+// large and the fix (fewer stages, fewer --slots). solve() and min_feasible_budget()
+// throw ProblemTooLarge with it; the CLI checks it before printing anything.
+std::string check_problem_size(const Chain& chain, const SolveOptions& options);
+struct ProblemTooLarge : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Solves, simulates, and throws std::logic_error if a returned schedule were over
 // budget (a bug, never a result).
 Schedule solve(const Chain& chain, const SolveOptions& options);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "profiler/estimate.h"
+#include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
@@ -73,13 +74,6 @@ profiler::EstimateOptions options_from_args(const EstimateArgs& a) {
   return o;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::runtime_error("cannot write " + path);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-}
-
 void run_estimate(const EstimateArgs& args) {
   using solver::format_bytes;
   if (args.out_path.empty() && !args.fit_chart) throw std::invalid_argument("give --out P.json, --fit-chart, or both");
@@ -127,7 +121,7 @@ void run_estimate(const EstimateArgs& args) {
     figures.emplace_back("fit_chart.png",
                          "Modeled activation memory of each strategy versus batch size (left) and sequence length "
                          "(right); the dashed line is the GPU's memory minus static bytes and reserve.");
-  write_text(args.out_dir + "/README.md", fit_readme(report, figures));
+  solver::write_file_atomic(args.out_dir + "/README.md", fit_readme(report, figures));
   std::printf("largest batch at seq %lld: store-all %lld, optimal<=%.0f%% %lld (modeled)\nreport: %s/README.md\n",
               static_cast<long long>(o.workload.seq_len), static_cast<long long>(report.largest_batch["store-all"]),
               100 * args.max_overhead, static_cast<long long>(report.largest_batch["optimal<=10%"]),

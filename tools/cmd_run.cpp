@@ -3,11 +3,12 @@
 //   memopt run --profile P.json --schedule S.json --steps 3 --check
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
+#include "profiler/cpu_allocator.h"
 #include "runtime/measure.h"
+#include "solver/atomic_file.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
 #include "tools/commands.h"
@@ -17,6 +18,7 @@ namespace {
 
 struct RunArgs {
   std::string profile_path, schedule_path, summary_path;
+  std::string device_memory;  // the CPU testbed's device capacity (Note [Device memory limit])
   int steps = 3;
   int threads = 0;  // 0: what the profile was measured with
   bool check = false;
@@ -28,10 +30,20 @@ void run_run(const RunArgs& args) {
   const Profile profile = read_profile(args.profile_path);
   const Schedule schedule = read_schedule(args.schedule_path);
   if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  int64_t device_limit = 0;
+  if (!args.device_memory.empty()) {
+    try {
+      device_limit = parse_bytes(args.device_memory);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("--device-memory: ") + e.what());
+    }
+  }
+  // Checked against the profile before the model is built: a bad schedule costs nothing.
+  const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
   runtime::ProfiledModel model(profile, args.threads);
   model.check_fits(schedule, args.schedule_path);
-  const SimResult sim = simulate_timeline(profile.chain, schedule.ops);
-  if (!sim.valid) throw std::invalid_argument(args.schedule_path + ": /ops/" + std::to_string(sim.error_op) + ": " + sim.error);
+  // The model's parameters and the batch count against the device like everything else.
+  if (device_limit > 0) profiler::counting_cpu_allocator().set_limit_bytes(device_limit);
 
   std::printf("model    %s, %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
               profile.model.value("name", std::string("?")).c_str(), model.num_stages(), model.threads(),
@@ -73,9 +85,7 @@ void run_run(const RunArgs& args) {
                            {"measured", {{"peak_bytes", r.median_peak_bytes}, {"time_ms", time}}},
                            {"steps", args.steps}};
     if (r.max_abs_grad_diff) line["max_abs_grad_diff"] = *r.max_abs_grad_diff;
-    std::ofstream out(args.summary_path, std::ios::app);
-    if (!out) throw std::runtime_error("--summary-out: cannot open " + args.summary_path + " for appending");
-    out << line.dump() << "\n";
+    append_line_atomic(args.summary_path, line.dump());
   }
 }
 
@@ -90,6 +100,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "compute threads (default: the profile's)");
   cmd->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--summary-out", args->summary_path, "append one JSON line with predicted and measured numbers");
+  cmd->add_option("--device-memory", args->device_memory,
+                  "emulate a device of this capacity on the CPU (e.g. 256MiB): a plan that does not fit is refused "
+                  "with the budget to solve for");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
   cmd->callback([args] { run_run(*args); });
 }

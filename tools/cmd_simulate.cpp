@@ -21,15 +21,7 @@ void run_simulate(const SimulateArgs& args) {
   using namespace memopt::solver;
   const Profile profile = read_profile(args.profile_path);
   const Schedule schedule = read_schedule(args.schedule_path);
-  if (schedule.chain_length != profile.chain.length())
-    throw std::invalid_argument(args.schedule_path + ": /chain_length: the schedule is for " +
-                                std::to_string(schedule.chain_length) + " stages but " + args.profile_path +
-                                " has " + std::to_string(profile.chain.length()) +
-                                "; regenerate it with `memopt solve --profile " + args.profile_path +
-                                " --budget B --out " + args.schedule_path + "`");
-  const SimResult r = simulate_timeline(profile.chain, schedule.ops);
-  if (!r.valid)
-    throw std::invalid_argument(args.schedule_path + ": /ops/" + std::to_string(r.error_op) + ": " + r.error);
+  const SimResult r = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
   std::printf("schedule %s: valid, %zu ops, solver %s\n", args.schedule_path.c_str(), schedule.ops.size(),
               schedule.solver.c_str());
   std::printf("  peak   %s (%lld B), budget %s: %s\n", format_bytes(r.peak_bytes).c_str(),

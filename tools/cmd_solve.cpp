@@ -40,8 +40,11 @@ void run_solve(const SolveArgs& args) {
   if (args.slots < 1 || args.slots > 1000000)
     throw std::invalid_argument("--slots: " + std::to_string(args.slots) + " is out of range; use 1 to 1000000 (default 500)");
 
-  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
   SolveOptions options{0, *kind, args.slots, args.threads};
+  // Before anything runs: a chain too large for the DP must not hang the comparison table.
+  if (std::string e = check_problem_size(chain, options); !e.empty())
+    throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
+  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
   if (args.budget_text == "min") {
     options.budget_bytes = min_feasible_budget(chain, options);
     if (options.budget_bytes < 0) throw std::runtime_error("no budget works for solver " + args.solver);

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
@@ -72,6 +73,9 @@ void run_tradeoff(const TradeoffArgs& args) {
   options.slots = args.slots;
   options.threads = args.threads;
   options.solvers = parse_solvers(args.solvers);
+  for (const SolverKind kind : options.solvers)
+    if (std::string e = check_problem_size(profile.chain, {0, kind, args.slots, args.threads}); !e.empty())
+      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
   const int64_t store_all_peak = simulate_sequential(profile.chain, store_all_ops(profile.chain)).peak_bytes;
   options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
   print_profile_header(args.profile_path, profile, store_all_peak);
@@ -134,10 +138,7 @@ void run_tradeoff(const TradeoffArgs& args) {
   {
     const std::string readme = tradeoff_readme(report, figures);
     const std::string path = args.out_dir + "/README.md";
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write " + path);
-    std::fputs(readme.c_str(), f);
-    std::fclose(f);
+    write_file_atomic(path, readme);
   }
   std::printf("\nreport: %s/README.md (tradeoff.json, %zu figure%s)\n", args.out_dir.c_str(), figures.size(),
               figures.size() == 1 ? "" : "s");
