@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh: installs everything memopt needs, idempotently, then returns.
-#   Debian packages: compiler, CMake, GoogleTest, Google Benchmark, nlohmann/json, CLI11.
+#   Debian packages: compiler, CMake, GoogleTest, Google Benchmark, nlohmann/json, CLI11,
+#   Gloo headers (c10d's ProcessGroupGloo.hpp includes them; the wheel lacks them).
 #   .venv/ (git-ignored): the PyTorch wheel that provides LibTorch, plus the Python
 #   packages the tests and report scripts use (transformers, safetensors, matplotlib).
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again at any time.
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 log() { echo "[setup] $*" >&2; }
 
 apt_packages=(g++ cmake ninja-build python3-venv libgtest-dev libbenchmark-dev
-              nlohmann-json3-dev libcli11-dev libfmt-dev)
+              nlohmann-json3-dev libcli11-dev libfmt-dev libgloo-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -38,7 +38,9 @@ PipelineStepResult run_1f1b(const PipelineStage& st, const std::vector<Batch>& m
     if (k > 0) {
       at::Tensor header = at::empty({kMaxDims + 1}, at::kLong);
       st.group->recv(header, k - 1, tag(m, 0));
-      std::vector<int64_t> sizes(header.data_ptr<int64_t>() + 1, header.data_ptr<int64_t>() + 1 + header[0].item<int64_t>());
+      const int64_t* h = header.data_ptr<int64_t>();
+      if (h[0] < 0 || h[0] > kMaxDims) throw std::logic_error("run_1f1b: a malformed activation header");
+      std::vector<int64_t> sizes(h + 1, h + 1 + h[0]);
       at::Tensor act = at::empty(sizes);
       st.group->recv(act, k - 1, tag(m, 1));
       f->batch.input = act;
@@ -57,8 +59,9 @@ PipelineStepResult run_1f1b(const PipelineStage& st, const std::vector<Batch>& m
     if (k < P - 1) {
       if (out.dim() > kMaxDims) throw std::invalid_argument("run_1f1b: stage outputs of more than 7 dimensions");
       at::Tensor header = at::zeros({kMaxDims + 1}, at::kLong);
-      header[0] = out.dim();
-      for (int64_t d = 0; d < out.dim(); ++d) header[d + 1] = out.size(d);
+      int64_t* h = header.data_ptr<int64_t>();
+      h[0] = out.dim();
+      for (int64_t d = 0; d < out.dim(); ++d) h[d + 1] = out.size(d);
       st.group->isend(header, k + 1, tag(m, 0));
       st.group->isend(out.contiguous(), k + 1, tag(m, 1));
     } else {

@@ -186,8 +186,12 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   std::map<std::set<int>, std::shared_ptr<Comm>> tied_groups;
   for (const auto& [who, idx] : tied) {
     std::string name = "tied" + std::to_string(d);
-    for (const int j : who) name += "_" + std::to_string(j);
-    tied_groups[who] = pp->subgroup(name, std::vector<int>(who.begin(), who.end()));
+    std::vector<int> members;
+    for (const int j : who) {
+      name += "_" + std::to_string(j);
+      members.push_back(d * P + j);
+    }
+    tied_groups[who] = world->subgroup(name, members);
   }
 
   ZeroEngine engine(sub, dp, o.zero_stage, o.adamw);
