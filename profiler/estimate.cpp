@@ -3,6 +3,7 @@
 #include "profiler/estimate.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "profiler/analytic.h"
@@ -265,6 +266,22 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
     st.fwd_tmp_bytes = std::max(b.fwd_tmp_grad_bytes, b.fwd_tmp_nograd_bytes);
     st.fwd_keep_tmp_bytes = b.fwd_tmp_grad_bytes;
     st.bwd_tmp_bytes = b.bwd_tmp_bytes;
+    // fp32 parameters per stage (Note [Parameter homes]), as stage_gpt2 lays them out;
+    // the head reads the tied wte, homed at embed.
+    {
+      const int64_t C = o.config.n_embd, V = o.config.vocab_size, T_max = o.config.n_positions;
+      const auto ends = [&](const char* suffix) { return b.name.size() >= std::strlen(suffix) &&
+                                                         b.name.compare(b.name.size() - std::strlen(suffix), std::string::npos, suffix) == 0; };
+      int64_t n = 0;
+      if (b.name == "embed") n = (V + T_max) * C;
+      else if (b.name == "head") {
+        n = 2 * C;
+        st.param_reads = {{0, kFp32 * V * C}};
+      } else if (ends(".attn")) n = 4 * C * C + 6 * C;
+      else if (ends(".mlp")) n = 8 * C * C + 7 * C;
+      else n = 12 * C * C + 13 * C;
+      st.param_bytes = kFp32 * n;
+    }
     chain.stages.push_back(st);
     est.fwd_flop.push_back(flop);
     est.fwd_bytes_moved.push_back(moved);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -216,6 +217,18 @@ MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime:
   p.device = cpu_device_json(options.threads);
   p.measured = true;
   p.static_bytes = static_bytes(model);
+  // Note [Parameter homes]: what `memopt plan` needs to size ZeRO's partitions.
+  const runtime::ParameterHomes homes = runtime::parameter_homes(model);
+  const std::vector<at::Tensor> params = model.parameters();
+  for (int i = 0; i < p.chain.length(); ++i) {
+    solver::Stage& st = p.chain.stages[i];
+    int64_t own = 0;
+    for (const int k : homes.homed[i]) own += static_cast<int64_t>(params[k].nbytes());
+    st.param_bytes = own;
+    std::map<int, int64_t> reads;
+    for (const int k : homes.foreign_reads[i]) reads[homes.home[k]] += static_cast<int64_t>(params[k].nbytes());
+    st.param_reads.assign(reads.begin(), reads.end());
+  }
   out.details = std::move(m.details);
   return out;
 }

@@ -104,6 +104,14 @@ void ScheduleRunner::copy_op(const Op& op) {
 }
 
 at::Tensor ScheduleRunner::run_stage(int i, const at::Tensor& input, bool with_grad) {
+  if (!options_.hooks) return run_stage_unhooked(i, input, with_grad);
+  options_.hooks->before_forward(i);
+  at::Tensor out = run_stage_unhooked(i, input, with_grad);
+  options_.hooks->after_forward(i);
+  return out;
+}
+
+at::Tensor ScheduleRunner::run_stage_unhooked(int i, const at::Tensor& input, bool with_grad) {
   at::AutoGradMode grad_mode(with_grad);
   if (!options_.restore_rng) return model_.forward_stage(i, input, *batch_);
   if (!rng_state_[i]) {
@@ -134,6 +142,7 @@ void ScheduleRunner::backward_op(int i) {
   at::Tensor& leaf = saved_leaf_[i + 1];
   if (!out.defined() || !grad_[i + 1].defined())
     throw std::logic_error("executor: bwd " + std::to_string(i) + " without ā or d of its output");
+  if (options_.hooks) options_.hooks->before_backward(i);
   if (out.requires_grad()) torch::autograd::backward({out}, {grad_[i + 1]});
   at::Tensor d_in;
   if (leaf.defined() && leaf.requires_grad()) {
@@ -147,6 +156,7 @@ void ScheduleRunner::backward_op(int i) {
   grad_[i + 1].reset();
   plain_[i].reset();  // a plain input is consumed; an ā_i stays for bwd i-1
   grad_[i] = d_in.defined() ? d_in : at::Tensor();
+  if (options_.hooks) options_.hooks->after_backward(i);
 }
 
 at::Tensor ScheduleRunner::run_forward(const Batch& batch) {

@@ -30,6 +30,19 @@ struct CpuRngState {
 CpuRngState cpu_rng_state();
 void set_cpu_rng_state(const CpuRngState& state);
 
+// Called around every stage's forward (first run and recomputations alike) and
+// backward, so that an engine can bring in what the stage needs and release it after
+// -- ZeRO-3 gathers the stage's parameters here and frees them, ZeRO-2/3 reduce-
+// scatter the gradients a backward has completed (runtime/distributed/zero.h).
+class StageHooks {
+ public:
+  virtual ~StageHooks() = default;
+  virtual void before_forward(int stage) {}
+  virtual void after_forward(int stage) {}
+  virtual void before_backward(int stage) {}
+  virtual void after_backward(int stage) {}
+};
+
 struct ExecutorOptions {
   // Note [Recompute RNG]: a recomputed forward must draw the same dropout masks as
   // its first run, so the CPU generator's state is captured before each stage's
@@ -38,6 +51,8 @@ struct ExecutorOptions {
   bool restore_rng = true;
   // Runs `offload` / `prefetch` ops; schedules with such ops need one. Not owned.
   CpuCopyEngine* copy_engine = nullptr;
+  // Not owned; may be null.
+  StageHooks* hooks = nullptr;
 };
 
 // What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
@@ -75,6 +90,7 @@ class ScheduleRunner {
   void forward_op(const solver::Op& op);
   void backward_op(int i);
   at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
+  at::Tensor run_stage_unhooked(int i, const at::Tensor& input, bool with_grad);
 
   const StagedModel& model_;
   std::vector<solver::Op> ops_;

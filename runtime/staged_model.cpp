@@ -3,6 +3,8 @@
 #include "runtime/staged_model.h"
 
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <torch/nn/modules/container/sequential.h>
@@ -56,6 +58,38 @@ std::vector<at::Tensor> StagedModel::parameters() const {
     for (const at::Tensor& p : s.parameters)
       if (seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
   return out;
+}
+
+StagedModel StagedModel::slice(int begin, int end) const {
+  if (begin < 0 || end > num_stages() || begin >= end)
+    throw std::invalid_argument("StagedModel::slice: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") is not a non-empty range of " + std::to_string(num_stages()) + " stages");
+  std::vector<Stage> part(stages_.begin() + begin, stages_.begin() + end);
+  return StagedModel(std::move(part), owner_, ends_with_loss_ && end == num_stages());
+}
+
+ParameterHomes parameter_homes(const StagedModel& model) {
+  const std::vector<at::Tensor> params = model.parameters();
+  std::unordered_map<const void*, int> index;
+  for (size_t k = 0; k < params.size(); ++k) index[params[k].unsafeGetTensorImpl()] = static_cast<int>(k);
+  ParameterHomes h;
+  h.home.assign(params.size(), -1);
+  h.homed.resize(model.num_stages());
+  h.foreign_reads.resize(model.num_stages());
+  for (int i = 0; i < model.num_stages(); ++i) {
+    std::unordered_set<int> seen;
+    for (const at::Tensor& p : model.stage(i).parameters) {
+      const int k = index.at(p.unsafeGetTensorImpl());
+      if (!seen.insert(k).second) continue;
+      if (h.home[k] < 0) {
+        h.home[k] = i;
+        h.homed[i].push_back(k);
+      } else if (h.home[k] != i) {
+        h.foreign_reads[i].push_back(k);
+      }
+    }
+  }
+  return h;
 }
 
 int64_t StagedModel::parameter_bytes() const {

@@ -66,6 +66,10 @@ class StagedModel {
   std::vector<at::Tensor> parameters() const;
   int64_t parameter_bytes() const;
 
+  // Stages [begin, end) as a model of their own sharing these parameters: one
+  // pipeline stage. It ends with the loss only when it ends where this model does.
+  StagedModel slice(int begin, int end) const;
+
   // Dropout on (true) or off; forwards to the owner module.
   void train(bool on = true) { owner_->train(on); }
   bool is_training() const { return owner_->is_training(); }
@@ -77,5 +81,18 @@ class StagedModel {
   std::shared_ptr<torch::nn::Module> owner_;
   bool ends_with_loss_;
 };
+
+// Note [Parameter homes]
+// A parameter's home is the first stage that reads it. Its gradient is complete
+// after that stage's backward (backward runs L-1..0), so ZeRO reduce-scatters a
+// stage's homed parameters there, and the profile records per stage the bytes homed
+// at it and the bytes it reads from earlier homes (GPT-2's head reads the tied wte,
+// homed at embed) so that `memopt plan` can size gather buffers without LibTorch.
+struct ParameterHomes {
+  std::vector<int> home;                       // per parameter of StagedModel::parameters()
+  std::vector<std::vector<int>> homed;         // per stage: parameters homed there
+  std::vector<std::vector<int>> foreign_reads; // per stage: parameters it reads homed earlier
+};
+ParameterHomes parameter_homes(const StagedModel& model);
 
 }  // namespace memopt::runtime

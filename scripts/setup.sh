@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh: installs everything memopt needs, idempotently, then returns.
 #   Debian packages: compilers (g++; clang for libFuzzer), CMake, GoogleTest, Google
-#   Benchmark, nlohmann/json, CLI11.
+#   Benchmark, nlohmann/json, CLI11, Gloo headers (c10d's ProcessGroupGloo.hpp includes
+#   them; the wheel lacks them).
 #   .venv/ (git-ignored): the PyTorch wheel that provides LibTorch, plus the Python
 #   packages the tests and report scripts use (transformers, safetensors, matplotlib).
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again at any time.
@@ -12,7 +13,7 @@ log() { echo "[setup] $*" >&2; }
 
 # clang + libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes (scripts/test_fuzz.sh).
 apt_packages=(g++ cmake ninja-build python3-venv libgtest-dev libbenchmark-dev
-              nlohmann-json3-dev libcli11-dev libfmt-dev clang libclang-rt-14-dev)
+              nlohmann-json3-dev libcli11-dev libfmt-dev clang libclang-rt-14-dev libgloo-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -89,6 +89,10 @@ std::string validate(const Chain& chain) {
     c.bytes(p + "fwd_tmp_bytes", s.fwd_tmp_bytes);
     if (s.fwd_keep_tmp_bytes) c.bytes(p + "fwd_keep_tmp_bytes", *s.fwd_keep_tmp_bytes);
     c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
+    for (size_t k = 0; k < s.param_reads.size() && c.ok(); ++k)
+      if (s.param_reads[k].first < 0 || s.param_reads[k].first >= static_cast<int>(i))
+        c.error = p + "param_reads/" + std::to_string(k) + "/0: home stage " + std::to_string(s.param_reads[k].first) +
+                  " is not an earlier stage; a stage reads its own parameters through param_bytes";
     if (c.ok() && s.saved_bytes < s.out_bytes)
       c.error = p + "saved_bytes: " + std::to_string(s.saved_bytes) + " is less than out_bytes (" +
                 std::to_string(s.out_bytes) + "), but saved_bytes includes the output";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memopt::solver {
@@ -27,6 +28,12 @@ struct Stage {
   // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
   // no graph and is faster. When absent every forward takes fwd_ms, as in SPEC.
   std::optional<double> fwd_nograd_ms;
+  // Parameters, for `memopt plan` (Note [Parameter homes] in runtime/staged_model.h):
+  // the bytes of the parameters first read by this stage, and, as (home stage, bytes),
+  // those it reads that an earlier stage reads first (GPT-2's head and the tied wte).
+  // Absent in SPEC's files and modeled profiles that do not know them.
+  std::optional<int64_t> param_bytes;
+  std::vector<std::pair<int, int64_t>> param_reads;
 };
 
 struct LossStage {

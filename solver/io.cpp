@@ -194,6 +194,19 @@ Stage read_stage(const Reader& r, const json& v, const std::string& path) {
     s.fwd_nograd_ms = r.finite(v["fwd_nograd_ms"], path + "/fwd_nograd_ms");
   if (v.contains("fwd_keep_tmp_bytes") && !v["fwd_keep_tmp_bytes"].is_null())
     s.fwd_keep_tmp_bytes = r.integer(v["fwd_keep_tmp_bytes"], path + "/fwd_keep_tmp_bytes", sizes);
+  if (v.contains("param_bytes") && !v["param_bytes"].is_null())
+    s.param_bytes = r.non_negative_bytes(v["param_bytes"], path + "/param_bytes");
+  if (v.contains("param_reads") && !v["param_reads"].is_null()) {
+    const json& reads = v["param_reads"];
+    r.expect_array(reads, path + "/param_reads");
+    for (size_t k = 0; k < reads.size(); ++k) {
+      const std::string at = path + "/param_reads/" + std::to_string(k);
+      if (!reads[k].is_array() || reads[k].size() != 2)
+        r.fail(at, "expected [home stage, bytes] as in [0, 524288]");
+      s.param_reads.emplace_back(static_cast<int>(r.integer(reads[k][0], at + "/0", "stage indices are integers")),
+                                 r.non_negative_bytes(reads[k][1], at + "/1"));
+    }
+  }
   return s;
 }
 
@@ -293,7 +306,7 @@ constexpr std::string_view kKeyOrder[] = {
     "loss", "budget_bytes", "chain_length", "predicted", "stages", "ops",
     // inside stages, loss, link and predicted
     "kind", "name", "fwd_ms", "fwd_nograd_ms", "bwd_ms", "out_bytes", "saved_bytes", "fwd_tmp_bytes", "fwd_keep_tmp_bytes", "bwd_tmp_bytes",
-    "d2h_bytes_per_s", "h2d_bytes_per_s", "peak_bytes", "time_ms",
+    "param_bytes", "param_reads", "d2h_bytes_per_s", "h2d_bytes_per_s", "peak_bytes", "time_ms",
     // inside model
     "n_layer", "n_embd", "n_head", "vocab", "seq_len", "batch", "dtype"};
 
@@ -509,6 +522,12 @@ json profile_to_json(const Profile& p) {
                   {"bwd_tmp_bytes", s.bwd_tmp_bytes}};
     if (s.fwd_keep_tmp_bytes) stage["fwd_keep_tmp_bytes"] = *s.fwd_keep_tmp_bytes;
     if (s.fwd_nograd_ms) stage["fwd_nograd_ms"] = *s.fwd_nograd_ms;
+    if (s.param_bytes) stage["param_bytes"] = *s.param_bytes;
+    if (!s.param_reads.empty()) {
+      json reads = json::array();
+      for (const auto& [home, bytes] : s.param_reads) reads.push_back({home, bytes});
+      stage["param_reads"] = std::move(reads);
+    }
     stages.push_back(std::move(stage));
   }
   j["stages"] = std::move(stages);

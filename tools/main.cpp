@@ -5,6 +5,8 @@
 //   memopt run ...       train along a schedule, measured vs predicted
 //   memopt tradeoff ...  every solver at every budget: report folder with figures
 //   memopt estimate ...  modeled profile (and fit chart) for a GPU
+//   memopt plan ...      per-rank static bytes under ZeRO/pipeline, budget left, schedules
+//   memopt train ...     distributed training under a launcher (ZeRO, 1F1B)
 // `memopt <command> --help` lists each command's flags.
 #include <cstdio>
 #include <exception>
@@ -17,10 +19,14 @@ int main(int argc, char** argv) {
   memopt::tools::add_solve_command(app);
   memopt::tools::add_simulate_command(app);
   memopt::tools::add_tradeoff_command(app);
+  memopt::tools::add_plan_command(app);
 #ifdef MEMOPT_WITH_TORCH
   memopt::tools::add_profile_command(app);
   memopt::tools::add_run_command(app);
   memopt::tools::add_estimate_command(app);
+#endif
+#ifdef MEMOPT_WITH_DISTRIBUTED
+  memopt::tools::add_train_command(app);
 #endif
   try {
     app.parse(argc, argv);

@@ -1,0 +1,292 @@
+// trainer.cpp: layout, model, micro-batches, the step loop and the result files.
+#include "runtime/distributed/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "profiler/cpu_allocator.h"
+#include "runtime/copy_engine.h"
+#include "runtime/distributed/pipeline.h"
+#include "runtime/distributed/zero.h"
+#include "runtime/gpt2.h"
+#include "solver/baselines.h"
+#include "solver/pipeline_partition.h"
+#include "solver/simulate.h"
+
+namespace memopt::runtime::distributed {
+namespace {
+
+constexpr char kMagic[8] = {'M', 'E', 'M', 'O', 'P', 'T', 'P', '1'};
+
+std::vector<int> ranks_where(int world, const std::function<bool(int)>& keep) {
+  std::vector<int> out;
+  for (int r = 0; r < world; ++r)
+    if (keep(r)) out.push_back(r);
+  return out;
+}
+
+}  // namespace
+
+void write_parameters_atomic(const std::string& path, const std::vector<ParameterRecord>& records) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out.write(kMagic, sizeof kMagic);
+    const int64_t n = static_cast<int64_t>(records.size());
+    out.write(reinterpret_cast<const char*>(&n), sizeof n);
+    for (const ParameterRecord& r : records) {
+      const int64_t numel = static_cast<int64_t>(r.values.size());
+      out.write(reinterpret_cast<const char*>(&r.index), sizeof r.index);
+      out.write(reinterpret_cast<const char*>(&numel), sizeof numel);
+      out.write(reinterpret_cast<const char*>(r.values.data()), static_cast<std::streamsize>(numel * sizeof(float)));
+    }
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path);
+  }
+}
+
+std::vector<ParameterRecord> read_parameters(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  char magic[8];
+  int64_t n = 0;
+  in.read(magic, sizeof magic);
+  in.read(reinterpret_cast<char*>(&n), sizeof n);
+  if (!in || std::string(magic, 8) != std::string(kMagic, 8)) throw std::runtime_error(path + ": not a memopt parameter file");
+  std::vector<ParameterRecord> out(static_cast<size_t>(n));
+  for (ParameterRecord& r : out) {
+    int64_t numel = 0;
+    in.read(reinterpret_cast<char*>(&r.index), sizeof r.index);
+    in.read(reinterpret_cast<char*>(&numel), sizeof numel);
+    r.values.resize(static_cast<size_t>(numel));
+    in.read(reinterpret_cast<char*>(r.values.data()), static_cast<std::streamsize>(numel * sizeof(float)));
+  }
+  if (!in) throw std::runtime_error(path + ": truncated");
+  return out;
+}
+
+TrainResult train(const solver::Profile& profile, const TrainOptions& o, const LaunchEnv& env) {
+  // The counting allocator first, so that every tensor below is counted.
+  profiler::CpuMemoryMeter meter;
+  const int W = env.world_size, P = o.pipeline_stages, M = o.micro_batches;
+  if (P < 1) throw std::invalid_argument("--pipeline-stages: must be at least 1");
+  if (M < 1) throw std::invalid_argument("--micro-batches: must be at least 1");
+  if (o.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  if (W % P != 0)
+    throw std::invalid_argument("--pipeline-stages " + std::to_string(P) + " does not divide WORLD_SIZE " +
+                                std::to_string(W) + "; ranks are laid out as data-parallel replicas x pipeline stages");
+  const int D = W / P;
+  TrainResult res;
+  res.rank = env.rank;
+  res.data_rank = env.rank / P;
+  res.pipeline_rank = env.rank % P;
+  const int k = res.pipeline_rank, d = res.data_rank;
+
+  const Gpt2Spec spec = gpt2_spec_from_json(profile.model);
+  if (profile.model.value("dtype", std::string("float32")) != "float32")
+    throw std::invalid_argument("the profile's model is not float32; this testbed trains float32 only");
+  const int64_t B = spec.workload.batch;
+  if (B % (static_cast<int64_t>(D) * M) != 0)
+    throw std::invalid_argument("the profile's batch of " + std::to_string(B) + " rows does not split into " +
+                                std::to_string(D) + " data-parallel ranks x " + std::to_string(M) +
+                                " micro-batches; profile with --batch a multiple of " + std::to_string(D * M));
+  res.rows_per_micro_batch = B / (D * M);
+
+  // The cut is a function of the profile alone, so every rank computes the same one.
+  const solver::Chain& chain = profile.chain;
+  std::vector<int> bounds = solver::balanced_cuts(solver::stage_costs(chain), P);
+  bounds.insert(bounds.begin(), 0);
+  bounds.push_back(chain.length());
+  res.chain_begin = bounds[k];
+  res.chain_end = bounds[k + 1];
+  if (!o.schedules.empty() && static_cast<int>(o.schedules.size()) != P)
+    throw std::invalid_argument("--schedule: " + std::to_string(o.schedules.size()) + " given for " +
+                                std::to_string(P) + " pipeline stages; pass one per stage (memopt plan writes them)");
+
+  at::set_num_threads(o.threads);
+  // Dropout differs per rank, as each replica draws its own masks.
+  at::manual_seed(spec.seed * 1000003 + static_cast<uint64_t>(env.rank));
+  Gpt2 gpt2 = make_gpt2(spec);
+  StagedModel full = stage_gpt2(gpt2);
+  if (full.num_stages() != chain.length())
+    throw std::invalid_argument("the profile has " + std::to_string(chain.length()) + " stages but its model has " +
+                                std::to_string(full.num_stages()));
+  full.train(true);
+  const Batch batch = make_gpt2_batch(spec);
+  StagedModel sub = full.slice(res.chain_begin, res.chain_end);
+  const std::vector<at::Tensor> all_params = full.parameters();
+  const std::vector<at::Tensor> sub_params = sub.parameters();
+  std::unordered_map<const void*, int64_t> global_index;
+  for (size_t i = 0; i < all_params.size(); ++i) global_index[all_params[i].unsafeGetTensorImpl()] = static_cast<int64_t>(i);
+  // Every parameter leaves its construction-time storage: this stage's for ZeRO's
+  // buckets, the others' for nothing (another pipeline stage holds them).
+  const int64_t base_bytes = meter.current_bytes() - full.parameter_bytes();
+  {
+    std::set<const void*> mine;
+    for (const at::Tensor& p : sub_params) mine.insert(p.unsafeGetTensorImpl());
+    at::NoGradGuard no_grad;
+    for (const at::Tensor& p : all_params)
+      if (!mine.count(p.unsafeGetTensorImpl())) const_cast<at::Tensor&>(p).set_data(at::empty({0}));
+  }
+
+  // Schedules for this stage's sub-chain, at the rows a micro-batch has.
+  const solver::Chain sub_chain =
+      solver::scale_batch(solver::sub_chain(chain, res.chain_begin, res.chain_end), res.rows_per_micro_batch, B);
+  std::vector<solver::Op> ops = solver::store_all_ops(sub_chain);
+  if (!o.schedules.empty()) {
+    const solver::Schedule& s = o.schedules[k];
+    const std::string src = k < static_cast<int>(o.schedule_sources.size()) ? o.schedule_sources[k] : "schedule " + std::to_string(k);
+    if (s.chain_length != sub_chain.length())
+      throw std::invalid_argument(src + ": chain_length is " + std::to_string(s.chain_length) + " but pipeline stage " +
+                                  std::to_string(k) + " runs " + std::to_string(sub_chain.length()) +
+                                  " chain stages; make the schedules with `memopt plan --pipeline-stages " +
+                                  std::to_string(P) + " ... --out S.json`");
+    const solver::SimResult sim = solver::simulate_timeline(sub_chain, s.ops);
+    if (!sim.valid) throw std::invalid_argument(src + ": /ops/" + std::to_string(sim.error_op) + ": " + sim.error);
+    ops = s.ops;
+  }
+
+  // Groups: this replica's pipeline, this pipeline stage's replicas, and the
+  // pipeline stages of this replica that share a (tied) parameter.
+  std::shared_ptr<Comm> world = Comm::connect(env, o.comm);
+  std::shared_ptr<Comm> pp = P > 1 ? world->subgroup("pp" + std::to_string(d), ranks_where(W, [&](int r) { return r / P == d; }))
+                                   : nullptr;
+  std::shared_ptr<Comm> dp = P > 1 ? world->subgroup("dp" + std::to_string(k), ranks_where(W, [&](int r) { return r % P == k; }))
+                                   : world;
+  std::map<std::set<int>, std::vector<int>> tied;  // pipeline stages sharing -> indices into sub_params
+  if (P > 1) {
+    std::unordered_map<const void*, std::set<int>> readers;
+    for (int j = 0; j < P; ++j)
+      for (int i = bounds[j]; i < bounds[j + 1]; ++i)
+        for (const at::Tensor& p : full.stage(i).parameters) readers[p.unsafeGetTensorImpl()].insert(j);
+    for (size_t i = 0; i < sub_params.size(); ++i) {
+      const std::set<int>& who = readers.at(sub_params[i].unsafeGetTensorImpl());
+      if (who.size() > 1) tied[who].push_back(static_cast<int>(i));
+    }
+    if (!tied.empty() && D > 1 && o.zero_stage >= 2)
+      throw std::invalid_argument("--zero-stage " + std::to_string(o.zero_stage) +
+                                  " with data and pipeline parallelism and parameters shared across pipeline stages "
+                                  "(GPT-2's tied wte) is not supported; use --zero-stage 0 or 1, or one of the two");
+  }
+  std::map<std::set<int>, std::shared_ptr<Comm>> tied_groups;
+  for (const auto& [who, idx] : tied) {
+    std::string name = "tied" + std::to_string(d);
+    std::vector<int> members;
+    for (const int j : who) {
+      name += "_" + std::to_string(j);
+      members.push_back(d * P + j);
+    }
+    tied_groups[who] = world->subgroup(name, members);
+  }
+
+  ZeroEngine engine(sub, dp, o.zero_stage, o.adamw);
+  std::vector<std::unique_ptr<CpuCopyEngine>> engines;
+  int64_t offloaded_bytes = 0;
+  for (const solver::Op& op : ops)
+    if (op.kind == solver::OpKind::Offload) offloaded_bytes += sub_chain.x(op.index);
+  PipelineStage stage;
+  if (offloaded_bytes > 0) {
+    if (!sub_chain.link) throw std::invalid_argument("the schedule offloads, but the profile has no link");
+    for (int i = 0; i < std::min(P - k, M); ++i) {
+      engines.push_back(std::make_unique<CpuCopyEngine>(
+          CopyEngineOptions{sub_chain.link->d2h_bytes_per_s, sub_chain.link->h2d_bytes_per_s, offloaded_bytes}));
+      stage.copy_engines.push_back(engines.back().get());
+    }
+  }
+  stage.model = &sub;
+  stage.rank = k;
+  stage.size = P;
+  stage.group = pp.get();
+  stage.ops = ops;
+  stage.hooks = &engine;
+  stage.loss_scale = 1.0 / (static_cast<double>(D) * M);
+  std::vector<Batch> micro;
+  for (int m = 0; m < M; ++m) {
+    const int64_t row = d * (B / D) + m * res.rows_per_micro_batch;
+    micro.push_back({batch.input.narrow(0, row, res.rows_per_micro_batch),
+                     batch.targets.narrow(0, row, res.rows_per_micro_batch)});
+  }
+
+  const bool reporter = k == P - 1 && d == 0;
+  for (int step = 1; step <= o.steps; ++step) {
+    meter.reset_peak();
+    const auto start = std::chrono::steady_clock::now();
+    engine.begin_step();
+    const PipelineStepResult r = run_1f1b(stage, micro);
+    for (const auto& [who, idx] : tied)
+      for (const int i : idx) {
+        at::Tensor g = engine.accumulated_grad(i);
+        tied_groups.at(who)->all_reduce_sum(g);
+      }
+    engine.finish_step();
+    TrainStep s;
+    if (k == P - 1) {
+      at::Tensor loss = at::full({1}, r.loss_sum / M, at::kDouble).to(at::kFloat);
+      if (D > 1) dp->all_reduce_sum(loss);
+      s.loss = loss.item<double>() / D;
+    }
+    s.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    s.peak_bytes = meter.peak_bytes() - base_bytes;
+    res.max_in_flight = std::max(res.max_in_flight, r.max_in_flight);
+    res.steps.push_back(s);
+    if (reporter && o.log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "step %d/%d  loss %.5f  %.1f ms  peak %s (rank %d)", step, o.steps, s.loss,
+                    s.time_ms, solver::format_bytes(s.peak_bytes).c_str(), env.rank);
+      o.log(line);
+    }
+  }
+  res.persistent_bytes = meter.current_bytes() - base_bytes;
+  res.engine_persistent_bytes = engine.persistent_bytes();
+
+  if (!o.out_prefix.empty()) {
+    const std::vector<at::Tensor> values = engine.full_parameters();
+    std::vector<ParameterRecord> records;
+    for (size_t i = 0; i < sub_params.size(); ++i) {
+      const at::Tensor v = values[i].contiguous();
+      records.push_back({global_index.at(sub_params[i].unsafeGetTensorImpl()),
+                         std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel())});
+    }
+    const std::string stem = o.out_prefix + ".rank" + std::to_string(env.rank);
+    write_parameters_atomic(stem + ".bin", records);
+    nlohmann::json steps = nlohmann::json::array();
+    for (const TrainStep& s : res.steps)
+      steps.push_back({{"loss", s.loss}, {"time_ms", s.time_ms}, {"peak_bytes", s.peak_bytes}});
+    solver::write_json_atomic(stem + ".json",
+                              {{"rank", env.rank},
+                               {"world_size", W},
+                               {"data_parallel", D},
+                               {"pipeline_stages", P},
+                               {"pipeline_stage", k},
+                               {"chain_stages", {res.chain_begin, res.chain_end}},
+                               {"zero_stage", o.zero_stage},
+                               {"micro_batches", M},
+                               {"rows_per_micro_batch", res.rows_per_micro_batch},
+                               {"max_in_flight", res.max_in_flight},
+                               {"persistent_bytes", res.persistent_bytes},
+                               {"engine_persistent_bytes", res.engine_persistent_bytes},
+                               {"steps", steps}});
+  }
+  // Nobody leaves before everybody has written: a rank that exits early would make
+  // the others' last collectives fail.
+  world->barrier();
+  return res;
+}
+
+}  // namespace memopt::runtime::distributed

@@ -1,0 +1,54 @@
+// distributed_plan.cpp: ZeRO's static bytes, 1F1B's in-flight count, then the DP.
+#include "solver/distributed_plan.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "solver/io.h"
+#include "solver/pipeline_partition.h"
+
+namespace memopt::solver {
+
+std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const DistributedLayout& l, int64_t device_bytes,
+                                                const SolveOptions& solve_options, const std::string& source) {
+  if (l.world_size < 1) throw std::invalid_argument("--world-size: must be at least 1");
+  if (l.pipeline_stages < 1 || l.world_size % l.pipeline_stages != 0)
+    throw std::invalid_argument("--pipeline-stages " + std::to_string(l.pipeline_stages) +
+                                " must divide --world-size " + std::to_string(l.world_size));
+  if (l.micro_batches < 1) throw std::invalid_argument("--micro-batches: must be at least 1");
+  const int D = l.world_size / l.pipeline_stages, P = l.pipeline_stages;
+  if (l.batch_rows < 1) throw std::invalid_argument(source + ": /model/batch: missing; the plan splits the profiled batch");
+  if (l.batch_rows % (static_cast<int64_t>(D) * l.micro_batches) != 0)
+    throw std::invalid_argument(source + ": the batch of " + std::to_string(l.batch_rows) + " rows does not split into " +
+                                std::to_string(D) + " data-parallel ranks x " + std::to_string(l.micro_batches) +
+                                " micro-batches");
+  const int64_t rows = l.batch_rows / (static_cast<int64_t>(D) * l.micro_batches);
+  std::vector<int> bounds = balanced_cuts(stage_costs(chain), P);
+  bounds.insert(bounds.begin(), 0);
+  bounds.push_back(chain.length());
+  std::vector<PipelineStagePlan> out;
+  for (int k = 0; k < P; ++k) {
+    PipelineStagePlan s;
+    s.begin = bounds[k];
+    s.end = bounds[k + 1];
+    const Chain sub = sub_chain(chain, s.begin, s.end);
+    s.chain = scale_batch(sub, rows, l.batch_rows);
+    s.zero = zero_memory(zero_buckets(sub, source), D, l.zero_stage);
+    s.in_flight = std::min(P - k, l.micro_batches);
+    s.activation_budget_bytes = device_bytes - s.zero.static_bytes();
+    if (s.activation_budget_bytes <= 0)
+      throw std::invalid_argument("pipeline stage " + std::to_string(k) + ": ZeRO-" + std::to_string(l.zero_stage) +
+                                  " leaves " + format_bytes(s.zero.static_bytes()) + " per rank on a device of " +
+                                  format_bytes(device_bytes) + ", nothing for activations; raise --zero-stage, "
+                                  "--world-size or --pipeline-stages");
+    s.micro_batch_budget_bytes = s.activation_budget_bytes / s.in_flight;
+    SolveOptions o = solve_options;
+    o.budget_bytes = s.micro_batch_budget_bytes;
+    s.schedule = solve(s.chain, o);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace memopt::solver

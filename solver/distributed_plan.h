@@ -1,0 +1,40 @@
+// distributed_plan.h: the activation budget each rank has left once ZeRO has placed
+// parameters, gradients and optimizer state, and the memopt schedule of every
+// pipeline stage for it -- what `memopt plan` prints and `memopt train` runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+#include "solver/solve.h"
+#include "solver/zero_memory.h"
+
+namespace memopt::solver {
+
+struct DistributedLayout {
+  int world_size = 1;
+  int zero_stage = 0;
+  int pipeline_stages = 1;   // P; world_size = data-parallel D x P
+  int micro_batches = 1;     // M
+  int64_t batch_rows = 0;    // the profile's B, split into D x M micro-batches
+};
+
+struct PipelineStagePlan {
+  int begin = 0, end = 0;         // chain stages [begin, end)
+  Chain chain;                    // its sub-chain at the micro-batch's rows (modeled scaling)
+  ZeroMemory zero;                // per rank of this pipeline stage
+  int in_flight = 1;              // min(P - k, M) micro-batches held at once under 1F1B
+  int64_t activation_budget_bytes = 0;     // device memory - zero.static_bytes()
+  int64_t micro_batch_budget_bytes = 0;    // activation_budget / in_flight
+  Schedule schedule;              // solved for micro_batch_budget_bytes
+};
+
+// Throws std::invalid_argument for a layout that does not divide (naming the flag)
+// and InfeasibleBudget (from solve) when a stage's budget is too small.
+std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const DistributedLayout& layout,
+                                                int64_t device_bytes, const SolveOptions& solve_options,
+                                                const std::string& source);
+
+}  // namespace memopt::solver
