@@ -49,16 +49,22 @@ MEMOPT_HOST_DEVICE inline float exp_approx(float x) {
   return p * scale;
 }
 
+// exp(-2u), the argument held to [-80, 80]: beyond, 1 / (1 + e) would be a float
+// subnormal (slow on x86, and below 1e-34 anyway), and gelu's value there is below
+// |z| e^-80 either way.
 MEMOPT_HOST_DEVICE inline float gelu_exp_neg_2u(float z) {
+  float x = -2.0f * kGeluK * (z + kGeluC * z * z * z);
+  x = x > -80.0f ? x : -80.0f;
+  x = x < 80.0f ? x : 80.0f;
 #if defined(__CUDA_ARCH__)
-  return expf(-2.0f * kGeluK * (z + kGeluC * z * z * z));
+  return expf(x);
 #else
-  return exp_approx(-2.0f * kGeluK * (z + kGeluC * z * z * z));
+  return exp_approx(x);
 #endif
 }
 
 // Note [GELU through exp]: the one formula every implementation uses.
-MEMOPT_HOST_DEVICE inline float gelu_tanh(float z) { return z / (1.0f + gelu_exp_neg_2u(z)); }
+MEMOPT_HOST_DEVICE inline float gelu_tanh(float z) { return z * (1.0f / (1.0f + gelu_exp_neg_2u(z))); }
 MEMOPT_HOST_DEVICE inline float gelu_tanh_grad(float z) {
   const float e = gelu_exp_neg_2u(z);
   const float s = 1.0f / (1.0f + e);
