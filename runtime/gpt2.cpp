@@ -104,7 +104,11 @@ at::Tensor Gpt2MlpImpl::forward(at::Tensor x) {
     x = at::gelu(x, "tanh");  // GPT-2's "gelu_new" is the tanh approximation
   }
   x = c_proj(x);
-  return apply_dropout(x, resid_pdrop_, is_training(), kernels_);
+  // The parameter x would otherwise live until the end of the caller's full
+  // expression, through the residual add (Note [Tensor lifetimes]).
+  at::Tensor out = apply_dropout(x, resid_pdrop_, is_training(), kernels_);
+  x.reset();
+  return out;
 }
 
 Gpt2BlockImpl::Gpt2BlockImpl(const Gpt2Config& config) {

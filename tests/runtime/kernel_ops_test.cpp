@@ -63,13 +63,21 @@ TEST(PhiloxDropout, SavesNoMaskUnlikeNativeDropout) {
   };
   EXPECT_EQ(kept_besides_output([&] { return std::get<0>(at::native_dropout(x, 0.1, true)); }), x.numel());
   EXPECT_EQ(kept_besides_output([&] { return philox_dropout(x, 0.1, true); }), 0);
+  // And it allocates nothing but its output on the way (profiler/analytic.cpp).
+  const int64_t before = meter.current_bytes();
+  meter.reset_peak();
+  const at::Tensor y = philox_dropout(x, 0.1, true);
+  EXPECT_EQ(meter.peak_bytes() - before, static_cast<int64_t>(y.nbytes()));
 }
 
-// Tolerances against ATen's gelu(h + b, "tanh") and its autograd: both float32
-// with the same formula but a different tanh and operation order, so elementwise
-// differences are a few ulp of values O(1..10): rtol 1e-5, atol 1e-6 (where GELU
-// cancels to ~0, see tests/kernels/bias_gelu_test.cpp). The bias gradient sums
-// 4096 rows in different orders (ATen in float, ours in double): atol 1e-4.
+// Tolerances against ATen's gelu(h + b, "tanh") and its autograd, both float32:
+// values agree to a few ulp (rtol 1e-5, atol 1e-6 as in tests/kernels). ATen's
+// gradient evaluates 0.5 z (1 - t^2) k (1 + 3c z^2) with t = tanh(u) in float, so
+// where t rounds near -1 (z around -4..-5) 1 - t^2 keeps only ulp(1) = 1.2e-7 and
+// the product errs by up to 0.5 |z| k (1 + 3c z^2) ulp(1) |dy| ~ 2e-6 for |dy| <= 4
+// (ours, through exp, does not cancel: tests/kernels holds it to the double
+// reference at 1e-6): atol 1e-5 for h's gradient. The bias gradient sums 4096 rows
+// in different orders (ATen in float, ours in double): atol 1e-4.
 TEST(BiasGelu, MatchesAtenComposedForwardAndBackward) {
   const at::Tensor h = (3 * at::randn({8, 512, 64})).requires_grad_(true);
   const at::Tensor b = at::randn({64}).requires_grad_(true);
@@ -80,7 +88,7 @@ TEST(BiasGelu, MatchesAtenComposedForwardAndBackward) {
   const at::Tensor dy = at::randn_like(ours);
   ours.backward(dy);
   ref.backward(dy);
-  EXPECT_TRUE(testing::all_close(h.grad(), h2.grad(), 1e-6, 1e-5));
+  EXPECT_TRUE(testing::all_close(h.grad(), h2.grad(), 1e-5, 1e-5));
   EXPECT_TRUE(testing::all_close(b.grad(), b2.grad(), 1e-4, 1e-5));
 }
 
