@@ -9,9 +9,12 @@ namespace memopt::kernels::cpu {
 
 void bias_gelu_forward(const float* h, const float* b, float* y, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* hr = h + r * cols;
-    float* yr = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = gelu_tanh(hr[c] + b[c]);
+    // Restrict: without it GCC versions the loop on a runtime overlap check and
+    // takes the scalar copy (4x slower).
+    const float* __restrict__ hr = h + r * cols;
+    const float* __restrict__ br = b;
+    float* __restrict__ yr = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = gelu_tanh(hr[c] + br[c]);
   }
 }
 
