@@ -95,8 +95,11 @@ class Gpt2Ops {
   // native_dropout on CPU: a bool mask drawn in place by bernoulli_, then
   // input.mul(mask) casts the mask to a float temporary (CPU TensorIterator promotes
   // inputs by copying them) and allocates the output. Autograd saves the bool mask.
+  // Kernels::Memopt (runtime/kernel_ops.h): the output only; autograd keeps the
+  // Philox key, three scalars, and no tensor.
   Id dropout(Id in, int64_t numel, double p) {
     if (p == 0.0) return in;
+    if (c.kernels == runtime::Kernels::Memopt) return t.make(kFloatBytes * numel);
     const Id mask = t.make(kBoolBytes * numel);
     const Id promoted = t.make(kFloatBytes * numel);
     const Id out = t.make(kFloatBytes * numel);
@@ -220,7 +223,9 @@ class Gpt2Ops {
     const Id h = layer_norm(x);
     const Id fc = linear(h, 4 * C);
     t.drop(h);
-    const Id g = t.make(kFloatBytes * N * 4 * C);  // tanh-GELU saves its input
+    // tanh-GELU saves its input. Kernels::Memopt: the bias-free linear's output
+    // instead, which its fused bias + GELU saves -- the same bytes.
+    const Id g = t.make(kFloatBytes * N * 4 * C);
     t.save(fc);
     t.drop(fc);
     const Id proj = linear(g, C);

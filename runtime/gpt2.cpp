@@ -12,6 +12,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "runtime/hf_weights.h"
+#include "runtime/kernel_ops.h"
 
 namespace memopt::runtime {
 namespace {
@@ -26,11 +27,13 @@ namespace {
 // at::dropout on CPU keeps a float noise tensor (4 bytes per element) for backward;
 // at::native_dropout keeps a bool mask (1 byte), as CUDA's fused kernel does and as
 // the activation-memory analyses (Korthikanti et al. 2022) assume. Since the CPU
-// plays the GPU here, use native_dropout. Both draw from the global CPU generator,
-// so a recompute that restores its state reproduces the mask. p = 0 and eval mode
-// return the input itself: no kernel, no mask.
-at::Tensor apply_dropout(const at::Tensor& x, double p, bool training) {
+// plays the GPU here, use native_dropout. With Kernels::Memopt, kernels/dropout.h
+// keeps no mask at all (Note [Kernel choice]). All draw from the global CPU
+// generator, so a recompute that restores its state reproduces the mask. p = 0 and
+// eval mode return the input itself: no kernel, no mask.
+at::Tensor apply_dropout(const at::Tensor& x, double p, bool training, Kernels kernels) {
   if (!training || p == 0.0) return x;
+  if (kernels == Kernels::Memopt) return philox_dropout(x, p, training);
   return std::get<0>(at::native_dropout(x, p, /*train=*/true));
 }
 
@@ -73,7 +76,7 @@ at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
     att.mul_(1.0 / std::sqrt(static_cast<double>(D)));
     att.masked_fill_(future_mask_.narrow(0, 0, T).narrow(1, 0, T), -std::numeric_limits<float>::infinity());
     att = at::softmax(att, -1);
-    att = apply_dropout(att, config_.attn_pdrop, is_training());
+    att = apply_dropout(att, config_.attn_pdrop, is_training(), config_.kernels);
     y = at::matmul(att, v);  // (B, H, T, D)
   } else {
     y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0,
@@ -84,19 +87,28 @@ at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
   v.reset();
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   y = c_proj(y);
-  return apply_dropout(y, config_.resid_pdrop, is_training());
+  return apply_dropout(y, config_.resid_pdrop, is_training(), config_.kernels);
 }
 
-Gpt2MlpImpl::Gpt2MlpImpl(const Gpt2Config& config) : resid_pdrop_(config.resid_pdrop) {
+Gpt2MlpImpl::Gpt2MlpImpl(const Gpt2Config& config) : resid_pdrop_(config.resid_pdrop), kernels_(config.kernels) {
   c_fc = register_module("c_fc", linear(config.n_embd, 4 * config.n_embd));
   c_proj = register_module("c_proj", linear(4 * config.n_embd, config.n_embd));
 }
 
 at::Tensor Gpt2MlpImpl::forward(at::Tensor x) {
-  x = c_fc(x);
-  x = at::gelu(x, "tanh");  // GPT-2's "gelu_new" is the tanh approximation
+  if (kernels_ == Kernels::Memopt) {
+    x = at::linear(x, c_fc->weight);  // the bias is added inside the fused GELU
+    x = bias_gelu(x, c_fc->bias);
+  } else {
+    x = c_fc(x);
+    x = at::gelu(x, "tanh");  // GPT-2's "gelu_new" is the tanh approximation
+  }
   x = c_proj(x);
-  return apply_dropout(x, resid_pdrop_, is_training());
+  // The parameter x would otherwise live until the end of the caller's full
+  // expression, through the residual add (Note [Tensor lifetimes]).
+  at::Tensor out = apply_dropout(x, resid_pdrop_, is_training(), kernels_);
+  x.reset();
+  return out;
 }
 
 Gpt2BlockImpl::Gpt2BlockImpl(const Gpt2Config& config) {
@@ -139,7 +151,7 @@ at::Tensor Gpt2Impl::embed(const at::Tensor& ids) {
   // Slicing wpe instead of looking up arange(T) gives the same values without an
   // index tensor that the lookup would save for backward.
   const at::Tensor x = at::embedding(wte->weight, ids) + wpe->weight.narrow(0, 0, ids.size(1));
-  return apply_dropout(x, config_.embd_pdrop, is_training());
+  return apply_dropout(x, config_.embd_pdrop, is_training(), config_.kernels);
 }
 
 at::Tensor Gpt2Impl::head_logits(const at::Tensor& x) { return at::linear(ln_f(x), wte->weight); }

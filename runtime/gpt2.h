@@ -44,6 +44,7 @@ class Gpt2MlpImpl : public torch::nn::Module {
 
  private:
   double resid_pdrop_;
+  Kernels kernels_;
 };
 TORCH_MODULE(Gpt2Mlp);
 

@@ -30,6 +30,18 @@ std::optional<Attention> attention_from_word(const std::string& word) {
   return std::nullopt;
 }
 
+const char* kernels_word(Kernels k) {
+  for (const auto& row : kKernelChoices)
+    if (row.value == k) return row.word;
+  return "?";
+}
+
+std::optional<Kernels> kernels_from_word(const std::string& word) {
+  for (const auto& row : kKernelChoices)
+    if (word == row.word) return row.value;
+  return std::nullopt;
+}
+
 std::optional<Gpt2Preset> gpt2_preset(const std::string& name) {
   auto make = [&](int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t vocab, int64_t n_positions,
                   int64_t batch, int64_t seq_len) {
@@ -93,6 +105,7 @@ nlohmann::json gpt2_spec_to_json(const Gpt2Spec& s) {
       {"dtype", "float32"},
       {"granularity", granularity_word(c.granularity)},
       {"attention", attention_word(c.attention)},
+      {"kernels", kernels_word(c.kernels)},
       {"layer_norm_epsilon", c.layer_norm_epsilon},
       {"seed", s.seed},
   };
@@ -144,6 +157,13 @@ Gpt2Spec gpt2_spec_from_json(const nlohmann::json& j) {
     const auto a = attention_from_word(field<std::string>(j, "attention"));
     if (!a) throw std::invalid_argument("model/attention: '" + j.at("attention").get<std::string>() + "' is not explicit or sdpa");
     c.attention = *a;
+  }
+  // Note [Kernel choice]: a profile from before the field ran ATen's kernels.
+  c.kernels = Kernels::Aten;
+  if (j.contains("kernels")) {
+    const auto k = kernels_from_word(field<std::string>(j, "kernels"));
+    if (!k) throw std::invalid_argument("model/kernels: '" + j.at("kernels").get<std::string>() + "' is not memopt or aten");
+    c.kernels = *k;
   }
   if (j.contains("dropout")) {
     const nlohmann::json& d = j.at("dropout");

@@ -1,5 +1,5 @@
-// gpt2_config.h: GPT-2's dimensions, its presets, how it is cut into stages and which
-// attention kernel it runs, and their JSON form (the profile's "model" object). No
+// gpt2_config.h: GPT-2's dimensions, its presets, how it is cut into stages, which
+// attention kernel and which dropout/GELU kernels it runs, and their JSON form (the profile's "model" object). No
 // LibTorch here, so the analytic twin and the CLI's flag checks can use it cheaply.
 #pragma once
 
@@ -24,6 +24,20 @@ enum class Attention {
   Sdpa,      // at::scaled_dot_product_attention (flash kernel on CPU when dropout is 0)
 };
 
+// Note [Kernel choice]
+// Memopt (the default) runs kernels/: a dropout that regenerates its mask from a
+// Philox (seed, offset) key instead of saving it -- 1 byte per element of every
+// dropout, B*H*T*T of them in explicit attention -- and the fused bias + tanh-GELU.
+// Aten runs ATen's native_dropout (saves a bool mask) and addmm + gelu. The two draw
+// different masks (different generators), so with dropout on they train differently
+// but equally well; with dropout off they agree to float rounding. sdpa attention
+// keeps its own internal dropout either way. Profiles without a "kernels" field were
+// written before the choice existed and mean aten.
+enum class Kernels {
+  Memopt,  // kernels/ through runtime/kernel_ops.h
+  Aten,    // ATen's native_dropout and gelu
+};
+
 // Each enumeration's one table: value, JSON/CLI word, what it means.
 struct GranularityInfo { Granularity value; const char* word; const char* meaning; };
 inline constexpr GranularityInfo kGranularities[] = {
@@ -36,10 +50,18 @@ inline constexpr AttentionInfo kAttentions[] = {
     {Attention::Sdpa, "sdpa", "at::scaled_dot_product_attention"},
 };
 
+struct KernelsInfo { Kernels value; const char* word; const char* meaning; };
+inline constexpr KernelsInfo kKernelChoices[] = {
+    {Kernels::Memopt, "memopt", "mask-free Philox dropout and fused bias + tanh-GELU (kernels/)"},
+    {Kernels::Aten, "aten", "ATen's native_dropout (saves a bool mask), addmm and gelu"},
+};
+
 const char* granularity_word(Granularity g);
 std::optional<Granularity> granularity_from_word(const std::string& word);
 const char* attention_word(Attention a);
 std::optional<Attention> attention_from_word(const std::string& word);
+const char* kernels_word(Kernels k);
+std::optional<Kernels> kernels_from_word(const std::string& word);
 
 struct Gpt2Config {
   int64_t n_layer = 4;
@@ -54,6 +76,7 @@ struct Gpt2Config {
   double layer_norm_epsilon = 1e-5;
   Attention attention = Attention::Explicit;
   Granularity granularity = Granularity::Block;
+  Kernels kernels = Kernels::Memopt;  // Note [Kernel choice]
 
   int64_t head_dim() const { return n_embd / n_head; }  // D
   void set_dropout(double p) { embd_pdrop = attn_pdrop = resid_pdrop = p; }

@@ -3,6 +3,7 @@
 //   memopt profile --model gpt2 --preset tiny --out profile.json
 //   memopt profile --preset small --batch 1 --seq 512 --granularity sublayer --out small.json
 //   memopt profile --hf-dir ~/gpt2 --seq 256 --attention sdpa --out hf.json
+//   memopt profile --preset tiny --kernels aten --out aten.json   # ATen's dropout/GELU
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -24,7 +25,7 @@ namespace memopt::tools {
 namespace {
 
 struct ProfileArgs {
-  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit";
+  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit", kernels = "memopt";
   int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, n_positions = 0, batch = 0, seq = 0;
   double dropout = 0.1;
   int repeat = 5, threads = 1;
@@ -105,6 +106,9 @@ runtime::Gpt2Spec spec_from_args(const ProfileArgs& a) {
   const auto attn = attention_from_word(a.attention);
   if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
   c.attention = *attn;
+  const auto k = kernels_from_word(a.kernels);
+  if (!k) throw std::invalid_argument("--kernels: '" + a.kernels + "' is not memopt or aten");
+  c.kernels = *k;
   if (spec.workload.seq_len > c.n_positions) {
     const std::string source = a.hf_dir.empty() ? "the " + a.preset + " preset" : a.hf_dir + "/config.json";
     throw std::invalid_argument("--seq " + std::to_string(spec.workload.seq_len) + " exceeds n_positions " +
@@ -122,11 +126,13 @@ void print_summary(const runtime::Gpt2Spec& spec, const profiler::MeasuredProfil
   using solver::format_bytes;
   const solver::Profile& p = m.profile;
   const runtime::Gpt2Config& c = spec.config;
-  std::printf("gpt2%s%s: %lld layers, C=%lld, H=%lld, V=%lld, B=%lld, T=%lld, %s stages, %s attention, dropout %g\n",
+  std::printf("gpt2%s%s: %lld layers, C=%lld, H=%lld, V=%lld, B=%lld, T=%lld, %s stages, %s attention, dropout %g, "
+              "%s kernels\n",
               spec.preset.empty() ? "" : " ", spec.preset.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.vocab_size),
               static_cast<long long>(spec.workload.batch), static_cast<long long>(spec.workload.seq_len),
-              runtime::granularity_word(c.granularity), runtime::attention_word(c.attention), c.attn_pdrop);
+              runtime::granularity_word(c.granularity), runtime::attention_word(c.attention), c.attn_pdrop,
+              runtime::kernels_word(c.kernels));
   if (!spec.hf_dir.empty()) std::printf("weights  %s\n", spec.hf_dir.c_str());
   std::printf("device   %s, %d thread%s; median of %d runs per stage\n\n",
               p.device.at("name").get<std::string>().c_str(), p.device.at("threads").get<int>(),
@@ -204,6 +210,10 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--granularity", args->granularity, "block|sublayer: a stage per block or per half-block")
       ->capture_default_str();
   cmd->add_option("--attention", args->attention, "explicit|sdpa: materialized T x T scores or the fused kernel")
+      ->capture_default_str();
+  cmd->add_option("--kernels", args->kernels,
+                  "memopt|aten: memopt's mask-free Philox dropout and fused bias+GELU, or ATen's "
+                  "(memopt run follows the profile's choice)")
       ->capture_default_str();
   args->o_dropout = cmd->add_option("--dropout", args->dropout, "dropout probability everywhere GPT-2 has it")
                         ->capture_default_str();

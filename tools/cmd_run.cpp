@@ -45,8 +45,10 @@ void run_run(const RunArgs& args) {
   // The model's parameters and the batch count against the device like everything else.
   if (device_limit > 0) profiler::counting_cpu_allocator().set_limit_bytes(device_limit);
 
-  std::printf("model    %s, %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
-              profile.model.value("name", std::string("?")).c_str(), model.num_stages(), model.threads(),
+  // The kernels are the profile's (Note [Kernel choice]): its saved bytes depend on them.
+  std::printf("model    %s (%s kernels), %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
+              profile.model.value("name", std::string("?")).c_str(),
+              profile.model.value("kernels", std::string("aten")).c_str(), model.num_stages(), model.threads(),
               args.schedule_path.c_str(), schedule.solver.c_str(), format_bytes(schedule.budget_bytes).c_str());
   std::printf("predicted: peak %s, time %.2f ms\n\n", format_bytes(sim.peak_bytes).c_str(), sim.time_ms);
   std::printf("%5s %10s %12s %8s %10s %8s%s\n", "step", "loss", "peak", "/pred", "time (ms)", "/pred",

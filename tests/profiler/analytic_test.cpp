@@ -1,6 +1,7 @@
 // analytic_test.cpp: measured GPT-2 stage bytes against the analytic twin
 // (profiler/analytic.h), on several shapes, both granularities, both attention
-// kernels, with and without dropout.
+// kernels, both kernel choices (memopt's mask-free dropout or ATen's), with and
+// without dropout.
 #include <cmath>
 #include <string>
 
@@ -36,7 +37,7 @@ const Case kCases[] = {
     {"sdpa_long", 1, 64, 2, 128, 1, 200, Attention::Sdpa, 0.0},  // T >= 192: other flash blocking
 };
 
-class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity>> {};
+class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity, runtime::Kernels>> {};
 
 // The bar is 1%; today every field agrees to the byte (check with ==), so a
 // miss means an op changed on one side, not noise.
@@ -45,7 +46,7 @@ bool within_1pct(int64_t measured, int64_t predicted) {
 }
 
 TEST_P(AnalyticVsMeasured, StageBytesAgree) {
-  const auto& [c, granularity] = GetParam();
+  const auto& [c, granularity, kernels] = GetParam();
   runtime::Gpt2Spec spec;
   spec.config.n_layer = c.n_layer;
   spec.config.n_embd = c.n_embd;
@@ -55,6 +56,7 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
   spec.config.set_dropout(c.dropout);
   spec.config.attention = c.attention;
   spec.config.granularity = granularity;
+  spec.config.kernels = kernels;
   spec.workload = {c.batch, c.seq_len};
 
   runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
@@ -83,12 +85,14 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<AnalyticVsMeasured::ParamType>& info) {
-  return std::string(std::get<0>(info.param).label) + "_" + runtime::granularity_word(std::get<1>(info.param));
+  return std::string(std::get<0>(info.param).label) + "_" + runtime::granularity_word(std::get<1>(info.param)) +
+         "_" + runtime::kernels_word(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, AnalyticVsMeasured,
                          ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::Values(Granularity::Block, Granularity::Sublayer)),
+                                            ::testing::Values(Granularity::Block, Granularity::Sublayer),
+                                            ::testing::Values(runtime::Kernels::Memopt, runtime::Kernels::Aten)),
                          case_name);
 
 }  // namespace

@@ -1,6 +1,8 @@
 // gpt2_hf_test.cpp: memopt's GPT-2, loaded with --hf-dir weights, against Hugging
 // Face transformers' GPT2LMHeadModel on the same weights and batch: logits, loss
-// and every parameter gradient, for both attention kernels and both granularities.
+// and every parameter gradient, for both attention kernels, both granularities and
+// both kernel choices (memopt's fused bias + GELU, or ATen's; dropout is off, so the
+// mask-free dropout is the identity here and is tested with dropout on elsewhere).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -24,7 +26,10 @@ constexpr double kLossAtol = 1e-5, kLossRtol = 1e-5;
 // errors relative to the tensor's scale, not their own: atol scales with max |ref|.
 constexpr double kGradAtolOfMax = 1e-4, kGradRtol = 1e-3;
 
-class Gpt2VsTransformers : public ::testing::TestWithParam<std::tuple<Attention, Granularity>> {
+// The fused bias + GELU adds the bias inside the activation instead of in addmm and
+// uses its own tanhf: a few ulp per element, well inside the tolerances above, which
+// both kernel choices share.
+class Gpt2VsTransformers : public ::testing::TestWithParam<std::tuple<Attention, Granularity, Kernels>> {
  protected:
   void SetUp() override {
     const testing::Reference ref = testing::gpt2_reference();
@@ -37,11 +42,12 @@ class Gpt2VsTransformers : public ::testing::TestWithParam<std::tuple<Attention,
 };
 
 TEST_P(Gpt2VsTransformers, LogitsLossAndGradientsMatch) {
-  const auto [attention, granularity] = GetParam();
+  const auto [attention, granularity, kernels] = GetParam();
   Gpt2Spec spec;
   spec.config = read_hf_gpt2_config(dir_);
   spec.config.attention = attention;
   spec.config.granularity = granularity;
+  spec.config.kernels = kernels;
   spec.hf_dir = dir_;
   const at::Tensor ids = expected_.at("input_ids"), targets = expected_.at("targets");
   spec.workload = {ids.size(0), ids.size(1)};
@@ -79,10 +85,11 @@ TEST_P(Gpt2VsTransformers, LogitsLossAndGradientsMatch) {
 INSTANTIATE_TEST_SUITE_P(
     Gpt2, Gpt2VsTransformers,
     ::testing::Combine(::testing::Values(Attention::Explicit, Attention::Sdpa),
-                       ::testing::Values(Granularity::Block, Granularity::Sublayer)),
+                       ::testing::Values(Granularity::Block, Granularity::Sublayer),
+                       ::testing::Values(Kernels::Memopt, Kernels::Aten)),
     [](const auto& info) {
       return std::string(attention_word(std::get<0>(info.param))) + "_" +
-             granularity_word(std::get<1>(info.param));
+             granularity_word(std::get<1>(info.param)) + "_" + kernels_word(std::get<2>(info.param));
     });
 
 TEST(Gpt2, StagesFollowTheGranularity) {
