@@ -177,6 +177,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   std::vector<MemEvent> events;
   events.push_back({0.0, -2, chain.x(0), -1});
 
+  std::vector<double> op_start_ms(n, -1.0), offload_end_ms(n, -1.0);
   double compute_end = 0;  // the compute cursor: end of the previous compute op
   double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
   const auto need_link = [&](int p) -> std::string {
@@ -200,6 +201,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       last_copy_end = std::max(last_copy_end, end);
       out.copy_ms += end - start;
       events.push_back({end, -1, -chain.x(i), -1});
+      offload_end_ms[p] = end;
       place[i] = Place::OnHost;
       on_host_ms[i] = end;
       r.plain[i] = 0;
@@ -234,6 +236,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         last_copy_end = std::max(last_copy_end, end);
         out.copy_ms += end - start;
         events.push_back({end, -1, -bytes, -1});
+        offload_end_ms[p] = end;
         hollow[i] = 1;
         saved_on_host_ms[i] = end;
       } else {
@@ -286,6 +289,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     }
     const double start = ready;
     const double end = start + dur_ms;
+    op_start_ms[p] = start;
     out.stall_ms += start - compute_end;
     compute_end = end;
     events.push_back({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p});
@@ -335,6 +339,14 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
   }
   out.time_ms = std::max(compute_end, last_copy_end);
+  out.offload_done_before.assign(n, -1);
+  for (int p = 0; p < n; ++p) {
+    if (offload_end_ms[p] < 0) continue;
+    for (int q = p + 1; q < n; ++q) {
+      // A copy ending exactly as an op starts frees its bytes first (event order).
+      if (op_start_ms[q] >= offload_end_ms[p]) { out.offload_done_before[p] = q; break; }
+    }
+  }
   out.valid = true;
   return out;
 }

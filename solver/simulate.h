@@ -23,6 +23,11 @@ struct SimResult {
   // Offload statistics (section 5 only; zero without offload ops).
   double copy_ms = 0;       // total time the links were busy
   double stall_ms = 0;      // time the compute stream waited for a prefetch
+  // For each offload / offload_saved op p: the first compute op that starts after its
+  // copy has ended (so the memory counts assume its bytes gone), or -1. A runtime
+  // whose copies may run late waits for op p before that op, so that its peak never
+  // exceeds this simulation's (runtime/executor.h).
+  std::vector<int> offload_done_before;
 };
 
 // SPEC section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
