@@ -169,6 +169,9 @@ void ScheduleRunner::forward_op(const Op& op) {
       }
       saved_state_[i + 1]->keep_on_device(leaf);
       saved_state_[i + 1]->keep_on_device(saved_out_[i + 1]);
+      // The batch (token ids, targets) lives for the whole step, outside the budget.
+      saved_state_[i + 1]->keep_on_device(batch_->input);
+      saved_state_[i + 1]->keep_on_device(batch_->targets);
     } else {
       saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
     }

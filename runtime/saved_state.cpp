@@ -150,6 +150,11 @@ double SavedState::wait_on_device() {
     s->device = s->arriving->take_device_tensor();
     s->arriving.reset();
   }
+  // From now on only the hooks hold the slots: autograd frees each saved tensor as
+  // soon as the node that used it has run (release_variables), as it would without
+  // hooks, instead of all of them when the stage's backward ends.
+  impl_->slots.clear();
+  impl_->by_storage.clear();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -169,6 +169,8 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
     }
     state.keep_on_device(leaf);
     state.keep_on_device(out);
+    state.keep_on_device(tiny.batch.input);
+    state.keep_on_device(tiny.batch.targets);
     const solver::Stage& st = tiny.profile.chain.stages[i];
     EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
     input = out.detach();
