@@ -105,7 +105,7 @@ std::vector<int64_t> parse_budget_list(const std::string& text, int64_t referenc
 // rebuilt from an earlier checkpoint (fwd_drop). The count of extra forwards is
 // kept beside the category for the map's labels.
 std::string stage_category(const StageActivity& a) {
-  if (a.input_offloaded) return "offloaded";
+  if (a.input_offloaded || a.saved_offloaded) return "offloaded";
   if (a.num_recomputes() == 0) return "kept";
   if (a.num_ckpts > 0) return "checkpointed";
   return "recomputed";

@@ -1,6 +1,7 @@
 // executor.cpp: ScheduleRunner.
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -61,15 +62,30 @@ ScheduleRunner::ScheduleRunner(const StagedModel& model, std::vector<Op> ops, Ex
   rng_state_.resize(L);
   offloaded_.resize(L + 2);
   arriving_.resize(L + 2);
+  due_before_.resize(ops_.size());
+  for (size_t p = 0; p < options_.offload_done_before.size() && p < ops_.size(); ++p) {
+    const int q = options_.offload_done_before[p];
+    if (q > static_cast<int>(p) && q < static_cast<int>(ops_.size())) due_before_[q].push_back(static_cast<int>(p));
+  }
+  moves_saved_.assign(L + 2, 0);
+  saved_state_.resize(L + 2);
   for (size_t p = 0; p < ops_.size(); ++p) {
     const Op& op = ops_[p];
-    const bool copy = op.kind == OpKind::Offload || op.kind == OpKind::Prefetch;
+    const bool copy = solver::is_copy(op.kind);
     if (copy && !options_.copy_engine)
       throw std::invalid_argument(op_text(op, p) + ": offloading needs a copy engine (memopt run gives one; the "
                                   "profile must have a link); or solve with --solver recompute-only");
     const int last = copy ? L : L - 1;
     if (op.kind != OpKind::Loss && (op.index < 0 || op.index > last))
       throw std::invalid_argument(op_text(op, p) + ": index out of range for a model of " + std::to_string(L) + " stages");
+    if (op.kind == OpKind::OffloadSaved) moves_saved_[op.index] = 1;
+  }
+  if (std::find(moves_saved_.begin(), moves_saved_.end(), 1) != moves_saved_.end()) {
+    // Note [Capturing saved tensors from C++]: parameters and buffers never move.
+    install_saved_state_engine();
+    std::vector<at::Tensor> fixed = model_.parameters();
+    for (const at::Tensor& b : model_.module().buffers(/*recurse=*/true)) fixed.push_back(b);
+    static_storages_ = static_storages_of(fixed);
   }
 }
 
@@ -86,8 +102,30 @@ at::Tensor ScheduleRunner::input_of(int i) {
   throw std::logic_error("executor: the input of stage " + std::to_string(i) + " is not resident");
 }
 
+void ScheduleRunner::wait_offloads_due(size_t q) {
+  if (q >= due_before_.size() || due_before_[q].empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  for (const int p : due_before_[q]) {
+    const Op& op = ops_[p];
+    if (op.kind == OpKind::Offload && offloaded_[op.index]) offloaded_[op.index]->wait();
+    if (op.kind == OpKind::OffloadSaved && saved_state_[op.index]) saved_state_[op.index]->wait_offloaded();
+  }
+  copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 void ScheduleRunner::copy_op(const Op& op) {
   const int k = op.index;
+  if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
+    if (!saved_state_[k]) throw std::logic_error("executor: " + solver::to_string(op) + " without a captured ā_" + std::to_string(k));
+    if (op.kind == OpKind::OffloadSaved) {
+      saved_state_[k]->offload(*options_.copy_engine);
+      ++copy_stats_.num_offloads;
+    } else {
+      saved_state_[k]->prefetch(*options_.copy_engine);
+      ++copy_stats_.num_prefetches;
+    }
+    return;
+  }
   if (op.kind == OpKind::Offload) {
     if (!plain_[k].defined()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
     offloaded_[k] = options_.copy_engine->offload(plain_[k].contiguous());
@@ -129,7 +167,22 @@ void ScheduleRunner::forward_op(const Op& op) {
     // input's gradient over as d_i.
     at::Tensor leaf = input_of(i).detach();
     if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
-    saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+    if (moves_saved_[i + 1]) {
+      // Capture what this stage saves, so offload_saved can move it (its input and
+      // output stay: the hollow ā_{i+1} keeps a_{i+1}).
+      saved_state_[i + 1] = std::make_unique<SavedState>(static_storages_);
+      {
+        CaptureScope capture(*saved_state_[i + 1]);
+        saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+      }
+      saved_state_[i + 1]->keep_on_device(leaf);
+      saved_state_[i + 1]->keep_on_device(saved_out_[i + 1]);
+      // The batch (token ids, targets) lives for the whole step, outside the budget.
+      saved_state_[i + 1]->keep_on_device(batch_->input);
+      saved_state_[i + 1]->keep_on_device(batch_->targets);
+    } else {
+      saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+    }
     saved_leaf_[i + 1] = leaf;
     return;
   }
@@ -143,6 +196,8 @@ void ScheduleRunner::backward_op(int i) {
   if (!out.defined() || !grad_[i + 1].defined())
     throw std::logic_error("executor: bwd " + std::to_string(i) + " without ā or d of its output");
   if (options_.hooks) options_.hooks->before_backward(i);
+  // A prefetch_saved still in flight: the compute thread waits (exposed copy time).
+  if (saved_state_[i + 1]) copy_stats_.stall_ms += saved_state_[i + 1]->wait_on_device();
   if (out.requires_grad()) torch::autograd::backward({out}, {grad_[i + 1]});
   at::Tensor d_in;
   if (leaf.defined() && leaf.requires_grad()) {
@@ -153,6 +208,10 @@ void ScheduleRunner::backward_op(int i) {
   }
   out.reset();
   leaf.reset();
+  if (saved_state_[i + 1]) {
+    for (const auto& t : saved_state_[i + 1]->transfers()) all_copies_.push_back(t);
+    saved_state_[i + 1].reset();
+  }
   grad_[i + 1].reset();
   plain_[i].reset();  // a plain input is consumed; an ā_i stays for bwd i-1
   grad_[i] = d_in.defined() ? d_in : at::Tensor();
@@ -165,8 +224,12 @@ at::Tensor ScheduleRunner::run_forward(const Batch& batch) {
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
-    if (op.kind == OpKind::Offload || op.kind == OpKind::Prefetch) copy_op(op);
-    else forward_op(op);
+    if (solver::is_copy(op.kind)) {
+      copy_op(op);
+    } else {
+      wait_offloads_due(next_op_);
+      forward_op(op);
+    }
   }
   if (next_op_ == ops_.size()) throw std::invalid_argument("the schedule has no loss op");
   const int L = model_.num_stages();
@@ -179,15 +242,17 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   const int L = model_.num_stages();
   if (next_op_ >= ops_.size() || ops_[next_op_].kind != OpKind::Loss)
     throw std::logic_error("executor: run_backward before run_forward");
+  wait_offloads_due(next_op_);  // the loss op
   grad_[L] = grad_output.defined() ? grad_output : at::ones_like(plain_[L].defined() ? plain_[L] : saved_out_[L]);
   plain_[L].reset();
   for (++next_op_; next_op_ < ops_.size(); ++next_op_) {
     const Op& op = ops_[next_op_];
+    if (!solver::is_copy(op.kind)) wait_offloads_due(next_op_);
     if (op.kind == OpKind::Bwd) {
       backward_op(op.index);
     } else if (op.kind == OpKind::Loss) {
       throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
-    } else if (op.kind == OpKind::Offload || op.kind == OpKind::Prefetch) {
+    } else if (solver::is_copy(op.kind)) {
       copy_op(op);
     } else {
       forward_op(op);

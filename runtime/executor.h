@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "runtime/copy_engine.h"
+#include "runtime/saved_state.h"
 #include "runtime/staged_model.h"
 #include "solver/schedule.h"
 
@@ -53,6 +54,11 @@ struct ExecutorOptions {
   CpuCopyEngine* copy_engine = nullptr;
   // Not owned; may be null.
   StageHooks* hooks = nullptr;
+  // solver::SimResult::offload_done_before for these ops: before op q the runner
+  // waits for every offload the simulator had finished by then, so that a copy
+  // running late (a busy machine) costs time, never memory beyond the prediction.
+  // Empty: never wait.
+  std::vector<int> offload_done_before;
 };
 
 // What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
@@ -84,9 +90,9 @@ class ScheduleRunner {
   const CopyStats& copy_stats() const { return copy_stats_; }
 
  private:
-  struct SavedState;  // ā_k: the leaf input and the output carrying the stage's graph
   at::Tensor input_of(int i);
   void copy_op(const solver::Op& op);
+  void wait_offloads_due(size_t q);
   void forward_op(const solver::Op& op);
   void backward_op(int i);
   at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
@@ -105,6 +111,11 @@ class ScheduleRunner {
   std::vector<std::shared_ptr<Transfer>> offloaded_;   // a_k on the host
   std::vector<std::shared_ptr<Transfer>> arriving_;    // a_k being prefetched
   std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats
+  // ā_k whose saved state the schedule moves (offload_saved k), captured at fwd_keep.
+  std::vector<char> moves_saved_;
+  std::shared_ptr<const std::unordered_set<const void*>> static_storages_;
+  std::vector<std::unique_ptr<SavedState>> saved_state_;
+  std::vector<std::vector<int>> due_before_;  // per op q: the offload ops to finish first
   CopyStats copy_stats_;
 };
 

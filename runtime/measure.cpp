@@ -1,6 +1,8 @@
 // measure.cpp: the measured training steps behind `memopt run` and `memopt tradeoff --run`.
 #include "runtime/measure.h"
 
+#include "solver/simulate.h"
+
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 
@@ -66,13 +68,18 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   std::unique_ptr<CpuCopyEngine> engine;
   ExecutorOptions executor_options;
   int64_t offloaded_bytes = 0;
-  for (const solver::Op& op : schedule.ops)
+  for (const solver::Op& op : schedule.ops) {
     if (op.kind == solver::OpKind::Offload) offloaded_bytes += chain.x(op.index);
+    // Each saved storage is placed at a 64-byte boundary in the pool: room for a few
+    // hundred per stage on top of the profiled bytes.
+    if (op.kind == solver::OpKind::OffloadSaved) offloaded_bytes += chain.xbar(op.index) - chain.x(op.index) + (64 << 10);
+  }
   if (offloaded_bytes > 0) {
     if (!chain.link) throw std::invalid_argument(source + ": offloads, but the profile has no link; pass --bandwidth");
     engine = std::make_unique<CpuCopyEngine>(
         CopyEngineOptions{chain.link->d2h_bytes_per_s, chain.link->h2d_bytes_per_s, offloaded_bytes});
     executor_options.copy_engine = engine.get();
+    executor_options.offload_done_before = solver::simulate_timeline(chain, schedule.ops).offload_done_before;
   }
 
   at::set_num_threads(impl_->threads);

@@ -230,7 +230,8 @@ Op read_op(const Reader& r, const json& v, const std::string& path, int chain_le
   const std::string index_path = path + "/1";
   const int64_t index = r.integer(v[1], index_path, "op indices are integers");
   if (index < 0) r.fail(index_path, std::to_string(index) + " is negative, but indices count from 0");
-  // fwd_*/bwd name a stage 0..L-1; offload/prefetch name an activation a_0..a_L.
+  // fwd_*/bwd name a stage 0..L-1; offload/prefetch name an activation a_0..a_L
+  // (and *_saved an ā_k, k >= 1: the simulator names a bad 0).
   const bool stage_index = k.is_compute;
   const int64_t last = stage_index ? chain_length - 1 : chain_length;
   if (index > last)

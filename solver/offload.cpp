@@ -1,8 +1,9 @@
-// offload.cpp: the segment DP of Note [The offload schedule class].
+// offload.cpp: the item DP of Note [The offload schedule class].
 #include "solver/offload.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "solver/simulate.h"
@@ -12,25 +13,87 @@ namespace {
 
 constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 
-// State: the next segment starts at e, `device` slots of earlier segment inputs stay
-// on the device, and prev is the previous segment's start when its input was
-// offloaded (it must be prefetched during this segment's backward), else -1.
+// What the previous item left for the one starting at e (the state's third part).
+enum Left : int { kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt };
+
 struct StateIndex {
   int L;
   int64_t S;
-  size_t operator()(int e, int64_t device, int prev) const {
+  size_t operator()(int e, int64_t device, int left) const {
     return (static_cast<size_t>(e) * static_cast<size_t>(S + 1) + static_cast<size_t>(device)) *
-               static_cast<size_t>(L + 2) + static_cast<size_t>(prev + 1);
+               static_cast<size_t>(L + 4) + static_cast<size_t>(left + 3);
   }
-  size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 2); }
+  size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 4); }
 };
 
+// How a state was reached: the item that ended at it, and whether the prefetch of
+// the data left by the item before that one was issued ahead ("lead").
 struct Back {
-  int from_e = -1;
   int64_t from_device = 0;
-  int from_prev = -1;
-  bool offloaded = false;
+  int16_t from_e = -1;
+  int16_t from_left = 0;
+  Item item = Item::Tail;
+  bool offload = false;
+  bool lead = false;
 };
+
+// The chain in slots and quantum units, plus the few ms figures the copy windows need.
+struct Numbers {
+  const Chain& chain;
+  const RecomputeTable& table;
+  TimeQuantum q;
+  int64_t budget_bytes;
+  int slots;
+  std::vector<double> nograd_prefix_ms;  // Σ_{j<k} uf_nograd_j, as the simulator adds them
+
+  Numbers(const Chain& c, const RecomputeTable& t, int64_t budget, int s)
+      : chain(c), table(t), q(t.quantum()), budget_bytes(budget), slots(s) {
+    nograd_prefix_ms.assign(c.length() + 2, 0.0);
+    for (int i = 0; i <= c.length(); ++i) nograd_prefix_ms[i + 1] = nograd_prefix_ms[i] + c.uf_nograd(i);
+  }
+  int64_t sl(int64_t bytes) const { return bytes_to_slots(bytes, budget_bytes, slots); }
+  int64_t units(double ms) const { return q.units(ms); }
+  int64_t ceil_units(double ms) const { return ms > 0 ? static_cast<int64_t>(std::ceil(ms / q.unit_ms)) : 0; }
+  double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s; }
+  double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s; }
+  int64_t hollow_bytes(int k) const { return chain.xbar(k) - chain.x(k); }
+  // Note [Hollow slots]: ā_k is sl(x̄_k) slots; hollowing it leaves exactly sl(x_k)
+  // behind, so that D stays a sum of rounded-up sizes (never below the bytes it
+  // stands for), and the part that moves is the difference.
+  int64_t hollow_slots(int k) const { return sl(chain.xbar(k)) - table.x_slots(k); }
+};
+
+// The data the item before e left and that e's items must account for.
+struct Previous {
+  int64_t prefetch_slots = 0;   // bytes to bring back before that item's backward
+  int64_t prefetch_units = 0;   // its h2d time
+  int64_t pending_slots = 0;    // its offload, still copying when e starts
+  double pending_ms = 0;        // how long that copy still runs (<= 0: done)
+  bool input_plain = true;      // a_e is a plain activation (may be offloaded)
+  bool offloaded = false;       // the previous item offloaded something
+  bool has_prefetch() const { return offloaded; }
+  bool pending() const { return pending_ms > 0; }
+};
+
+Previous previous_of(const Numbers& n, int e, int left) {
+  Previous p;
+  if (left == kLeftKept || left == kLeftHollow) p.input_plain = false;
+  p.offloaded = left == kLeftHollow || left >= 0;
+  if (left == kLeftHollow) {
+    const int64_t bytes = n.hollow_bytes(e);
+    p.prefetch_slots = p.pending_slots = n.hollow_slots(e);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
+    p.pending_ms = n.d2h_ms(bytes);  // started as e's first op did
+  } else if (left >= 0) {
+    const int64_t bytes = n.chain.x(left);
+    p.prefetch_slots = p.pending_slots = n.table.x_slots(left);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
+    // Started when fwd_ckpt left ended; fwd_drop left+1..e-1 ran since.
+    p.pending_ms = n.d2h_ms(bytes) - (n.nograd_prefix_ms[e] - n.nograd_prefix_ms[left + 1]);
+  }
+  return p;
+}
 
 }  // namespace
 
@@ -40,56 +103,113 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();
   const RecomputeTable table(chain, budget_bytes, options);
+  const Numbers n(chain, table, budget_bytes, options.slots);
   const int64_t S = table.slots();
-  const double unit_ms = table.quantum().unit_ms;
-  const auto d2h_units = [&](int k) {
-    return 1000.0 * static_cast<double>(chain.x(k)) / chain.link->d2h_bytes_per_s / unit_ms;
-  };
-  const auto h2d_units = [&](int k) {
-    return static_cast<int64_t>(std::ceil(1000.0 * static_cast<double>(chain.x(k)) / chain.link->h2d_bytes_per_s / unit_ms));
-  };
-  std::vector<int64_t> uf_prefix(L + 2, 0);
-  for (int i = 0; i <= L; ++i) uf_prefix[i + 1] = uf_prefix[i] + table.uf_units(i);
-
   const StateIndex index{L, S};
   std::vector<int64_t> best(index.size(), kUnreached);
   std::vector<Back> back(index.size());
-  best[index(0, 0, -1)] = 0;
+  const int64_t x0 = table.x_slots(0);
+  if (x0 > S) return std::nullopt;
+  best[index(0, x0, kLeftPlain)] = 0;
   int64_t answer = kUnreached;
   Back answer_back;
 
   for (int e = 0; e <= L; ++e) {
-    for (int64_t device = 0; device <= S; ++device) {
-      for (int prev = -1; prev < e; ++prev) {
-        const int64_t so_far = best[index(e, device, prev)];
-        if (so_far == kUnreached) continue;
-        // During this segment's backward: the kept inputs, its own input and the
-        // prefetch buffer of the previous input.
-        const int64_t m = S - device - table.x_slots(e) - (prev >= 0 ? table.x_slots(prev) : 0);
-        if (m < 0) continue;
-        const auto stall = [&](int64_t inner) {
-          return prev >= 0 ? std::max<int64_t>(0, h2d_units(prev) - inner) : 0;
+    // Per stage e, in slots and units.
+    const int64_t x_e = table.x_slots(e), x_next = table.x_slots(e + 1);
+    const int64_t xbar_next = n.sl(chain.xbar(e + 1));
+    const int64_t keep_fwd = xbar_next + n.sl(chain.ftmp_keep(e));
+    const int64_t keep_bwd = xbar_next + x_next + x_e + n.sl(chain.btmp(e));
+    const int64_t keep_units = n.units(chain.uf(e)) + n.units(chain.ub(e));
+    const int64_t ub_units = n.units(chain.ub(e));
+    for (int left = -3; left < e; ++left) {
+      // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
+      // holding more slots at no lower cost than one holding fewer is dominated.
+      int64_t cheapest_below = kUnreached;
+      for (int64_t D = 0; D <= S; ++D) {
+        const int64_t so_far = best[index(e, D, left)];
+        if (so_far >= cheapest_below) continue;
+        cheapest_below = so_far;
+        const Previous prev = previous_of(n, e, left);
+        const auto relax = [&](int to_e, int64_t to_D, int to_left, int64_t cost, Back b) {
+          const size_t to = index(to_e, to_D, to_left);
+          if (cost < best[to]) { best[to] = cost; back[to] = b; }
         };
-        // The last segment: the recompute DP from a_e through the loss.
-        if (const int64_t inner = table.value(e, L, m); inner < RecomputeTable::kInfinity) {
-          const int64_t total = so_far + inner + stall(inner);
-          if (total < answer) { answer = total; answer_back = {e, device, prev, false}; }
-        }
-        // A segment [e, next): forward pass now, its backward later with memory m.
-        int64_t fwd_work = table.x_slots(e + 1) + table.ftmp_slots(e);
-        for (int next = e + 1; next <= L; ++next) {
-          if (next > e + 1)
-            fwd_work = std::max(fwd_work, table.x_slots(next - 1) + table.x_slots(next) + table.ftmp_slots(next - 1));
-          if (device + table.x_slots(e) + fwd_work > S) break;  // only grows with next
-          const int64_t inner = table.value(e, next - 1, m);
-          if (inner >= RecomputeTable::kInfinity) continue;
-          const int64_t cost = so_far + (uf_prefix[next] - uf_prefix[e]) + inner + stall(inner);
-          for (const bool offload : {false, true}) {
-            if (offload && d2h_units(e) > static_cast<double>(uf_prefix[next] - uf_prefix[e + 1])) continue;
-            const int64_t next_device = device + (offload ? 0 : table.x_slots(e));
-            if (next_device > S) continue;
-            const size_t to = index(next, next_device, offload ? e : -1);
-            if (cost < best[to]) { best[to] = cost; back[to] = {e, device, prev, offload}; }
+        for (const bool lead : {false, true}) {
+          if (lead && !prev.has_prefetch()) continue;
+          const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
+          if (m < 0) continue;
+          // The previous item's backward waits for its prefetch: issued ahead, it
+          // overlaps this item's backward of `inner` units.
+          const auto stall = [&](int64_t inner) -> int64_t {
+            if (!prev.has_prefetch()) return 0;
+            return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
+          };
+          const Back here{D, static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead};
+
+          // Tail: a persistent schedule of e..L. A copy still running is allowed only
+          // into the lone loss, whose one op then holds it too.
+          if (!prev.pending() || e == L) {
+            int64_t inner, wait = stall(0);
+            if (prev.pending()) {
+              inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, m - prev.pending_slots) : RecomputeTable::kInfinity;
+              // A prefetch issued with the loss starts when its offload ends.
+              if (inner < RecomputeTable::kInfinity)
+                wait = lead ? std::max<int64_t>(0, n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
+                            : prev.prefetch_units;
+            } else {
+              inner = table.value(e, L, m);
+              wait = stall(inner);
+            }
+            if (inner < RecomputeTable::kInfinity && so_far + inner + wait < answer) {
+              answer = so_far + inner + wait;
+              answer_back = here;
+            }
+          }
+          if (e == L) continue;
+          const int64_t pend = prev.pending() ? prev.pending_slots : 0;
+
+          // K e and KO e: fwd_keep e (holding a copy still running), bwd e later.
+          if ((!prev.pending() || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S && keep_bwd <= m) {
+            const int64_t cost = so_far + keep_units + stall(ub_units);
+            Back b = here;
+            b.item = Item::Keep;
+            relax(e + 1, D + xbar_next, kLeftKept, cost, b);
+            if (chain.xbar(e + 1) > chain.x(e + 1)) {
+              b.item = Item::KeepOffload;
+              relax(e + 1, D + x_next, kLeftHollow, cost, b);
+            }
+          }
+
+          // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
+          if (prev.pending() && chain.uf_nograd(e) < prev.pending_ms) continue;
+          if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
+          const bool may_offload = prev.input_plain && chain.x(e) > 0;
+          const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
+          bool fits_kept = true, fits_offloaded = may_offload;
+          int64_t fwd_units = table.uf_units(e);
+          for (int next = e + 1; next <= L; ++next) {
+            if (next > e + 1) {
+              // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
+              // a copy ending exactly then has freed its bytes first (section 5).
+              const int k = next - 1;
+              fwd_units += table.uf_units(k);
+              const int64_t work = table.x_slots(k) + table.x_slots(k + 1) + table.ftmp_slots(k);
+              fits_kept = fits_kept && D + work <= S;
+              const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+              fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
+            }
+            if (!fits_kept && !fits_offloaded) break;
+            const int64_t inner = table.value(e, next - 1, m);
+            if (inner >= RecomputeTable::kInfinity) continue;
+            const int64_t cost = so_far + fwd_units + inner + stall(inner);
+            Back b = here;
+            b.item = Item::Ckpt;
+            if (fits_kept) relax(next, D + table.x_slots(next), kLeftPlain, cost, b);
+            if (fits_offloaded) {
+              b.offload = true;
+              relax(next, D - x_e + table.x_slots(next), e, cost, b);
+            }
           }
         }
       }
@@ -97,30 +217,42 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   }
   if (answer == kUnreached) return std::nullopt;
 
-  // Walk back to the segment starts and their offload flags, left to right.
-  struct Segment { int start; bool offloaded; int64_t device; int prev; };
-  std::vector<Segment> segments{{answer_back.from_e, false, answer_back.from_device, answer_back.from_prev}};
-  for (Back b = back[index(answer_back.from_e, answer_back.from_device, answer_back.from_prev)]; b.from_e >= 0;
-       b = back[index(b.from_e, b.from_device, b.from_prev)]) {
-    segments.push_back({b.from_e, b.offloaded, b.from_device, b.from_prev});
-    if (b.from_e == 0) break;
+  // Walk back to the items: each Back names the state its item started from.
+  std::vector<Back> items{answer_back};
+  while (items.back().from_e != 0) {
+    const Back& b = items.back();
+    items.push_back(back[index(b.from_e, b.from_device, b.from_left)]);
   }
-  std::reverse(segments.begin(), segments.end());
+  std::reverse(items.begin(), items.end());
+  const auto end_of = [&](size_t i) { return i + 1 < items.size() ? items[i + 1].from_e : L + 1; };
 
   std::vector<Op> ops;
-  const int n = static_cast<int>(segments.size());
-  for (int k = 0; k + 1 < n; ++k) {
-    const int b = segments[k].start, e = segments[k + 1].start;
-    ops.push_back({OpKind::FwdCkpt, b});
-    if (segments[k].offloaded) ops.push_back({OpKind::Offload, b});
-    for (int i = b + 1; i < e; ++i) ops.push_back({OpKind::FwdDrop, i});
+  for (size_t i = 0; i + 1 < items.size(); ++i) {
+    const Back& it = items[i];
+    const int e = it.from_e;
+    if (it.item == Item::Ckpt) {
+      ops.push_back({OpKind::FwdCkpt, e});
+      if (it.offload) ops.push_back({OpKind::Offload, e});
+      for (int k = e + 1; k < end_of(i); ++k) ops.push_back({OpKind::FwdDrop, k});
+    } else {
+      ops.push_back({OpKind::FwdKeep, e});
+      if (it.item == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, e + 1});
+    }
   }
-  for (int k = n - 1; k >= 0; --k) {
-    const Segment& seg = segments[k];
-    const int end = k == n - 1 ? L : segments[k + 1].start - 1;
-    if (k > 0 && segments[k - 1].offloaded) ops.push_back({OpKind::Prefetch, segments[k - 1].start});
-    const int64_t m = S - seg.device - table.x_slots(seg.start) - (seg.prev >= 0 ? table.x_slots(seg.prev) : 0);
-    table.emit(seg.start, end, m, ops);
+  for (size_t i = items.size(); i-- > 0;) {
+    const Back& it = items[i];
+    const int e = it.from_e;
+    const Previous prev = previous_of(n, e, it.from_left);
+    const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
+    if (prev.has_prefetch() && it.lead) ops.push_back(prefetch);
+    const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
+    switch (it.item) {
+      case Item::Tail: table.emit(e, L, prev.pending() ? m - prev.pending_slots : m, ops); break;
+      case Item::Keep:
+      case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
+      case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
+    }
+    if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);
   }
   return ops;
 }

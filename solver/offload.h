@@ -1,24 +1,29 @@
-// offload.h: keep / recompute / offload chosen jointly under a budget and the
-// link bandwidths (SPEC section 5: checkpointed stage inputs a_k move).
+// offload.h: keep / recompute / offload chosen jointly under a budget and the link
+// bandwidths -- checkpointed stage inputs a_k (SPEC section 5) and, memopt's
+// extension, the saved state of kept stages (Note [Offloading saved state] in
+// simulate.h).
 //
 // Note [The offload schedule class]
-// The chain is cut into segments [b_0 = 0, b_1), ..., [b_n, L]. The forward phase
-// runs each segment but the last as `fwd_ckpt b_k, fwd_drop ...`, keeping only its
-// input a_{b_k}, which stays on the device or is offloaded right after its first
-// use. The last segment and then every earlier one, right to left, is solved by
-// the exact recompute DP (rotor.h) with the memory its turn leaves. The offloaded
-// input of segment k-1 is prefetched when segment k's backward starts, so the copy
-// hides behind that segment's compute.
-// Segments are chosen by a DP over (next segment start, device bytes of the inputs
-// kept so far, previous input if it was offloaded). With one segment this is the
-// recompute DP, so the value is never worse than recompute-only.
-// Approximations, each on the safe side for memory (the returned schedule is always
-// re-simulated, and `predicted` is the simulator's):
-//  - an offloaded a_{b_k} is counted on the device for its whole forward segment,
-//    and offloading is allowed only when its copy fits within the forward time of
-//    the segment after `fwd_ckpt b_k`, so the d2h link never queues;
-//  - a prefetch holds its bytes for the whole backward of the segment after it;
-//    a copy longer than that segment's backward adds its excess as a stall.
+// The forward pass is a sequence of items, each ending where the next begins, then
+// a tail; the backward runs them in reverse:
+//  - K e:     `fwd_keep e`; later `bwd e`.
+//  - KO e:    `fwd_keep e, offload_saved e+1`; later `prefetch_saved e+1`, `bwd e`.
+//  - C [e,n): `fwd_ckpt e`, optionally `offload e`, `fwd_drop e+1 .. n-1`; later a
+//             persistent schedule (rotor.h) of stages e..n-1.
+//  - tail e:  a persistent schedule of e..L (with the loss); e = 0 is recompute-only.
+// An item's offloaded data is prefetched either when the next item's backward
+// starts ("lead": the copy hides behind that backward, its bytes held during it) or
+// when it ends ("just in time": no bytes held, the whole copy is exposed).
+// Class rules, which keep the d2h link from ever queueing: an offload copy ends by
+// the end of the next item's first compute op, and before the tail starts unless
+// the tail is the lone loss; `offload e` needs a plain a_e.
+// The DP runs over (item start e, device slots D held by earlier items including
+// a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
+// offloaded a_e'). Every peak and time is what the section 5 simulator gives for
+// these ops (a copy in flight is counted exactly until the op it ends before), so
+// the DP is exact over this class in slots and quantum units; the tests compare it
+// with an exhaustive search over the class. The tail alone is the recompute DP, so
+// the value is never worse than recompute-only.
 #pragma once
 
 #include <cstdint>

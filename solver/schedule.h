@@ -12,7 +12,7 @@ namespace memopt::solver {
 
 // Note [One table per enumeration]: the enum, its JSON word and whether it takes a
 // stage index are defined once, in kOpKinds; everything else looks them up there.
-enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch };
+enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved };
 
 struct OpKindInfo {
   OpKind kind;
@@ -26,6 +26,10 @@ inline constexpr OpKindInfo kOpKinds[] = {
     {OpKind::FwdDrop, "fwd_drop", true, true},   {OpKind::Loss, "loss", false, true},
     {OpKind::Bwd, "bwd", true, true},            {OpKind::Offload, "offload", true, false},
     {OpKind::Prefetch, "prefetch", true, false},
+    // memopt's extension of SPEC (Note [Offloading saved state] in simulate.h): move
+    // the part of ā_k beyond a_k, x̄_k - x_k bytes, out and back.
+    {OpKind::OffloadSaved, "offload_saved", true, false},
+    {OpKind::PrefetchSaved, "prefetch_saved", true, false},
 };
 
 const OpKindInfo& info(OpKind kind);
@@ -33,11 +37,14 @@ std::optional<OpKind> op_kind_from_word(std::string_view word);
 
 struct Op {
   OpKind kind;
-  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch, -1 for loss
+  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch (ā_k for *_saved), -1 for loss
   friend bool operator==(const Op&, const Op&) = default;
 };
 
 std::string to_string(const Op& op);  // "fwd_keep 3", "loss"
+
+// offload, prefetch, offload_saved, prefetch_saved: ops of the links, not of compute.
+inline bool is_copy(OpKind kind) { return !info(kind).is_compute; }
 
 struct Prediction {
   int64_t peak_bytes = 0;

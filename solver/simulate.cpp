@@ -59,6 +59,8 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
       return "";
     case OpKind::Offload:
     case OpKind::Prefetch:
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
       return "";
   }
   return "";
@@ -168,9 +170,14 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   place[0] = Place::Device;
   std::vector<double> ready_ms(L + 2, 0.0);       // when a_k's data is on the device
   std::vector<double> on_host_ms(L + 2, 0.0);     // when its offload ended
+  // ā_k beyond a_k (Note [Offloading saved state]): on the host while hollow, and
+  // when it was last complete on the device / on the host.
+  std::vector<char> hollow(L + 2, 0);
+  std::vector<double> saved_ready_ms(L + 2, 0.0), saved_on_host_ms(L + 2, 0.0);
   std::vector<MemEvent> events;
   events.push_back({0.0, -2, chain.x(0), -1});
 
+  std::vector<double> op_start_ms(n, -1.0), offload_end_ms(n, -1.0);
   double compute_end = 0;  // the compute cursor: end of the previous compute op
   double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
   const auto need_link = [&](int p) -> std::string {
@@ -194,6 +201,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       last_copy_end = std::max(last_copy_end, end);
       out.copy_ms += end - start;
       events.push_back({end, -1, -chain.x(i), -1});
+      offload_end_ms[p] = end;
       place[i] = Place::OnHost;
       on_host_ms[i] = end;
       r.plain[i] = 0;
@@ -214,7 +222,40 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       r.plain[i] = 1;
       continue;
     }
+    if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
+      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
+      if (i < 1 || i > L)
+        return fail(out, p, op_label(ops, p) + ": ā_" + std::to_string(i) + " does not exist; saved states are ā_1..ā_" + std::to_string(L));
+      const int64_t bytes = chain.xbar(i) - chain.x(i);
+      if (op.kind == OpKind::OffloadSaved) {
+        if (!r.saved[i] || hollow[i])
+          return fail(out, p, op_label(ops, p) + ": ā_" + std::to_string(i) + (r.saved[i] ? " is already on the host" : " is not resident (stage " + std::to_string(i - 1) + " must run fwd_keep first)"));
+        const double start = std::max({compute_end, saved_ready_ms[i], d2h_free});
+        const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s;
+        d2h_free = end;
+        last_copy_end = std::max(last_copy_end, end);
+        out.copy_ms += end - start;
+        events.push_back({end, -1, -bytes, -1});
+        offload_end_ms[p] = end;
+        hollow[i] = 1;
+        saved_on_host_ms[i] = end;
+      } else {
+        if (!r.saved[i] || !hollow[i])
+          return fail(out, p, op_label(ops, p) + ": the saved state of ā_" + std::to_string(i) + " is not on the host (offload_saved it first)");
+        events.push_back({compute_end, 2 * static_cast<int64_t>(p), bytes, p});
+        const double start = std::max({compute_end, h2d_free, saved_on_host_ms[i]});
+        const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
+        h2d_free = end;
+        last_copy_end = std::max(last_copy_end, end);
+        out.copy_ms += end - start;
+        hollow[i] = 0;
+        saved_ready_ms[i] = end;
+      }
+      continue;
+    }
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
+    if (op.kind == OpKind::Bwd && hollow[i + 1])
+      return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
     // A compute op waits for every plain activation it reads that is still arriving.
     double ready = compute_end;
@@ -238,6 +279,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         break;
       case OpKind::Bwd:
         wait_for(i);
+        ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
         add_bytes = chain.x(i);
         tmp_bytes = chain.btmp(i);
         dur_ms = chain.ub(i);
@@ -247,6 +289,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     }
     const double start = ready;
     const double end = start + dur_ms;
+    op_start_ms[p] = start;
     out.stall_ms += start - compute_end;
     compute_end = end;
     events.push_back({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p});
@@ -254,6 +297,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     switch (op.kind) {
       case OpKind::FwdKeep:
         r.saved[i + 1] = 1;
+        saved_ready_ms[i + 1] = end;
         break;
       case OpKind::FwdCkpt:
       case OpKind::FwdDrop:
@@ -282,6 +326,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   for (int k = 0; k <= L; ++k) {
     if (place[k] == Place::OnHost)
       return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
+    if (hollow[k]) return fail(out, n, "the saved state of ā_" + std::to_string(k) + " was offloaded and never prefetched");
   }
   if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
 
@@ -294,6 +339,14 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
   }
   out.time_ms = std::max(compute_end, last_copy_end);
+  out.offload_done_before.assign(n, -1);
+  for (int p = 0; p < n; ++p) {
+    if (offload_end_ms[p] < 0) continue;
+    for (int q = p + 1; q < n; ++q) {
+      // A copy ending exactly as an op starts frees its bytes first (event order).
+      if (op_start_ms[q] >= offload_end_ms[p]) { out.offload_done_before[p] = q; break; }
+    }
+  }
   out.valid = true;
   return out;
 }

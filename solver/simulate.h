@@ -23,10 +23,28 @@ struct SimResult {
   // Offload statistics (section 5 only; zero without offload ops).
   double copy_ms = 0;       // total time the links were busy
   double stall_ms = 0;      // time the compute stream waited for a prefetch
+  // For each offload / offload_saved op p: the first compute op that starts after its
+  // copy has ended (so the memory counts assume its bytes gone), or -1. A runtime
+  // whose copies may run late waits for op p before that op, so that its peak never
+  // exceeds this simulation's (runtime/executor.h).
+  std::vector<int> offload_done_before;
 };
 
 // SPEC section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
 SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
+
+// Note [Offloading saved state] (memopt's extension of SPEC section 5)
+// SPEC moves only plain activations a_k. A transformer block saves ~25x its input,
+// so at a tight budget moving a_k frees almost nothing; what must move is the
+// saved state. `offload_saved k` (ā_k resident and whole, k in 1..L) copies the
+// x̄_k - x_k bytes of ā_k beyond a_k on the d2h link exactly as `offload` does (starts
+// when ā_k exists and the link is free, frees the device bytes when it ends) and
+// leaves ā_k "hollow": a_k stays on the device and serves as the input of stage k,
+// but `bwd k-1` needs ā_k whole. `prefetch_saved k` allocates those bytes at issue
+// and copies them back on the h2d link once the offload has ended; `bwd k-1` waits
+// for it as a compute op waits for a prefetch. The runtime moves exactly the
+// tensors stage k-1's autograd graph saved, other than its input, its output and
+// parameters (runtime/saved_state.h).
 
 // SPEC section 5. Needs chain.link when the ops offload or prefetch.
 // On schedules without offload it gives exactly simulate_sequential's numbers.

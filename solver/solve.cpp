@@ -53,10 +53,12 @@ SolverFn solver_fn(SolverKind kind) {
 // the fastest schedule that fits: never worse than any of them, as users expect.
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                        bool with_offload) {
+  // Baselines first: on a tie in predicted time the simpler plan wins (store-all
+  // rather than a DP plan that moves data for nothing).
   std::vector<std::optional<std::vector<Op>>> candidates;
-  candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
+  candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
   if (with_offload && chain.link) candidates.push_back(offload_all(chain, budget_bytes, dp));
   std::optional<std::vector<Op>> best;
   double best_ms = 0;

@@ -6,6 +6,10 @@ namespace memopt::solver {
 std::vector<StageActivity> stage_activity(const Chain& chain, const std::vector<Op>& ops) {
   std::vector<StageActivity> out(chain.length());
   for (const Op& op : ops) {
+    if (op.kind == OpKind::OffloadSaved) {
+      if (op.index >= 1 && op.index <= chain.length()) out[op.index - 1].saved_offloaded = true;
+      continue;
+    }
     if (op.index < 0 || op.index >= chain.length()) continue;
     StageActivity& a = out[op.index];
     switch (op.kind) {
@@ -27,6 +31,7 @@ std::string describe(const StageActivity& a) {
     s += (s.empty() ? "" : ", ") + std::string("recomputed ") + std::to_string(a.num_recomputes()) + "x";
   if (s.empty()) s = "not run";
   if (a.input_offloaded) s += ", input offloaded";
+  if (a.saved_offloaded) s += ", saved state offloaded";
   return s;
 }
 

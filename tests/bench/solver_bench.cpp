@@ -5,6 +5,7 @@
 //   BM_SolveOptimal/L/slots      solve_recompute: the filled table plus the
 //                                reconstruction of the schedule (all cores)
 //   BM_SolveOptimalOneThread/L/slots   the same with num_threads = 1
+//   BM_SolveOffload/L/500        solve_offload (solver/offload.h) over a 16 GB/s link
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //
@@ -21,6 +22,7 @@
 #include <string>
 
 #include "solver/baselines.h"
+#include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
 #include "tests/solver/random_chains.h"
@@ -134,6 +136,26 @@ BENCHMARK(BM_SolveOptimal)
 BENCHMARK(BM_SolveOptimalOneThread)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96, 192}, {500, 2000}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The keep/recompute/offload DP (solver/offload.h) on the same chain over a PCIe-like
+// 16 GB/s link: the item DP plus the recompute table it prices segments with.
+void BM_SolveOffload(benchmark::State& state) {
+  Problem p = make_problem(static_cast<int>(state.range(0)));
+  p.chain.link = Link{16e9, 16e9};
+  const int slots = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    auto ops = solve_offload(p.chain, p.budget_bytes, dp_options(slots));
+    if (!ops) { state.SkipWithError("infeasible"); break; }
+    benchmark::DoNotOptimize(ops);
+  }
+  set_common_counters(state, p, slots);
+}
+
+BENCHMARK(BM_SolveOffload)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96}, {500}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

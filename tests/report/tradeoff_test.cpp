@@ -80,6 +80,8 @@ TEST(StageCategory, OneColourPerActivity) {
   EXPECT_EQ(stage_category(ckpt), "checkpointed");
   EXPECT_EQ(stage_category(dropped), "recomputed");
   EXPECT_EQ(stage_category(offloaded), "offloaded");
+  solver::StageActivity saved_moved{1, 1, 0, false, true};  // offload_saved of its ā
+  EXPECT_EQ(stage_category(saved_moved), "offloaded");
 }
 
 class SweepTest : public ::testing::Test {

@@ -15,6 +15,7 @@
 #include "runtime/executor.h"
 #include "runtime/gpt2.h"
 #include "runtime/train_step.h"
+#include "solver/simulate.h"
 #include "solver/solve.h"
 
 namespace memopt::runtime {
@@ -111,7 +112,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   solver::Chain chain = tiny.profile.chain;
   chain.link = solver::Link{1e9, 1e9};
   int64_t host_bytes = 0;
-  for (int k = 0; k <= chain.length(); ++k) host_bytes += chain.x(k);
+  for (int k = 0; k <= chain.length(); ++k) host_bytes += chain.xbar(k) + (64 << 10);
   CpuCopyEngine engine({0, 0, host_bytes});
   ExecutorOptions with_engine;
   with_engine.copy_engine = &engine;
@@ -121,7 +122,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   const StepResult plain = run_plain_step(model, tiny.batch, meter);
   const std::vector<at::Tensor> plain_grads = gradients(model);
   const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
-  int num_offloading = 0;
+  int num_offloading = 0, num_saved_moves = 0;
   for (const SolverKind kind : {SolverKind::OffloadAll, SolverKind::Optimal}) {
     for (const double fraction : {1.0, 0.5, 0.3}) {
       const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
@@ -134,6 +135,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
       SCOPED_TRACE(std::string(solver::info(kind).word) + " at " + std::to_string(budget) + " B");
       set_cpu_rng_state(rng);
       zero_grads_in_place(model);
+      with_engine.offload_done_before = solver::simulate_timeline(chain, schedule.ops).offload_done_before;
       const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter, with_engine);
       EXPECT_EQ(r.loss, plain.loss);
       EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
@@ -141,9 +143,41 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
       EXPECT_LE(static_cast<double>(r.activation_peak_bytes), 1.05 * static_cast<double>(schedule.predicted.peak_bytes));
       EXPECT_EQ(r.copies.num_offloads, r.copies.num_prefetches);
       num_offloading += r.copies.num_offloads > 0;
+      for (const solver::Op& op : schedule.ops) num_saved_moves += op.kind == solver::OpKind::OffloadSaved;
     }
   }
   EXPECT_GE(num_offloading, 2);
+  EXPECT_GE(num_saved_moves, 2);  // Note [Offloading saved state] was exercised
+}
+
+// Note [Capturing saved tensors from C++]: what the hooks capture and would move is
+// exactly what the profiler counts as a stage's saved state beyond its output,
+// x̄_{i+1} - x_{i+1}, for every stage of both granularities.
+TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  install_saved_state_engine();
+  std::vector<at::Tensor> fixed = model.parameters();
+  for (const at::Tensor& b : model.module().buffers(true)) fixed.push_back(b);
+  const auto statics = static_storages_of(fixed);
+  at::Tensor input = tiny.batch.input;
+  for (int i = 0; i < model.num_stages(); ++i) {
+    at::Tensor leaf = input.detach();
+    if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+    SavedState state(statics);
+    at::Tensor out;
+    {
+      CaptureScope capture(state);
+      out = model.forward_stage(i, leaf, tiny.batch);
+    }
+    state.keep_on_device(leaf);
+    state.keep_on_device(out);
+    state.keep_on_device(tiny.batch.input);
+    state.keep_on_device(tiny.batch.targets);
+    const solver::Stage& st = tiny.profile.chain.stages[i];
+    EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
+    input = out.detach();
+  }
 }
 
 TEST_P(ExecutorTest, TwoScheduledRunsAreBitIdentical) {

@@ -85,6 +85,11 @@ std::vector<std::vector<Op>> all_persistent_schedules(int L) {
   return e.sub(0, L);
 }
 
+std::vector<std::vector<Op>> persistent_schedules_of(int L, int s, int t) {
+  Enumerator e(L);
+  return e.sub(s, t);
+}
+
 int64_t num_persistent_schedules(int L) {
   std::vector<int64_t> n(L + 2, 0);
   n[1] = 1;

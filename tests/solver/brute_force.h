@@ -20,6 +20,8 @@ namespace memopt::solver::testing {
 //   sub(s, t), s < t:  [fwd_keep s] + sub(s+1, t) + [bwd s]
 //                      or, for j in (s, t]: [fwd_ckpt s, fwd_drop s+1..j-1] + sub(j, t) + sub(s, j-1)
 std::vector<std::vector<Op>> all_persistent_schedules(int L);
+// The same for the subchain s..t of a chain of L stages (t = L includes the loss).
+std::vector<std::vector<Op>> persistent_schedules_of(int L, int s, int t);
 
 // The number of schedules that recursion yields for L stages, by a separate count:
 // with n = t - s + 1, N(1) = 1 and N(n) = N(n-1) + Σ_{k=1}^{n-1} N(n-k)·N(k). These are

@@ -97,7 +97,9 @@ Schedule sample_schedule() {
   s.predicted = {3990000000, 812.5};
   s.ops = {{OpKind::FwdCkpt, 0}, {OpKind::Offload, 0},  {OpKind::FwdDrop, 1}, {OpKind::FwdKeep, 2},
            {OpKind::Loss, -1},   {OpKind::Bwd, 2},      {OpKind::Prefetch, 0}, {OpKind::FwdKeep, 0},
-           {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},      {OpKind::Bwd, 0}};
+           {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},      {OpKind::Bwd, 0},
+           // IO only: the table's words, not a runnable order.
+           {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3}};
   return s;
 }
 
@@ -240,7 +242,10 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
     EXPECT_EQ(op_kind_from_word(k.word), k.kind);
     EXPECT_TRUE(words.insert(k.word).second) << "duplicate word " << k.word;
   }
-  EXPECT_EQ(words.size(), 7u);
+  EXPECT_EQ(words.size(), 9u);
+  EXPECT_FALSE(info(OpKind::OffloadSaved).is_compute);
+  EXPECT_FALSE(info(OpKind::PrefetchSaved).is_compute);
+  EXPECT_EQ(op_kind_from_word("offload_saved"), OpKind::OffloadSaved);
   EXPECT_FALSE(info(OpKind::Loss).has_index);
   EXPECT_FALSE(info(OpKind::Offload).is_compute);
   EXPECT_FALSE(info(OpKind::Prefetch).is_compute);
@@ -619,7 +624,7 @@ TEST(ScheduleJson, WriterPutsOneOpPerLine) {
   EXPECT_TRUE(Contains(text, "  \"predicted\": {\n    \"peak_bytes\": 3990000000,\n    \"time_ms\": 812.5\n  },\n"));
   EXPECT_TRUE(Contains(text, "  \"ops\": [\n    [\"fwd_ckpt\", 0],\n    [\"offload\", 0],\n"));
   EXPECT_TRUE(Contains(text, "    [\"loss\"],\n"));
-  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0]\n  ]\n}"));
+  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3]\n  ]\n}"));
 }
 
 TEST(ScheduleJson, PredictedAndSolverAreOptional) {

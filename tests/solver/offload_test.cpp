@@ -57,7 +57,7 @@ TEST(OffloadDp, FitsTheBudgetAndIsNeverSlowerThanRecomputeOnly) {
     SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
     const auto off = solve_offload(chain, budget, {200, false, 1});
     const auto rec = solve_recompute(chain, budget, {200, false, 1});
-    if (rec) ASSERT_TRUE(off.has_value());
+    if (rec) { ASSERT_TRUE(off.has_value()); }
     if (!off) continue;
     const SimResult r = simulate_timeline(chain, *off);
     ASSERT_TRUE(r.valid) << r.error;

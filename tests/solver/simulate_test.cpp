@@ -373,5 +373,37 @@ TEST(SimulateTimeline, RejectsInvalidOffloads) {
   EXPECT_EQ(r.error_op, 1);
 }
 
+// Note [Offloading saved state]: two stages saving 10x their 100 B output; 900 B
+// move in 1 ms each way. Worked out by hand on the timeline:
+//   t=0 fwd_keep 0 (+1000 -> 1100); t=2 offload_saved 1 (copy 2..3, -900 at 3),
+//   fwd_keep 1 (+1000 -> 2100); t=4 loss (+100), prefetch_saved 1 (+900, copy 4..5),
+//   bwd 1 (+100 -> 2300, ends 7); bwd 0 at 7 (ā_1 back since 5), ends 10.
+TEST(SimulateTimeline, SavedStateMovesItsBytesBeyondTheOutput) {
+  Chain chain = testing::homogeneous_chain(2, 2.0, 3.0, 100, 1000);
+  chain.link = Link{900e3, 900e3};
+  const Op off{OpKind::OffloadSaved, 1}, pre{OpKind::PrefetchSaved, 1};
+  const SimResult ahead = simulate_timeline(chain, {keep(0), off, keep(1), loss(), pre, bwd(1), bwd(0)});
+  ASSERT_TRUE(ahead.valid) << ahead.error;
+  EXPECT_EQ(ahead.peak_bytes, 2300);
+  EXPECT_DOUBLE_EQ(ahead.time_ms, 10.0);
+  EXPECT_DOUBLE_EQ(ahead.stall_ms, 0.0);
+  EXPECT_DOUBLE_EQ(ahead.copy_ms, 2.0);
+  // Just in time: 900 B fewer at bwd 1, and bwd 0 waits the whole 1 ms copy.
+  const SimResult late = simulate_timeline(chain, {keep(0), off, keep(1), loss(), bwd(1), pre, bwd(0)});
+  ASSERT_TRUE(late.valid) << late.error;
+  EXPECT_EQ(late.peak_bytes, 2100);
+  EXPECT_DOUBLE_EQ(late.time_ms, 11.0);
+  EXPECT_DOUBLE_EQ(late.stall_ms, 1.0);
+  // The hollow ā_1 still serves as the input of stage 1, but bwd 0 needs it whole.
+  const SimResult missing = simulate_timeline(chain, {keep(0), off, keep(1), loss(), bwd(1), bwd(0)});
+  EXPECT_FALSE(missing.valid);
+  EXPECT_EQ(missing.error_op, 5);
+  const SimResult never = simulate_timeline(chain, {keep(0), off, keep(1), loss(), bwd(1)});
+  EXPECT_FALSE(never.valid);
+  const SimResult plain = simulate_timeline(chain, {ckpt(0), Op{OpKind::OffloadSaved, 1}, keep(1), loss(), bwd(1), keep(0), bwd(0)});
+  EXPECT_FALSE(plain.valid);  // a plain a_1 has no saved state
+  EXPECT_EQ(plain.error_op, 1);
+}
+
 }  // namespace
 }  // namespace memopt::solver

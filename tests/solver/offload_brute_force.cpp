@@ -1,0 +1,187 @@
+// offload_brute_force.cpp: the exhaustive enumerator of offload_brute_force.h.
+#include "tests/solver/offload_brute_force.h"
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "solver/simulate.h"
+#include "tests/solver/brute_force.h"
+
+namespace memopt::solver::testing {
+namespace {
+
+// One item of the forward sequence, as the class defines it.
+struct Item {
+  enum Kind { Keep, KeepOffload, Ckpt } kind;
+  int start, end;      // stages start..end-1
+  bool offload = false;
+  bool lead = false;   // its prefetch is issued when the next item's backward starts
+  bool offloads() const { return kind == KeepOffload || (kind == Ckpt && offload); }
+};
+
+class Builder {
+ public:
+  explicit Builder(const Chain& chain) : chain_(chain), L_(chain.length()) {}
+
+  std::vector<OffloadCandidate> run() {
+    for (int tail = 0; tail <= L_; ++tail) {
+      tail_ = tail;
+      items_.clear();
+      compose(0);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // Splits 0..tail_-1 into items, every way.
+  void compose(int e) {
+    if (e == tail_) { choose_leads(0); return; }
+    // a_e is plain unless the previous item kept (part of) ā_e.
+    const bool plain = items_.empty() || items_.back().kind == Item::Ckpt;
+    items_.push_back({Item::Keep, e, e + 1});
+    compose(e + 1);
+    items_.pop_back();
+    if (chain_.xbar(e + 1) > chain_.x(e + 1)) {
+      items_.push_back({Item::KeepOffload, e, e + 1});
+      compose(e + 1);
+      items_.pop_back();
+    }
+    for (int next = e + 1; next <= tail_; ++next) {
+      for (const bool offload : {false, true}) {
+        if (offload && (!plain || chain_.x(e) == 0)) continue;
+        items_.push_back({Item::Ckpt, e, next, offload});
+        compose(next);
+        items_.pop_back();
+      }
+    }
+  }
+
+  void choose_leads(size_t i) {
+    if (i == items_.size()) { if (windows_ok()) choose_inner(0, {}); return; }
+    choose_leads(i + 1);
+    if (items_[i].offloads()) {
+      items_[i].lead = true;
+      choose_leads(i + 1);
+      items_[i].lead = false;
+    }
+  }
+
+  // The class rule: each offload copy, started when the op before it ends, ends by
+  // the end of the next item's first op (before the tail starts unless the tail is
+  // the lone loss). Forward ops never wait, so their times are running sums.
+  bool windows_ok() const {
+    double now = 0;
+    std::vector<double> first_op_end(items_.size() + 1), start(items_.size() + 1);
+    std::vector<double> copy_end(items_.size(), 0);
+    for (size_t k = 0; k < items_.size(); ++k) {
+      const Item& it = items_[k];
+      start[k] = now;
+      if (it.kind == Item::Ckpt) {
+        now += chain_.uf_nograd(it.start);
+        first_op_end[k] = now;
+        if (it.offload) copy_end[k] = now + 1000.0 * chain_.x(it.start) / chain_.link->d2h_bytes_per_s;
+        for (int i = it.start + 1; i < it.end; ++i) now += chain_.uf_nograd(i);
+      } else {
+        now += chain_.uf(it.start);
+        first_op_end[k] = now;
+        if (it.kind == Item::KeepOffload)
+          copy_end[k] = now + 1000.0 * (chain_.xbar(it.start + 1) - chain_.x(it.start + 1)) / chain_.link->d2h_bytes_per_s;
+      }
+    }
+    start[items_.size()] = now;
+    first_op_end[items_.size()] = now + (tail_ == L_ ? chain_.ub(L_) : 0.0);
+    for (size_t k = 0; k < items_.size(); ++k) {
+      if (!items_[k].offloads()) continue;
+      const bool into_tail = k + 1 == items_.size();
+      const double limit = into_tail && tail_ < L_ ? start[k + 1] : first_op_end[k + 1];
+      if (copy_end[k] > limit) return false;
+    }
+    return true;
+  }
+
+  // Picks a persistent schedule for every checkpointed item and the tail.
+  void choose_inner(size_t i, std::vector<const std::vector<Op>*> picked) {
+    if (i == items_.size()) {
+      for (const auto& tail_ops : inner(tail_, L_)) {
+        picked.push_back(&tail_ops);
+        emit(picked);
+        picked.pop_back();
+      }
+      return;
+    }
+    if (items_[i].kind != Item::Ckpt) {
+      picked.push_back(nullptr);
+      choose_inner(i + 1, picked);
+      return;
+    }
+    for (const auto& ops : inner(items_[i].start, items_[i].end - 1)) {
+      picked.push_back(&ops);
+      choose_inner(i + 1, picked);
+      picked.pop_back();
+    }
+  }
+
+  const std::vector<std::vector<Op>>& inner(int s, int t) {
+    auto& slot = memo_[{s, t}];
+    if (slot.empty()) slot = persistent_schedules_of(L_, s, t);
+    return slot;
+  }
+
+  void emit(const std::vector<const std::vector<Op>*>& picked) {
+    std::vector<Op> ops;
+    for (const Item& it : items_) {
+      if (it.kind == Item::Ckpt) {
+        ops.push_back({OpKind::FwdCkpt, it.start});
+        if (it.offload) ops.push_back({OpKind::Offload, it.start});
+        for (int i = it.start + 1; i < it.end; ++i) ops.push_back({OpKind::FwdDrop, i});
+      } else {
+        ops.push_back({OpKind::FwdKeep, it.start});
+        if (it.kind == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, it.start + 1});
+      }
+    }
+    // Backward: the tail, then the items right to left; item k's prefetch goes
+    // before (lead) or after the backward of item k+1 (the tail for the last item).
+    const auto prefetch_of = [&](const Item& it) {
+      return it.kind == Item::KeepOffload ? Op{OpKind::PrefetchSaved, it.start + 1} : Op{OpKind::Prefetch, it.start};
+    };
+    for (size_t j = items_.size() + 1; j-- > 0;) {
+      const Item* before = j > 0 ? &items_[j - 1] : nullptr;
+      if (before && before->offloads() && before->lead) ops.push_back(prefetch_of(*before));
+      if (j == items_.size()) {
+        ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
+      } else if (items_[j].kind == Item::Ckpt) {
+        ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
+      } else {
+        ops.push_back({OpKind::Bwd, items_[j].start});
+      }
+      if (before && before->offloads() && !before->lead) ops.push_back(prefetch_of(*before));
+    }
+    const SimResult r = simulate_timeline(chain_, ops);
+    if (!r.valid) throw std::logic_error("offload brute force built an invalid schedule: " + r.error);
+    out_.push_back({std::move(ops), r.peak_bytes, r.time_ms});
+  }
+
+  const Chain& chain_;
+  int L_;
+  int tail_ = 0;
+  std::vector<Item> items_;
+  std::map<std::pair<int, int>, std::vector<std::vector<Op>>> memo_;
+  std::vector<OffloadCandidate> out_;
+};
+
+}  // namespace
+
+std::vector<OffloadCandidate> all_offload_class_schedules(const Chain& chain) {
+  if (!chain.link) throw std::invalid_argument("the offload class needs chain.link");
+  return Builder(chain).run();
+}
+
+std::optional<OffloadCandidate> fastest_offload_fitting(const std::vector<OffloadCandidate>& all, int64_t budget_bytes) {
+  std::optional<OffloadCandidate> best;
+  for (const OffloadCandidate& c : all)
+    if (c.peak_bytes <= budget_bytes && (!best || c.time_ms < best->time_ms)) best = c;
+  return best;
+}
+
+}  // namespace memopt::solver::testing

@@ -1,0 +1,153 @@
+// offload_bruteforce_test.cpp: the offload DP (solver/offload.h) against an
+// exhaustive search over its schedule class (offload_brute_force.h), and the
+// closed-form oracles of unlimited and hidden bandwidth.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "solver/baselines.h"
+#include "solver/offload.h"
+#include "solver/rotor.h"
+#include "solver/simulate.h"
+#include "tests/solver/offload_brute_force.h"
+#include "tests/solver/random_chains.h"
+
+namespace memopt::solver {
+namespace {
+
+using testing::OffloadCandidate;
+
+// Integer sizes and times, and links of 500, 1000 or 2000 B/s, so that every copy
+// takes a multiple of 0.5 ms: the simulator's doubles, the DP's quantum units and
+// the brute force's sums are all exact, and exact equality is the right test.
+Chain small_chain(std::mt19937_64& rng, int L) {
+  testing::RandomChainOptions o;
+  o.length = L;
+  o.max_units = 6;
+  o.large_tmp_units = 20;
+  o.max_ms = 6;
+  Chain chain = testing::random_chain(rng, o);
+  const double rates[] = {500.0, 1000.0, 2000.0};
+  std::uniform_int_distribution<int> pick(0, 2);
+  chain.link = Link{rates[pick(rng)], rates[pick(rng)]};
+  return chain;
+}
+
+TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
+  std::mt19937_64 rng(21);
+  int num_compared = 0, num_offloading = 0, num_beating_recompute = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    const int L = 1 + trial % 4;
+    const Chain chain = small_chain(rng, L);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const std::vector<OffloadCandidate> all = testing::all_offload_class_schedules(chain);
+    // Every distinct peak is a budget at which the optimum may change.
+    std::set<int64_t> peaks;
+    for (const auto& c : all) peaks.insert(c.peak_bytes);
+    std::vector<int64_t> budgets(peaks.begin(), peaks.end());
+    if (budgets.size() > 10) {
+      std::vector<int64_t> sample;
+      for (size_t i = 0; i < 10; ++i) sample.push_back(budgets[i * budgets.size() / 10]);
+      sample.push_back(budgets.back());
+      budgets = sample;
+    }
+    budgets.push_back(budgets.front() - 1);  // below every schedule: both must refuse
+    for (const int64_t budget : budgets) {
+      if (budget <= 0) continue;
+      SCOPED_TRACE("budget " + std::to_string(budget));
+      const auto bf = testing::fastest_offload_fitting(all, budget);
+      // One slot per byte: the DP's rounding is exact.
+      const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+      ASSERT_EQ(dp.has_value(), bf.has_value());
+      if (!dp) continue;
+      const SimResult r = simulate_timeline(chain, *dp);
+      ASSERT_TRUE(r.valid) << r.error;
+      EXPECT_LE(r.peak_bytes, budget);
+      EXPECT_EQ(r.time_ms, bf->time_ms);
+      ++num_compared;
+      bool offloads = false;
+      for (const Op& op : *dp) offloads |= is_copy(op.kind);
+      num_offloading += offloads;
+      const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
+      num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
+    }
+  }
+  // Not vacuous: many comparisons, and offloading matters in a good share of them.
+  EXPECT_GT(num_compared, 400);
+  EXPECT_GT(num_offloading, 60);
+  EXPECT_GT(num_beating_recompute, 30);
+}
+
+// Keep every stage, offload every saved state right away and bring it back just
+// before its backward: with instant copies this holds, at any moment, only what
+// the stage running needs -- its own working set (plus the a_k the hollow states
+// keep). Built here by hand, independently of the DP.
+std::vector<Op> keep_and_offload_every_saved_state(const Chain& chain) {
+  const int L = chain.length();
+  std::vector<Op> ops;
+  std::vector<bool> moved(L + 1, false);
+  for (int i = 0; i < L; ++i) {
+    ops.push_back({OpKind::FwdKeep, i});
+    // The last stage's copy would overlap the loss alone, which may take no time.
+    if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) {
+      ops.push_back({OpKind::OffloadSaved, i + 1});
+      moved[i + 1] = true;
+    }
+  }
+  ops.push_back({OpKind::Loss, -1});
+  for (int i = L - 1; i >= 0; --i) {
+    if (moved[i + 1]) ops.push_back({OpKind::PrefetchSaved, i + 1});
+    ops.push_back({OpKind::Bwd, i});
+  }
+  return ops;
+}
+
+TEST(OffloadDp, UnlimitedBandwidthReachesEveryStageOnceWhenEachWorkingSetFits) {
+  std::mt19937_64 rng(22);
+  int num_below_store_all = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Chain chain = testing::random_byte_chain(rng, 2 + trial % 9, 100000);
+    chain.link = Link{1e18, 1e18};
+    const SimResult w = simulate_timeline(chain, keep_and_offload_every_saved_state(chain));
+    ASSERT_TRUE(w.valid) << w.error;
+    // Slot rounding costs at most one slot per size in a sum of fewer than 40.
+    const int slots = 4000;
+    const int64_t budget = w.peak_bytes + w.peak_bytes / 100 + 1;
+    const auto ops = solve_offload(chain, budget, {slots, false, 1});
+    ASSERT_TRUE(ops.has_value()) << "trial " << trial;
+    const SimResult r = simulate_timeline(chain, *ops);
+    ASSERT_TRUE(r.valid) << r.error;
+    EXPECT_LE(r.peak_bytes, budget);
+    // Each stall of a just-in-time prefetch costs the DP one quantum unit.
+    const double tol = (chain.length() + 1) * time_quantum_for(chain).unit_ms + 1e-9;
+    EXPECT_NEAR(r.time_ms, sum_fwd_bwd_ms(chain), tol) << "trial " << trial;
+    num_below_store_all += w.peak_bytes < simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  }
+  EXPECT_GT(num_below_store_all, 150);
+}
+
+TEST(OffloadDp, PrefetchesEarlyEnoughToHideEveryCopyWhenTheBudgetAllows) {
+  // Eight equal blocks saving 10x their output; each saved state moves in 1 ms,
+  // under the 2 ms forward and 3 ms backward it can hide behind.
+  Chain chain = testing::homogeneous_chain(8, 2.0, 3.0, 100, 1000);
+  chain.link = Link{900e3, 900e3};
+  const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  const auto ops = solve_offload(chain, store_all * 45 / 100, {2000, false, 1});
+  ASSERT_TRUE(ops.has_value());
+  const SimResult r = simulate_timeline(chain, *ops);
+  ASSERT_TRUE(r.valid) << r.error;
+  int prefetches = 0;
+  for (const Op& op : *ops) prefetches += op.kind == OpKind::PrefetchSaved;
+  EXPECT_GE(prefetches, 5);
+  EXPECT_EQ(r.stall_ms, 0.0);
+  EXPECT_DOUBLE_EQ(r.time_ms, 8 * 5.0);
+  // Recomputation alone pays at least one extra forward at this budget.
+  const auto rec = solve_recompute(chain, store_all * 45 / 100, {2000, false, 1});
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_GE(simulate_sequential(chain, *rec).time_ms, 8 * 5.0 + 2.0);
+}
+
+}  // namespace
+}  // namespace memopt::solver
