@@ -13,6 +13,10 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # Note [Sanitizers and the torch wheel]
+# Status: the solver suite passes under these settings (116 tests, ~1 min); the
+# profiler and runtime suites had not finished their first instrumented build on the
+# shared machine when this was written, so the options below for libtorch are the
+# usual ones, not yet confirmed here -- if a report points inside libtorch, extend them.
 # LibTorch comes from the PyTorch wheel, which is not instrumented. That works:
 # - Our executables link -fsanitize=address, so libasan is loaded first and
 #   intercepts malloc/free for libtorch too; nothing needs LD_PRELOAD (which would be

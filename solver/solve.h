@@ -56,8 +56,10 @@ struct InfeasibleBudget : std::runtime_error {
 };
 
 // Note [Largest problem]: the DP takes time ∝ slots·L³ and a table of 4 bytes ×
-// slots × L²/2. At 192 stages and 500 slots it solves in ~0.1 s (results/solver-bench);
-// at 512 stages ~2 s and 0.26 GiB; at 10,000 stages it would take days and 100 GiB.
+// slots × L²/2. At 192 stages and 500 slots one solve takes 0.14 s on one thread
+// (results/solver-bench), so ~2.6 s at 512 stages with a 0.26 GiB table (measured:
+// `memopt solve --threads 1` on 512 stages, which solves three DPs for its comparison
+// table, peaked at 0.27 GB resident); at 10,000 stages it would take weeks and 100 GiB.
 // GPT-2 xl cut into sublayers has under 300 stages, so memopt refuses longer chains
 // (every solver: one rule, one message) and tables above kMaxTableBytes, each with the
 // fix, instead of hanging or being killed for memory.

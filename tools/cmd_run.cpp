@@ -40,6 +40,8 @@ void run_run(const RunArgs& args) {
   }
   // Checked against the profile before the model is built: a bad schedule costs nothing.
   const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
+  // Installed before the model is built, so its parameters count against the device.
+  if (device_limit > 0) profiler::counting_cpu_allocator();
   runtime::ProfiledModel model(profile, args.threads);
   model.check_fits(schedule, args.schedule_path);
   // The model's parameters and the batch count against the device like everything else.

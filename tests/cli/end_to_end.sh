@@ -24,4 +24,12 @@ if grep -q "exceeds the budget" "$dir/run.txt"; then
   exit 1
 fi
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); assert r["measured"]["peak_bytes"] <= r["budget_bytes"], r' "$dir/runs.jsonl"
+# A device too small for the plan (--device-memory) is refused before any step, with
+# the shortfall (issue 9).
+if "$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --steps 1 --device-memory 4MiB \
+     >/dev/null 2>"$dir/oom.txt"; then
+  echo "FAIL: a plan larger than the device was run" >&2
+  exit 1
+fi
+grep -q "s.json: a training step of this plan needs .* short by" "$dir/oom.txt" || { cat "$dir/oom.txt"; exit 1; }
 echo "end to end: ok"

@@ -20,16 +20,16 @@ using testing::TinyTrainer;
 
 constexpr int kSteps = 3;
 
-struct Run {
+struct TrainingRun {
   std::vector<double> losses;
   std::vector<at::Tensor> parameters;
 };
 
 // kSteps AdamW steps along `ops` from the RNG state `rng`, on a fresh model from the spec's seed.
-Run train(const std::vector<solver::Op>* ops, const CpuRngState& rng, const ExecutorOptions& options = {}) {
+TrainingRun train(const std::vector<solver::Op>* ops, const CpuRngState& rng, const ExecutorOptions& options = {}) {
   TinyTrainer t;
   set_cpu_rng_state(rng);
-  Run run;
+  TrainingRun run;
   for (int step = 0; step < kSteps; ++step) {
     if (ops) {
       run.losses.push_back(t.step(*ops, options));
@@ -63,15 +63,15 @@ class Determinism : public ::testing::Test {
 };
 
 TEST_F(Determinism, TwoRunsOfTheSameScheduleAndSeedAreBitIdentical) {
-  const Run a = train(&schedule.ops, rng);
-  const Run b = train(&schedule.ops, rng);
+  const TrainingRun a = train(&schedule.ops, rng);
+  const TrainingRun b = train(&schedule.ops, rng);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_TRUE(identical(a.parameters, b.parameters));
 }
 
 TEST_F(Determinism, ScheduledTrainingEqualsPlainTrainingBitForBit) {
-  const Run scheduled = train(&schedule.ops, rng);
-  const Run plain = train(nullptr, rng);
+  const TrainingRun scheduled = train(&schedule.ops, rng);
+  const TrainingRun plain = train(nullptr, rng);
   EXPECT_EQ(scheduled.losses, plain.losses);
   EXPECT_TRUE(identical(scheduled.parameters, plain.parameters));
 }
@@ -81,8 +81,8 @@ TEST_F(Determinism, ScheduledTrainingEqualsPlainTrainingBitForBit) {
 TEST_F(Determinism, AStaleRngOnRecomputeIsDetected) {
   ExecutorOptions stale;
   stale.restore_rng = false;
-  const Run scheduled = train(&schedule.ops, rng, stale);
-  const Run plain = train(nullptr, rng);
+  const TrainingRun scheduled = train(&schedule.ops, rng, stale);
+  const TrainingRun plain = train(nullptr, rng);
   EXPECT_FALSE(identical(scheduled.parameters, plain.parameters));
 }
 

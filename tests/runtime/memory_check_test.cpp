@@ -75,6 +75,8 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
   zero_grads_in_place(*trainer.model);
   EXPECT_THROW(run_step_or_restore(*trainer.model, store_all, trainer.batch, meter, {}, "s.json"),
                InsufficientDeviceMemory);
+  const int64_t device_bytes = profiler::counting_cpu_allocator().limit_bytes();
+  profiler::counting_cpu_allocator().set_limit_bytes(0);  // the snapshots below are the test's, not the device's
   EXPECT_TRUE(identical(trainer.parameters(), params));
   EXPECT_TRUE(identical(trainer.optimizer_state(), state));
   // No dropout mask drawn by the failed step is lost to the next one.
@@ -83,7 +85,9 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
 
   // 3. Training continues along the small plan, on the limited device, exactly like
   // the reference that never failed.
+  profiler::counting_cpu_allocator().set_limit_bytes(device_bytes);
   EXPECT_EQ(trainer.step(small.ops), ref_loss2);
+  profiler::counting_cpu_allocator().set_limit_bytes(0);
   EXPECT_TRUE(identical(trainer.parameters(), ref_params));
 }
 
