@@ -182,6 +182,7 @@ class Distributed : public ::testing::Test {
     static const std::vector<at::Tensor> ref = reference();
     std::vector<nlohmann::json> results;
     std::vector<bool> seen(ref.size(), false);
+    double max_diff = 0;
     for (int r = 0; r < world; ++r) {
       const std::string stem = out + ".rank" + std::to_string(r);
       results.push_back(nlohmann::json::parse(slurp(stem + ".json")));
@@ -197,10 +198,14 @@ class Distributed : public ::testing::Test {
         // so gradients differ from the reference by float rounding (~1e-7 relative);
         // through 3 AdamW steps of lr 1e-3 that moves parameters by well under 1e-6.
         const double diff = (got - expected).abs().max().item<double>();
+        max_diff = std::max(max_diff, diff);
         EXPECT_LE(diff, 2e-6) << name << ": rank " << r << " parameter " << rec.index;
       }
     }
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << "no rank wrote parameter " << i;
+    RecordProperty("max_abs_param_diff_" + name, std::to_string(max_diff));
+    if (std::getenv("MEMOPT_TEST_VERBOSE")) std::fprintf(stderr, "%s: max |param - reference| = %.3g\n", name.c_str(), max_diff);
+    for (nlohmann::json& r : results) r["job"] = name;
     return results;
   }
 
@@ -212,8 +217,8 @@ class Distributed : public ::testing::Test {
                                                 int64_t{1} << 34, o, profile_);
     for (const nlohmann::json& r : results) {
       const auto& plan = plans.at(r.at("pipeline_stage").get<int>());
-      EXPECT_EQ(r.at("persistent_bytes").get<int64_t>(), plan.zero.persistent_bytes()) << "rank " << r.at("rank");
-      EXPECT_EQ(r.at("engine_persistent_bytes").get<int64_t>(), plan.zero.persistent_bytes());
+      EXPECT_EQ(r.at("persistent_bytes").get<int64_t>(), plan.zero.persistent_bytes()) << r.at("job") << " rank " << r.at("rank");
+      EXPECT_EQ(r.at("engine_persistent_bytes").get<int64_t>(), plan.zero.persistent_bytes()) << r.at("job");
     }
   }
 
