@@ -252,6 +252,10 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
       o.log(line);
     }
   }
+  // Gloo's worker drops its reference to a finished collective's tensors (the last
+  // loss all-reduce) after wait() returns; one more collective through the same
+  // worker guarantees it has, so that the reading below is what the engine keeps.
+  dp->barrier();
   res.persistent_bytes = meter.current_bytes() - base_bytes;
   res.engine_persistent_bytes = engine.persistent_bytes();
 
