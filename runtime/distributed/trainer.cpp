@@ -258,6 +258,7 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   dp->barrier();
   res.persistent_bytes = meter.current_bytes() - base_bytes;
   res.engine_persistent_bytes = engine.persistent_bytes();
+  res.num_gathers = engine.num_gathers();
 
   if (!o.out_prefix.empty()) {
     const std::vector<at::Tensor> values = engine.full_parameters();
@@ -283,6 +284,7 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
                                {"micro_batches", M},
                                {"rows_per_micro_batch", res.rows_per_micro_batch},
                                {"max_in_flight", res.max_in_flight},
+                               {"num_gathers", res.num_gathers},
                                {"persistent_bytes", res.persistent_bytes},
                                {"engine_persistent_bytes", res.engine_persistent_bytes},
                                {"steps", steps}});

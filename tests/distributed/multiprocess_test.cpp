@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +28,7 @@
 
 #include "runtime/distributed/trainer.h"
 #include "runtime/gpt2.h"
+#include "solver/baselines.h"
 #include "solver/distributed_plan.h"
 #include "solver/io.h"
 
@@ -228,11 +230,26 @@ class Distributed : public ::testing::Test {
   static inline std::string profile_, offload_;
 };
 
+// ZeRO-3 gathers the buckets a stage reads around every forward op (first runs and
+// recomputations) and every backward op of the schedule, per micro-batch and step.
+int64_t expected_gathers(const solver::Chain& chain, const std::vector<solver::Op>& ops, int micro_batches) {
+  const solver::ZeroBuckets z = solver::zero_buckets(chain, "test");
+  int64_t n = 0;
+  for (const solver::Op& op : ops)
+    if (op.kind == solver::OpKind::FwdKeep || op.kind == solver::OpKind::FwdCkpt ||
+        op.kind == solver::OpKind::FwdDrop || op.kind == solver::OpKind::Bwd)
+      n += static_cast<int64_t>(z.reads[op.index].size());
+  return n * micro_batches * kSteps;
+}
+
 TEST_F(Distributed, ZeroStagesAtWorldSize2) {
   for (int k = 0; k <= 3; ++k) {
     const auto results = train_and_compare(2, {"--zero-stage", std::to_string(k)}, "w2z" + std::to_string(k));
     ASSERT_EQ(results.size(), 2u);
     expect_static_bytes_match_plan(results, 2, k, 1, 1);
+    const solver::Chain chain = solver::read_profile(profile_).chain;
+    for (const auto& r : results)
+      EXPECT_EQ(r.at("num_gathers").get<int64_t>(), k == 3 ? expected_gathers(chain, solver::store_all_ops(chain), 1) : 0);
   }
 }
 
@@ -242,6 +259,15 @@ TEST_F(Distributed, ZeroStagesAtWorldSize2WithRecomputeAndOffload) {
         train_and_compare(2, {"--zero-stage", std::to_string(k), "--schedule", offload_}, "w2z" + std::to_string(k) + "off");
     ASSERT_EQ(results.size(), 2u);
     expect_static_bytes_match_plan(results, 2, k, 1, 1);
+    if (k == 3) {
+      const solver::Schedule s = solver::read_schedule(offload_);
+      // The schedule recomputes and offloads; each recomputation gathers again.
+      EXPECT_TRUE(std::any_of(s.ops.begin(), s.ops.end(), [](const solver::Op& op) { return op.kind == solver::OpKind::Offload; }));
+      EXPECT_GT(std::count_if(s.ops.begin(), s.ops.end(), [](const solver::Op& op) { return op.kind != solver::OpKind::Bwd && op.kind != solver::OpKind::Loss && op.kind != solver::OpKind::Offload && op.kind != solver::OpKind::Prefetch; }),
+                solver::read_profile(profile_).chain.length());
+      for (const auto& r : results)
+        EXPECT_EQ(r.at("num_gathers").get<int64_t>(), expected_gathers(solver::read_profile(profile_).chain, s.ops, 1));
+    }
   }
 }
 
