@@ -72,7 +72,7 @@ std::shared_ptr<Comm> Comm::connect(const LaunchEnv& env, const CommOptions& opt
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(env.master_port);
-    so.isServer = env.rank == 0;
+    so.isServer = env.rank == 0 && !env.agent_store;
     so.numWorkers = env.world_size;
     so.waitWorkers = true;
     so.timeout = options.timeout;

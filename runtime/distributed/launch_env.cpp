@@ -43,6 +43,8 @@ LaunchEnv launch_env_from(const GetEnv& get) {
   e.rank = integer("RANK", need(get, "RANK"), 0, e.world_size - 1);
   const std::optional<std::string> local = get("LOCAL_RANK");
   e.local_rank = local && !local->empty() ? integer("LOCAL_RANK", *local, 0, e.world_size - 1) : e.rank;
+  const std::optional<std::string> agent = get("TORCHELASTIC_USE_AGENT_STORE");
+  e.agent_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
   return e;
 }
 

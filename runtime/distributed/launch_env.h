@@ -15,6 +15,9 @@ struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  // torchrun's agent already serves the store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 joins it instead of hosting one.
+  bool agent_store = false;
 };
 
 // Reads the variables through `get` (std::getenv by default; tests pass a map).

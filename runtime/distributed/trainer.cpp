@@ -136,6 +136,9 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   for (size_t i = 0; i < all_params.size(); ++i) global_index[all_params[i].unsafeGetTensorImpl()] = static_cast<int64_t>(i);
   // Every parameter leaves its construction-time storage: this stage's for ZeRO's
   // buckets, the others' for nothing (another pipeline stage holds them).
+  // The loss all-reduce's buffer, allocated once and before the baseline: c10d may
+  // hold a collective's tensors a while after wait() returns.
+  at::Tensor loss_buffer = at::zeros({1});
   const int64_t base_bytes = meter.current_bytes() - full.parameter_bytes();
   {
     std::set<const void*> mine;
@@ -237,9 +240,9 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
     engine.finish_step();
     TrainStep s;
     if (k == P - 1) {
-      at::Tensor loss = at::full({1}, r.loss_sum / M, at::kDouble).to(at::kFloat);
-      if (D > 1) dp->all_reduce_sum(loss);
-      s.loss = loss.item<double>() / D;
+      loss_buffer.fill_(r.loss_sum / M);
+      if (D > 1) dp->all_reduce_sum(loss_buffer);
+      s.loss = loss_buffer.item<double>() / D;
     }
     s.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     s.peak_bytes = meter.peak_bytes() - base_bytes;
@@ -252,8 +255,13 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
       o.log(line);
     }
   }
+  // Gloo's worker drops its reference to a finished collective's tensors (the last
+  // loss all-reduce) after wait() returns; one more collective through the same
+  // worker guarantees it has, so that the reading below is what the engine keeps.
+  dp->barrier();
   res.persistent_bytes = meter.current_bytes() - base_bytes;
   res.engine_persistent_bytes = engine.persistent_bytes();
+  res.num_gathers = engine.num_gathers();
 
   if (!o.out_prefix.empty()) {
     const std::vector<at::Tensor> values = engine.full_parameters();
@@ -279,6 +287,7 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
                                {"micro_batches", M},
                                {"rows_per_micro_batch", res.rows_per_micro_batch},
                                {"max_in_flight", res.max_in_flight},
+                               {"num_gathers", res.num_gathers},
                                {"persistent_bytes", res.persistent_bytes},
                                {"engine_persistent_bytes", res.engine_persistent_bytes},
                                {"steps", steps}});

@@ -48,6 +48,7 @@ struct TrainResult {
   int64_t persistent_bytes = 0;         // measured between steps by the counting allocator
   int64_t engine_persistent_bytes = 0;  // what ZeroEngine says it holds
   int max_in_flight = 0;
+  int64_t num_gathers = 0;              // ZeRO-3 bucket all-gathers during the steps
   std::vector<TrainStep> steps;
 };
 

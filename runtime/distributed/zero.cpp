@@ -121,6 +121,7 @@ int64_t ZeroEngine::persistent_bytes() const {
 void ZeroEngine::gather(int b) {
   Bucket& k = *buckets_[b];
   if (k.gathered++ > 0) return;
+  ++num_gathers_;
   restore_storage(k.flat, k.padded * static_cast<int64_t>(sizeof(float)));
   dp_->all_gather(k.flat, k.owned);
 }

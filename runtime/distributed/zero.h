@@ -52,6 +52,9 @@ class ZeroEngine final : public StageHooks {
   // What the engine keeps between steps: parameters, gradients, AdamW state (bytes).
   int64_t persistent_bytes() const;
   int zero_stage() const { return stage_; }
+  // Stage 3: how many bucket all-gathers ran (each forward and backward of a stage
+  // gathers the buckets it reads), for tests and reports.
+  int64_t num_gathers() const { return num_gathers_; }
 
  private:
   struct Bucket;
@@ -66,6 +69,7 @@ class ZeroEngine final : public StageHooks {
   std::vector<std::unique_ptr<Bucket>> buckets_;  // per chain stage (may be empty)
   std::vector<std::vector<int>> reads_;           // per chain stage: buckets it reads
   std::vector<int> bucket_of_, offset_of_;        // per parameter
+  int64_t num_gathers_ = 0;
 };
 
 }  // namespace memopt::runtime::distributed

@@ -69,6 +69,9 @@ TEST(LaunchEnv, ReadsTorchrunVariables) {
   EXPECT_EQ(e.rank, 3);
   EXPECT_EQ(e.world_size, 4);
   EXPECT_EQ(e.local_rank, 1);
+  EXPECT_FALSE(e.agent_store);
+  EXPECT_TRUE(env_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "1"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "True"}}).agent_store);
   // A plain multi-process launch may leave LOCAL_RANK out.
   EXPECT_EQ(env_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}).local_rank, 1);
 }
