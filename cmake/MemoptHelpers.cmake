@@ -35,3 +35,10 @@ function(memopt_add_benchmark)
   target_include_directories(${B_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
   target_compile_definitions(${B_NAME} PRIVATE MEMOPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 endfunction()
+
+# memopt_add_to_cuda_ci(target ...): what CI builds in the `cuda` preset (the
+# memopt_cuda_ci target, build preset cuda-ci): the CUDA targets and their tests,
+# so that a CUDA compile or link error fails CI without building everything twice.
+function(memopt_add_to_cuda_ci)
+  set_property(GLOBAL APPEND PROPERTY MEMOPT_CUDA_CI_TARGETS ${ARGN})
+endfunction()

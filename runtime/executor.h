@@ -12,6 +12,7 @@
 #include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/Tensor.h>
 
+#include "profiler/stage_tracer.h"
 #include "runtime/copy_engine.h"
 #include "runtime/staged_model.h"
 #include "solver/schedule.h"
@@ -37,7 +38,10 @@ struct ExecutorOptions {
   // tests turn this off, to show that it matters.
   bool restore_rng = true;
   // Runs `offload` / `prefetch` ops; schedules with such ops need one. Not owned.
-  CpuCopyEngine* copy_engine = nullptr;
+  CopyEngine* copy_engine = nullptr;
+  // When set, every op runs inside a range memopt/<op word>/<stage or a_k> (NVTX and
+  // CUPTI attribution on CUDA), so a timeline reads like the schedule. Not owned.
+  profiler::StageTracer* tracer = nullptr;
 };
 
 // What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
@@ -75,6 +79,7 @@ class ScheduleRunner {
   void forward_op(const solver::Op& op);
   void backward_op(int i);
   at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
+  void run_op(const solver::Op& op);  // a forward, bwd or copy op inside its tracer range
 
   const StagedModel& model_;
   std::vector<solver::Op> ops_;
