@@ -152,9 +152,12 @@ void ScheduleRunner::backward_op(int i) {
 void ScheduleRunner::run_op(const Op& op) {
   const bool copy = op.kind == OpKind::Offload || op.kind == OpKind::Prefetch;
   std::optional<profiler::StageRange> range;
-  if (options_.tracer)
-    range.emplace(options_.tracer, std::string(solver::info(op.kind).word),
-                  copy ? "a" + std::to_string(op.index) : model_.stage(op.index).name);
+  if (options_.tracer) {
+    // Copies name the activation a_k they move; compute ops name their stage.
+    std::string what = copy ? std::to_string(op.index) : model_.stage(op.index).name;
+    if (copy) what.insert(0, "a");
+    range.emplace(options_.tracer, std::string(solver::info(op.kind).word), what);
+  }
   if (op.kind == OpKind::Bwd) backward_op(op.index);
   else if (copy) copy_op(op);
   else forward_op(op);
