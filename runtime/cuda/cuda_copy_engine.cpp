@@ -83,6 +83,16 @@ class CudaCopyEngine final : public CopyEngine {
         h2d_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)),
         pinned_(options.host_pool_bytes),
         arena_(options.host_pool_bytes) {}
+  // Copies still queued read or write the pinned pool, which is freed after this body.
+  ~CudaCopyEngine() override {
+    try {
+      d2h_.synchronize();
+      h2d_.synchronize();
+    } catch (...) {  // a destructor must not throw; a failed device is reported elsewhere
+    }
+  }
+  CudaCopyEngine(const CudaCopyEngine&) = delete;
+  CudaCopyEngine& operator=(const CudaCopyEngine&) = delete;
 
   std::shared_ptr<Transfer> offload(const at::Tensor& device_tensor) override {
     check_on_device(device_tensor, "offload");

@@ -24,4 +24,15 @@ if grep -q "exceeds the budget" "$dir/run.txt"; then
   exit 1
 fi
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); assert r["measured"]["peak_bytes"] <= r["budget_bytes"], r' "$dir/runs.jsonl"
+# --device cuda names the fix when it cannot run: a CPU-only build, or no GPU visible.
+if "$memopt" profile --device cuda --preset tiny --repeat 1 > "$dir/cuda.txt" 2>&1; then
+  echo "note: --device cuda ran (a GPU is visible)"
+elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir/cuda.txt"; then
+  echo "FAIL: --device cuda failed without naming the fix:" >&2
+  cat "$dir/cuda.txt" >&2
+  exit 1
+fi
+"$memopt" profile --preset tiny --batch 2 --seq 32 --repeat 1 --trace-out "$dir/trace.json" >/dev/null
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert any(r["label"].startswith("memopt/bwd/") for r in t["ranges"]), t' \
+  "$dir/trace.json"
 echo "end to end: ok"
