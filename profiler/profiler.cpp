@@ -167,7 +167,8 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
     at::Tensor next;
     for (int run = 0; run < options.warmup + options.repeat; ++run) {
       guard.zero_grads();
-      Run r = run_stage(model, i, a, batch, meter, timer, options.tracer);
+      // Warm-up runs stay outside the trace, as they stay outside the medians.
+      Run r = run_stage(model, i, a, batch, meter, timer, run < options.warmup ? nullptr : options.tracer);
       if (run < options.warmup) continue;
       fwd.push_back(r.fwd_ms);
       bwd.push_back(r.bwd_ms);
