@@ -85,8 +85,9 @@ struct Run {
 };
 
 Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, const runtime::Batch& batch,
-              MemoryMeter& meter, Timer& timer) {
+              MemoryMeter& meter, Timer& timer, StageTracer* tracer) {
   Run r{};
+  const std::string& name = model.stage(i).name;
   const bool input_needs_grad = i > 0 && at::isFloatingType(a.scalar_type());
   {
     // Step 1: forward under autograd.
@@ -94,9 +95,13 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     if (input_needs_grad) x.requires_grad_(true);
     const int64_t before_fwd = meter.current_bytes();
     meter.reset_peak();
-    timer.start();
-    at::Tensor y = model.forward_stage(i, x, batch);
-    r.fwd_ms = timer.stop_ms();
+    at::Tensor y;
+    {
+      StageRange range(tracer, "fwd_keep", name);
+      timer.start();
+      y = model.forward_stage(i, x, batch);
+      r.fwd_ms = timer.stop_ms();
+    }
     const int64_t after_fwd = meter.current_bytes();
     r.saved_bytes = after_fwd - before_fwd;
     r.fwd_tmp_grad_bytes = meter.peak_bytes() - after_fwd;
@@ -111,9 +116,12 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     evict_caches();
     const int64_t before_bwd = meter.current_bytes();
     meter.reset_peak();
-    timer.start();
-    torch::autograd::backward({y}, {seed}, /*retain_graph=*/false);
-    r.bwd_ms = timer.stop_ms();
+    {
+      StageRange range(tracer, "bwd", name);
+      timer.start();
+      torch::autograd::backward({y}, {seed}, /*retain_graph=*/false);
+      r.bwd_ms = timer.stop_ms();
+    }
     r.input_grad_bytes = input_needs_grad && x.grad().defined() ? storage_bytes(x.grad()) : 0;
     const int64_t d_i_bytes = storage_bytes(a);  // SPEC's d_i is as big as a_i, real or not
     r.bwd_tmp_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_bwd - d_i_bytes);
@@ -122,9 +130,13 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     // Step 3: forward without grad, as fwd_ckpt and fwd_drop run it.
     at::NoGradGuard no_grad;
     meter.reset_peak();
-    timer.start();
-    at::Tensor y = model.forward_stage(i, a, batch);
-    r.fwd_nograd_ms = timer.stop_ms();
+    at::Tensor y;
+    {
+      StageRange range(tracer, "fwd_nograd", name);
+      timer.start();
+      y = model.forward_stage(i, a, batch);
+      r.fwd_nograd_ms = timer.stop_ms();
+    }
     r.fwd_tmp_nograd_bytes = std::max<int64_t>(0, meter.peak_bytes() - meter.current_bytes());
     r.output = y;
   }
@@ -156,7 +168,8 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
     at::Tensor next;
     for (int run = 0; run < options.warmup + options.repeat; ++run) {
       guard.zero_grads();
-      Run r = run_stage(model, i, a, batch, meter, timer);
+      // Warm-up runs stay outside the trace, as they stay outside the medians.
+      Run r = run_stage(model, i, a, batch, meter, timer, run < options.warmup ? nullptr : options.tracer);
       if (run < options.warmup) continue;
       fwd.push_back(r.fwd_ms);
       bwd.push_back(r.bwd_ms);
@@ -230,6 +243,35 @@ MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime:
     st.param_reads.assign(reads.begin(), reads.end());
   }
   out.details = std::move(m.details);
+  return out;
+}
+
+DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
+                         nlohmann::json model_json, const ProfileOptions& options) {
+  if (backend == Backend::Cpu) {
+    // The CPU path stays profile_cpu_detailed's, with a range-only tracer.
+    StageTracer tracer;
+    ProfileOptions traced = options;
+    traced.tracer = &tracer;
+    DeviceProfile out{profile_cpu_detailed(model, batch, std::move(model_json), traced), {}};
+    out.trace = tracer.collect();
+    return out;
+  }
+  auto meter = make_memory_meter(backend);
+  auto timer = make_timer(backend);
+  auto tracer = make_stage_tracer(backend);
+  ProfileOptions traced = options;
+  traced.tracer = tracer.get();
+  Measurement m = measure_chain(model, batch, *meter, *timer, traced);
+  DeviceProfile out;
+  solver::Profile& p = out.measured.profile;
+  p.chain = std::move(m.chain);
+  p.model = std::move(model_json);
+  p.device = device_json(backend, options.threads);
+  p.measured = true;
+  p.static_bytes = static_bytes(model);
+  out.measured.details = std::move(m.details);
+  out.trace = tracer->collect();
   return out;
 }
 

@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "profiler/backend.h"
 #include "profiler/memory_meter.h"
+#include "profiler/stage_tracer.h"
 #include "profiler/timer.h"
 #include "runtime/staged_model.h"
 #include "solver/chain.h"
@@ -94,6 +96,10 @@ struct ProfileOptions {
   // Called with (0, number of stages) first and after each stage with (stages done,
   // number of stages), for progress bars.
   std::function<void(int, int)> on_progress;
+  // When set, each measured run of a stage op sits in a range memopt/<op>/<stage>
+  // (op: fwd_keep, bwd, fwd_nograd), so a device tracer attributes its kernels and
+  // Nsight Systems shows the protocol. Not owned.
+  StageTracer* tracer = nullptr;
 };
 
 // What was measured about a stage beyond the solver's fields.
@@ -131,6 +137,15 @@ struct MeasuredProfile {
 // model_json describes how to rebuild the model (e.g. runtime::gpt2_spec_to_json).
 MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
                                      nlohmann::json model_json, const ProfileOptions& options);
+// measure_chain on a backend's timer, memory meter and stage tracer (backend.h); the
+// model and batch must already be on that device. `trace` is the device work of
+// each stage op as the tracer attributed it (CPU: ranges without device activity).
+struct DeviceProfile {
+  MeasuredProfile measured;
+  TraceReport trace;
+};
+DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
+                         nlohmann::json model_json, const ProfileOptions& options);
 // The same without the details.
 solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
                             const ProfileOptions& options);

@@ -18,28 +18,28 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-void Transfer::wait() const {
+void CpuTransfer::wait() const {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
 }
 
-bool Transfer::done() const {
+bool CpuTransfer::done() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return done_;
 }
 
-double Transfer::copy_ms() const {
+double CpuTransfer::copy_ms() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return copy_ms_;
 }
 
-at::Tensor Transfer::take_device_tensor() {
+at::Tensor CpuTransfer::take_device_tensor() {
   wait();
   std::lock_guard<std::mutex> lock(mutex_);
   return std::move(device_);
 }
 
-HostPool::HostPool(int64_t num_bytes) : capacity_(num_bytes) {
+HostPool::HostPool(int64_t num_bytes) : arena_(num_bytes) {
   if (num_bytes > 0) {
     // Page-aligned, like pinned memory would be; malloc'd directly so that the
     // counting CPU allocator (the testbed's device) never sees host bytes.
@@ -49,19 +49,6 @@ HostPool::HostPool(int64_t num_bytes) : capacity_(num_bytes) {
 }
 
 HostPool::~HostPool() { std::free(base_); }
-
-std::byte* HostPool::take(int64_t num_bytes) {
-  const int64_t aligned = (num_bytes + 63) / 64 * 64;
-  if (used_ + aligned > capacity_)
-    throw std::runtime_error("copy engine: the host pool of " + std::to_string(capacity_) +
-                             " bytes is exhausted (needs " + std::to_string(used_ + aligned) +
-                             "); size it from the schedule's offloaded bytes");
-  std::byte* p = base_ + used_;
-  used_ += aligned;
-  return p;
-}
-
-void HostPool::reset() { used_ = 0; }
 
 CpuCopyEngine::Link::Link(double bytes_per_s) : bytes_per_s_(bytes_per_s), thread_([this] { run(); }) {}
 
@@ -74,7 +61,7 @@ CpuCopyEngine::Link::~Link() {
   thread_.join();
 }
 
-void CpuCopyEngine::Link::submit(std::function<void()> work, int64_t num_bytes, std::shared_ptr<Transfer> transfer,
+void CpuCopyEngine::Link::submit(std::function<void()> work, int64_t num_bytes, std::shared_ptr<CpuTransfer> transfer,
                                   std::shared_ptr<Transfer> after) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -110,7 +97,7 @@ void CpuCopyEngine::Link::run() {
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     {
-      Transfer& t = *job.transfer;
+      CpuTransfer& t = *job.transfer;
       std::lock_guard<std::mutex> lock(t.mutex_);
       t.copy_ms_ = ms;
       t.done_ = true;
@@ -135,13 +122,13 @@ CpuCopyEngine::~CpuCopyEngine() = default;
 
 std::shared_ptr<Transfer> CpuCopyEngine::offload(const at::Tensor& device_tensor) {
   if (!device_tensor.is_contiguous()) throw std::invalid_argument("copy engine: offload needs a contiguous tensor");
-  auto t = std::make_shared<Transfer>();
+  auto t = std::make_shared<CpuTransfer>();
   t->num_bytes_ = static_cast<int64_t>(device_tensor.nbytes());
   t->host_ = pool_.take(t->num_bytes_);
   t->options_ = device_tensor.options();
   t->sizes_ = device_tensor.sizes().vec();
   t->device_ = device_tensor;
-  Transfer* raw = t.get();
+  CpuTransfer* raw = t.get();
   d2h_.submit(
       [raw] {
         std::memcpy(raw->host_, raw->device_.data_ptr(), static_cast<size_t>(raw->num_bytes_));
@@ -151,12 +138,14 @@ std::shared_ptr<Transfer> CpuCopyEngine::offload(const at::Tensor& device_tensor
   return t;
 }
 
-std::shared_ptr<Transfer> CpuCopyEngine::prefetch(const std::shared_ptr<Transfer>& offloaded) {
-  auto t = std::make_shared<Transfer>();
+std::shared_ptr<Transfer> CpuCopyEngine::prefetch(const std::shared_ptr<Transfer>& offloaded_transfer) {
+  const auto offloaded = std::dynamic_pointer_cast<CpuTransfer>(offloaded_transfer);
+  if (!offloaded) throw std::invalid_argument("copy engine: prefetch of a transfer the CPU engine did not offload");
+  auto t = std::make_shared<CpuTransfer>();
   t->num_bytes_ = offloaded->num_bytes_;
   t->host_ = offloaded->host_;
   t->device_ = at::empty(offloaded->sizes_, offloaded->options_);  // allocated at issue
-  Transfer* raw = t.get();
+  CpuTransfer* raw = t.get();
   h2d_.submit([raw] { std::memcpy(raw->device_.data_ptr(), raw->host_, static_cast<size_t>(raw->num_bytes_)); },
               t->num_bytes_, t, /*after=*/offloaded);
   return t;
@@ -169,17 +158,19 @@ void CpuCopyEngine::finish_step() {
 }
 
 LinkBandwidth measure_copy_bandwidth(double d2h_cap_bytes_per_s, double h2d_cap_bytes_per_s, int64_t num_bytes,
-                                     int repeat) {
-  CpuCopyEngine engine({d2h_cap_bytes_per_s, h2d_cap_bytes_per_s, num_bytes});
+                                     int repeat, c10::Device device) {
+  auto engine = make_copy_engine(
+      device, {d2h_cap_bytes_per_s, h2d_cap_bytes_per_s, HostArena::bytes_for(std::vector<int64_t>{num_bytes})});
   // Touch the pool and the tensor once so that page faults do not count as link time.
-  const at::Tensor device = at::ones({num_bytes / 4}, at::kFloat);
+  const at::Tensor on_device = at::ones({num_bytes / 4}, at::TensorOptions(at::kFloat).device(device));
   std::vector<double> d2h, h2d;
   for (int r = 0; r <= repeat; ++r) {
-    auto out = engine.offload(device);
+    auto out = engine->offload(on_device);
     out->wait();
-    auto back = engine.prefetch(out);
+    auto back = engine->prefetch(out);
     back->take_device_tensor();
-    engine.finish_step();
+    back->wait();
+    engine->finish_step();
     if (r == 0) continue;  // warm-up
     d2h.push_back(static_cast<double>(num_bytes) / (out->copy_ms() / 1000.0));
     h2d.push_back(static_cast<double>(num_bytes) / (back->copy_ms() / 1000.0));

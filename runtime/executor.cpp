@@ -218,18 +218,28 @@ void ScheduleRunner::backward_op(int i) {
   if (options_.hooks) options_.hooks->after_backward(i);
 }
 
+void ScheduleRunner::run_op(const Op& op) {
+  const bool copy = solver::is_copy(op.kind);
+  std::optional<profiler::StageRange> range;
+  if (options_.tracer) {
+    // Copies name the activation a_k they move; compute ops name their stage.
+    std::string what = copy ? std::to_string(op.index) : model_.stage(op.index).name;
+    if (copy) what.insert(0, "a");
+    range.emplace(options_.tracer, std::string(solver::info(op.kind).word), what);
+  }
+  if (op.kind == OpKind::Bwd) backward_op(op.index);
+  else if (copy) copy_op(op);
+  else forward_op(op);
+}
+
 at::Tensor ScheduleRunner::run_forward(const Batch& batch) {
   batch_ = &batch;
   plain_[0] = batch.input;
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
-    if (solver::is_copy(op.kind)) {
-      copy_op(op);
-    } else {
-      wait_offloads_due(next_op_);
-      forward_op(op);
-    }
+    if (!solver::is_copy(op.kind)) wait_offloads_due(next_op_);
+    run_op(op);
   }
   if (next_op_ == ops_.size()) throw std::invalid_argument("the schedule has no loss op");
   const int L = model_.num_stages();
@@ -247,16 +257,9 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   plain_[L].reset();
   for (++next_op_; next_op_ < ops_.size(); ++next_op_) {
     const Op& op = ops_[next_op_];
+    if (op.kind == OpKind::Loss) throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
     if (!solver::is_copy(op.kind)) wait_offloads_due(next_op_);
-    if (op.kind == OpKind::Bwd) {
-      backward_op(op.index);
-    } else if (op.kind == OpKind::Loss) {
-      throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
-    } else if (solver::is_copy(op.kind)) {
-      copy_op(op);
-    } else {
-      forward_op(op);
-    }
+    run_op(op);
   }
   at::Tensor d0 = grad_[0];
   if (options_.copy_engine) {

@@ -12,6 +12,7 @@
 #include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/Tensor.h>
 
+#include "profiler/stage_tracer.h"
 #include "runtime/copy_engine.h"
 #include "runtime/saved_state.h"
 #include "runtime/staged_model.h"
@@ -51,7 +52,7 @@ struct ExecutorOptions {
   // tests turn this off, to show that it matters.
   bool restore_rng = true;
   // Runs `offload` / `prefetch` ops; schedules with such ops need one. Not owned.
-  CpuCopyEngine* copy_engine = nullptr;
+  CopyEngine* copy_engine = nullptr;
   // Not owned; may be null.
   StageHooks* hooks = nullptr;
   // solver::SimResult::offload_done_before for these ops: before op q the runner
@@ -59,6 +60,9 @@ struct ExecutorOptions {
   // running late (a busy machine) costs time, never memory beyond the prediction.
   // Empty: never wait.
   std::vector<int> offload_done_before;
+  // When set, every op runs inside a range memopt/<op word>/<stage or a_k> (NVTX and
+  // CUPTI attribution on CUDA), so a timeline reads like the schedule. Not owned.
+  profiler::StageTracer* tracer = nullptr;
 };
 
 // What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
@@ -97,6 +101,7 @@ class ScheduleRunner {
   void backward_op(int i);
   at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
   at::Tensor run_stage_unhooked(int i, const at::Tensor& input, bool with_grad);
+  void run_op(const solver::Op& op);  // a forward, bwd or copy op inside its tracer range
 
   const StagedModel& model_;
   std::vector<solver::Op> ops_;

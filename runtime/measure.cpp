@@ -65,19 +65,21 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   check_schedule_fits_model(schedule, model, source);
   // Offloading schedules copy through an engine that emulates the chain's link, with
   // a host pool holding every activation that may be offloaded in one step.
-  std::unique_ptr<CpuCopyEngine> engine;
+  std::unique_ptr<CopyEngine> engine;
   ExecutorOptions executor_options;
-  int64_t offloaded_bytes = 0;
+  std::vector<int64_t> offloaded_bytes;
   for (const solver::Op& op : schedule.ops) {
-    if (op.kind == solver::OpKind::Offload) offloaded_bytes += chain.x(op.index);
-    // Each saved storage is placed at a 64-byte boundary in the pool: room for a few
+    if (op.kind == solver::OpKind::Offload) offloaded_bytes.push_back(chain.x(op.index));
+    // Each saved storage is placed at an aligned boundary in the pool: room for a few
     // hundred per stage on top of the profiled bytes.
-    if (op.kind == solver::OpKind::OffloadSaved) offloaded_bytes += chain.xbar(op.index) - chain.x(op.index) + (64 << 10);
+    if (op.kind == solver::OpKind::OffloadSaved)
+      offloaded_bytes.push_back(chain.xbar(op.index) - chain.x(op.index) + (64 << 10));
   }
-  if (offloaded_bytes > 0) {
+  if (!offloaded_bytes.empty()) {
     if (!chain.link) throw std::invalid_argument(source + ": offloads, but the profile has no link; pass --bandwidth");
-    engine = std::make_unique<CpuCopyEngine>(
-        CopyEngineOptions{chain.link->d2h_bytes_per_s, chain.link->h2d_bytes_per_s, offloaded_bytes});
+    engine = make_copy_engine(c10::Device(c10::kCPU),
+                              CopyEngineOptions{chain.link->d2h_bytes_per_s, chain.link->h2d_bytes_per_s,
+                                                HostArena::bytes_for(offloaded_bytes)});
     executor_options.copy_engine = engine.get();
     executor_options.offload_done_before = solver::simulate_timeline(chain, schedule.ops).offload_done_before;
   }

@@ -118,7 +118,7 @@ int SavedState::num_movable_storages() const {
   return n;
 }
 
-void SavedState::offload(CpuCopyEngine& engine) {
+void SavedState::offload(CopyEngine& engine) {
   for (const auto& s : impl_->slots) {
     if (s->stays) continue;
     if (!s->device.defined()) throw std::logic_error("memopt: offload_saved of a saved state already on the host");
@@ -128,7 +128,7 @@ void SavedState::offload(CpuCopyEngine& engine) {
   }
 }
 
-void SavedState::prefetch(CpuCopyEngine& engine) {
+void SavedState::prefetch(CopyEngine& engine) {
   for (const auto& s : impl_->slots) {
     if (s->stays) continue;
     if (!s->offloaded) throw std::logic_error("memopt: prefetch_saved of a saved state that was not offloaded");

@@ -47,8 +47,8 @@ class SavedState {
 
   // Queue every movable storage to the host; the device copies are freed as their
   // copies end. Then bring them back (allocated now, copied after the offloads).
-  void offload(CpuCopyEngine& engine);
-  void prefetch(CpuCopyEngine& engine);
+  void offload(CopyEngine& engine);
+  void prefetch(CopyEngine& engine);
   // Blocks until every copy to the host has ended (the device bytes are freed).
   void wait_offloaded() const;
   // Blocks until a prefetch has landed, so that backward can unpack; returns the

@@ -32,6 +32,8 @@ struct ProfileArgs {
   uint64_t seed = 1234;
   std::string hf_dir, out_path;
   std::string link = "measured";  // the copy engine's cap, or "measured" (uncapped)
+  std::string device = "cpu";     // profiler::Backend's word
+  std::string trace_out;          // the per-stage device trace as JSON
   // Which dimension flags were given (CLI::Option::count), so that a preset or an
   // --hf-dir config supplies the rest.
   CLI::Option *o_n_layer, *o_n_embd, *o_n_head, *o_vocab, *o_n_positions, *o_batch, *o_seq, *o_dropout;
@@ -160,32 +162,51 @@ void print_summary(const runtime::Gpt2Spec& spec, const profiler::MeasuredProfil
 }
 
 void run_profile(const ProfileArgs& args) {
-  const runtime::Gpt2Spec spec = spec_from_args(args);
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
-  const runtime::Batch batch = runtime::make_gpt2_batch(spec);
-  profiler::ProfileOptions options;
-  options.repeat = args.repeat;
-  options.threads = args.threads;
-  profiler::MeasuredProfile measured;
-  {
-    ProgressBar bar;
-    options.on_progress = [&bar](int done, int total) { bar.update(done, total); };
-    measured = profiler::profile_cpu_detailed(model, batch, runtime::gpt2_spec_to_json(spec), options);
-  }
+  // The device first: without the CUDA backend or a GPU, say so before building anything.
+  const profiler::Backend backend = profiler::parse_backend(args.device);
+  profiler::require_backend(backend);
+  const bool on_cuda = backend == profiler::Backend::Cuda;
+  const c10::Device device = on_cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   // The link the executor's copy engine will offer, measured through that engine.
   double cap = 0;
   if (args.link != "measured") {
+    if (on_cuda) throw std::invalid_argument("--link: a CUDA device's link is measured, not emulated; drop --link");
     try {
       cap = solver::parse_bandwidth(args.link);
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("--link: ") + e.what() + "; or `measured` for the uncapped engine");
     }
   }
-  const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap);
+  const runtime::Gpt2Spec spec = spec_from_args(args);
+  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+  runtime::Batch batch = runtime::make_gpt2_batch(spec);
+  if (on_cuda) {
+    model.module().to(device);
+    batch.input = batch.input.to(device);
+    if (batch.targets.defined()) batch.targets = batch.targets.to(device);
+  }
+  profiler::ProfileOptions options;
+  options.repeat = args.repeat;
+  options.threads = args.threads;
+  profiler::DeviceProfile traced;
+  {
+    ProgressBar bar;
+    options.on_progress = [&bar](int done, int total) { bar.update(done, total); };
+    traced = profiler::profile_on(backend, model, batch, runtime::gpt2_spec_to_json(spec), options);
+  }
+  profiler::MeasuredProfile& measured = traced.measured;
+  const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap, 64 << 20, 5, device);
   measured.profile.chain.link = solver::Link{bw.d2h_bytes_per_s, bw.h2d_bytes_per_s};
   print_summary(spec, measured, args.repeat);
-  std::printf("link     d2h %.2f GB/s, h2d %.2f GB/s (CPU copy engine, %s)\n", bw.d2h_bytes_per_s / 1e9,
-              bw.h2d_bytes_per_s / 1e9, cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
+  std::printf("link     d2h %.2f GB/s, h2d %.2f GB/s (%s copy engine, %s)\n", bw.d2h_bytes_per_s / 1e9,
+              bw.h2d_bytes_per_s / 1e9, on_cuda ? "CUDA" : "CPU",
+              cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
+  if (on_cuda) std::printf("\ndevice work per stage op (CUPTI; NVTX ranges memopt/<op>/<stage>)\n%s",
+                           profiler::format_trace_report(traced.trace).c_str());
+  if (!args.trace_out.empty()) {
+    solver::write_json_atomic(args.trace_out, profiler::trace_report_json(traced.trace));
+    std::printf("wrote %s\n", args.trace_out.c_str());
+  }
   if (!args.out_path.empty()) {
     solver::write_json_atomic(args.out_path, profiler::profile_json(measured));
     std::printf("\nwrote %s (%d stages)\n", args.out_path.c_str(), measured.profile.chain.length());
@@ -196,7 +217,7 @@ void run_profile(const ProfileArgs& args) {
 
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
-  CLI::App* cmd = app.add_subcommand("profile", "Measure a model's stages on this CPU into profile.json");
+  CLI::App* cmd = app.add_subcommand("profile", "Measure a model's stages on this CPU (or a GPU: --device cuda) into profile.json");
   cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
   cmd->add_option("--preset", args->preset, std::string("model size: ") + runtime::kPresetNames)
       ->capture_default_str();
@@ -225,6 +246,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--link", args->link,
                   "host<->device link the copy engine emulates, e.g. 16GB/s; `measured` copies uncapped")
       ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu|cuda: where to measure (cuda needs the `cuda` build and a GPU)")
+      ->capture_default_str();
+  cmd->add_option("--trace-out", args->trace_out, "write the per-stage device trace (CUPTI on cuda) as JSON");
   cmd->add_option("--out", args->out_path, "where to write profile.json");
   cmd->callback([args] { run_profile(*args); });
 }

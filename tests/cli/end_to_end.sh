@@ -32,4 +32,15 @@ if "$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --steps 1 --de
   exit 1
 fi
 grep -q "s.json: a training step of this plan needs .* short by" "$dir/oom.txt" || { cat "$dir/oom.txt"; exit 1; }
+# --device cuda names the fix when it cannot run: a CPU-only build, or no GPU visible.
+if "$memopt" profile --device cuda --preset tiny --repeat 1 > "$dir/cuda.txt" 2>&1; then
+  echo "note: --device cuda ran (a GPU is visible)"
+elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir/cuda.txt"; then
+  echo "FAIL: --device cuda failed without naming the fix:" >&2
+  cat "$dir/cuda.txt" >&2
+  exit 1
+fi
+"$memopt" profile --preset tiny --batch 2 --seq 32 --repeat 1 --trace-out "$dir/trace.json" >/dev/null
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert any(r["label"].startswith("memopt/bwd/") for r in t["ranges"]), t' \
+  "$dir/trace.json"
 echo "end to end: ok"

@@ -7,12 +7,14 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "profiler/cpu_allocator.h"
 #include "profiler/profiler.h"
 #include "runtime/executor.h"
+#include "runtime/host_arena.h"
 #include "runtime/gpt2.h"
 #include "runtime/train_step.h"
 #include "solver/simulate.h"
@@ -178,6 +180,42 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
     EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
     input = out.detach();
   }
+}
+
+// The ranges a tracer sees (NVTX + CUPTI attribution on CUDA) are the schedule's ops,
+// one per op but the loss, named memopt/<op word>/<stage name or a_k>.
+TEST_P(ExecutorTest, TracerRangesAreTheScheduleOps) {
+  TinyGpt2 tiny(GetParam());
+  const StagedModel& model = *tiny.model;
+  profiler::CpuMemoryMeter meter;
+  solver::Chain chain = tiny.profile.chain;
+  chain.link = solver::Link{1e9, 1e9};
+  const solver::Schedule schedule = solver::solve(chain, {1LL << 50, SolverKind::OffloadAll});
+  std::vector<int64_t> sizes;
+  for (int k = 0; k <= chain.length(); ++k) sizes.push_back(chain.x(k));
+  auto engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, HostArena::bytes_for(sizes)});
+  profiler::StageTracer tracer;  // the CPU tracer: ranges, no device activity
+  ExecutorOptions options;
+  options.copy_engine = engine.get();
+  options.tracer = &tracer;
+  run_scheduled_step(model, schedule.ops, tiny.batch, meter, options);
+  const profiler::TraceReport report = tracer.collect();
+
+  std::vector<std::string> labels;  // expected, in order of first appearance
+  std::map<std::string, int> count;
+  for (const solver::Op& op : schedule.ops) {
+    if (op.kind == solver::OpKind::Loss) continue;
+    const bool copy = op.kind == solver::OpKind::Offload || op.kind == solver::OpKind::Prefetch;
+    const std::string label = "memopt/" + std::string(solver::info(op.kind).word) + "/" +
+                              (copy ? std::string("a") + std::to_string(op.index) : model.stage(op.index).name);
+    if (count[label]++ == 0) labels.push_back(label);
+  }
+  ASSERT_EQ(report.ranges.size(), labels.size());
+  for (size_t k = 0; k < labels.size(); ++k) {
+    EXPECT_EQ(report.ranges[k].label, labels[k]);
+    EXPECT_EQ(report.ranges[k].num_instances, count[labels[k]]) << labels[k];
+  }
+  EXPECT_GT(count.size(), static_cast<size_t>(2 * model.num_stages()));  // offloads and prefetches are there too
 }
 
 TEST_P(ExecutorTest, TwoScheduledRunsAreBitIdentical) {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# setup_cuda.sh: installs what the `cuda` CMake preset needs, idempotently, then returns.
+#   .venv-cuda (git-ignored): the CUDA build of PyTorch (torch==2.14.1, CUDA 13; about
+#   5.5 GB with its nvidia-* wheels), whose LibTorch the CUDA backends link against.
+#   It is a venv of its own so that the CPU build keeps the small CPU wheel in .venv;
+#   a link to one venv per machine ($MEMOPT_CUDA_VENV, default ~/.cache/memopt/...).
+# Checks, and names the fix when missing: nvcc 13 with CUPTI and NVTX 3 headers
+# ($CUDA_HOME, else /usr/local/cuda-13.0, else /usr/local/cuda). No GPU or driver is
+# needed: the CUDA backends only compile and link here.
+# Called by scripts/test.sh; safe to run again at any time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "[setup_cuda] $*" >&2; }
+torch_version=2.14.1
+
+cuda_root=""
+for root in "${CUDA_HOME:-}" /usr/local/cuda-13.0 /usr/local/cuda; do
+  if [ -n "$root" ] && [ -x "$root/bin/nvcc" ]; then cuda_root=$root; break; fi
+done
+if [ -z "$cuda_root" ]; then
+  log "no CUDA toolkit found (looked for bin/nvcc in \$CUDA_HOME, /usr/local/cuda-13.0, /usr/local/cuda)."
+  log "Install the CUDA 13 toolkit with CUPTI and NVTX, set CUDA_HOME, or skip the CUDA build with MEMOPT_CUDA_BUILD=0."
+  exit 1
+fi
+for header in cupti.h nvtx3/nvToolsExt.h; do
+  if [ ! -f "$cuda_root/include/$header" ] && [ ! -f "$cuda_root/extras/CUPTI/include/$header" ]; then
+    log "$cuda_root has no $header; install the toolkit's CUPTI / NVTX components"
+    exit 1
+  fi
+done
+
+# The venv lives once per machine, outside the clone, and .venv-cuda links to it: CI
+# runs in a fresh clone each time, pip keeps no cache of these local wheels, and
+# unpacking 5.5 GB again takes 3 min on an idle machine (16 min under load). A real
+# .venv-cuda directory, if one exists, is used as it is.
+shared=${MEMOPT_CUDA_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/memopt/venv-cuda-torch-$torch_version}
+if [ ! -e .venv-cuda ]; then
+  mkdir -p "$shared"
+  ln -s "$shared" .venv-cuda
+fi
+mkdir -p "$(dirname "$shared")"
+exec 9>"$(dirname "$shared")/.venv-cuda.lock"
+flock 9  # two clones setting up at once: one installs, the other waits and reuses
+if [ ! -x .venv-cuda/bin/python ]; then
+  log "creating the CUDA venv at $(readlink -f .venv-cuda)"
+  python3 -m venv .venv-cuda
+fi
+py=.venv-cuda/bin/python
+# A CUDA build of the right version, with the C++ headers LibTorch's config needs.
+torch_ok() {
+  "$py" - "$torch_version" <<'PY' 2>/dev/null
+import os, sys, torch
+inc = os.path.join(os.path.dirname(torch.__file__), "include")
+ok = (torch.__version__.split("+")[0] == sys.argv[1] and torch.version.cuda is not None
+      and all(os.path.isdir(os.path.join(inc, d)) for d in ("torch/csrc", "c10/cuda", "ATen/cuda")))
+raise SystemExit(0 if ok else 1)
+PY
+}
+if ! torch_ok; then
+  log "installing torch==$torch_version (CUDA build, ~5.5 GB) into .venv-cuda"
+  start=$(date +%s)
+  "$py" -m pip install -q "torch==$torch_version"
+  log "installed in $(( $(date +%s) - start )) s"
+  torch_ok || { log "torch $torch_version in .venv-cuda is not a CUDA build with C++ headers"; exit 1; }
+fi

@@ -1,0 +1,88 @@
+// copy_engine_test.cpp: the host pool's bookkeeping (HostArena, shared by the CPU and
+// CUDA engines), the CPU engine through the factory, and the factory's errors.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "profiler/backend.h"
+#include "runtime/copy_engine.h"
+#include "runtime/host_arena.h"
+
+namespace memopt::runtime {
+namespace {
+
+TEST(HostArena, HandsOutAlignedDisjointRangesInOrderAndRecyclesThem) {
+  HostArena arena(1000);
+  EXPECT_EQ(arena.take(1), 0);
+  EXPECT_EQ(arena.take(64), 64);   // the 1-byte range took a whole 64-byte slot
+  EXPECT_EQ(arena.take(65), 128);  // 65 rounds up to 128
+  EXPECT_EQ(arena.take(0), 256);   // an empty tensor takes nothing
+  EXPECT_EQ(arena.used_bytes(), 256);
+  arena.reset();
+  EXPECT_EQ(arena.used_bytes(), 0);
+  EXPECT_EQ(arena.take(10), 0);
+  EXPECT_EQ(arena.high_water_bytes(), 256);
+}
+
+TEST(HostArena, ExhaustionNamesTheSizesAndTheFix) {
+  HostArena arena(128);
+  arena.take(100);
+  try {
+    arena.take(1);
+    FAIL() << "no throw";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("128 bytes is exhausted (needs 192)"), std::string::npos) << m;
+    EXPECT_NE(m.find("size it from the schedule"), std::string::npos) << m;
+  }
+  EXPECT_THROW(HostArena(-1), std::invalid_argument);
+}
+
+// bytes_for is what callers size the pool with: exactly enough, never too little,
+// for any sequence of sizes (brute force: take them all from a pool of that size).
+TEST(HostArena, BytesForIsExactlyWhatTheTakesNeed) {
+  const std::vector<std::vector<int64_t>> cases = {{}, {0}, {1}, {64}, {65, 1, 127}, {4096, 3, 3, 3}};
+  for (const auto& sizes : cases) {
+    const int64_t need = HostArena::bytes_for(sizes);
+    HostArena exact(need);
+    for (int64_t n : sizes) exact.take(n);
+    EXPECT_EQ(exact.used_bytes(), need);
+    if (need > 0) {
+      HostArena short_by_one(need - 1);
+      EXPECT_THROW(for (int64_t n : sizes) short_by_one.take(n), std::runtime_error);
+    }
+  }
+}
+
+TEST(CopyEngineFactory, CpuEngineRoundTripsThroughTheHostPool) {
+  const at::Tensor a = at::arange(1000, at::kFloat), b = at::arange(77, at::kInt);
+  auto engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, HostArena::bytes_for(std::vector<int64_t>{4000, 308})});
+  EXPECT_EQ(engine->host_pool_bytes(), 4032 + 320);
+  auto out_a = engine->offload(a);
+  auto out_b = engine->offload(b);
+  auto back_a = engine->prefetch(out_a);
+  auto back_b = engine->prefetch(out_b);
+  EXPECT_TRUE(at::equal(back_a->take_device_tensor(), a));
+  EXPECT_TRUE(at::equal(back_b->take_device_tensor(), b));
+  EXPECT_TRUE(out_a->done());
+  engine->finish_step();
+  // The pool was recycled: a second step fits again.
+  auto again = engine->prefetch(engine->offload(a));
+  EXPECT_TRUE(at::equal(again->take_device_tensor(), a));
+  engine->finish_step();
+}
+
+TEST(CopyEngineFactory, CudaWithoutTheBackendOrADeviceSaysSo) {
+  if (profiler::cuda_backend_built() && at::hasCUDA()) GTEST_SKIP() << "a CUDA device is visible";
+  try {
+    make_copy_engine(c10::Device(c10::kCUDA, 0), {});
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    const bool names_fix = m.find("cuda` preset") != std::string::npos || m.find("no CUDA device") != std::string::npos;
+    EXPECT_TRUE(names_fix) << m;
+  }
+}
+
+}  // namespace
+}  // namespace memopt::runtime
