@@ -25,7 +25,7 @@ namespace memopt::tools {
 namespace {
 
 struct ProfileArgs {
-  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit", kernels = "memopt";
+  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit", kernels = "aten";
   int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, n_positions = 0, batch = 0, seq = 0;
   double dropout = 0.1;
   int repeat = 5, threads = 1;
