@@ -3,7 +3,7 @@
 //   memopt profile --model gpt2 --preset tiny --out profile.json
 //   memopt profile --preset small --batch 1 --seq 512 --granularity sublayer --out small.json
 //   memopt profile --hf-dir ~/gpt2 --seq 256 --attention sdpa --out hf.json
-//   memopt profile --preset tiny --kernels aten --out aten.json   # ATen's dropout/GELU
+//   memopt profile --preset tiny --kernels memopt --out m.json   # memopt's mask-free dropout, fused GELU
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
