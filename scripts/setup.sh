@@ -11,9 +11,10 @@ cd "$(dirname "$0")/.."
 
 log() { echo "[setup] $*" >&2; }
 
+# ccache: the four builds of scripts/test.sh (CPU, CUDA, sanitizers, fuzzers) share objects.
 # clang + libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes (scripts/test_fuzz.sh).
 apt_packages=(g++ cmake ninja-build python3-venv libgtest-dev libbenchmark-dev
-              nlohmann-json3-dev libcli11-dev libfmt-dev clang libclang-rt-14-dev libgloo-dev)
+              nlohmann-json3-dev libcli11-dev libfmt-dev clang libclang-rt-14-dev libgloo-dev ccache)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
