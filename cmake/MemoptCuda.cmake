@@ -18,9 +18,14 @@ if(NOT CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES 80 90 CACHE STRING "GPU architectures memopt's kernels are built for")
 endif()
 enable_language(CUDA)
+# CMake 3.25 knows no C++20 dialect flag for nvcc, and a CUDA target inherits the
+# project's CXX_STANDARD 20: without these, configure fails ("CUDA20 ... does not know
+# the flags"). nvcc 12+ takes -std=c++20.
+set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-set(CMAKE_CUDA_EXTENSIONS OFF)  # CMake 3.25 knows no gnu++20 dialect flag for nvcc
+set(CMAKE_CUDA_EXTENSIONS OFF)
 find_package(CUDAToolkit REQUIRED)
 get_filename_component(_cuda_root "${CUDAToolkit_BIN_DIR}" DIRECTORY)
 set(CUDA_TOOLKIT_ROOT_DIR "${_cuda_root}" CACHE PATH "the toolkit LibTorch's FindCUDA uses")

@@ -11,16 +11,44 @@
 
 #include "kernels/bias_gelu.h"
 
+// Note [Kernel device dispatch]: CUDA tensors go to kernels::cuda on the current
+// stream, CPU tensors to kernels::cpu. This is the file's only #if; the dropout key is
+// drawn from the CPU generator on either device, so the executor's RNG restoration
+// (Note [Recompute RNG]) makes a recomputation regenerate the same mask on a GPU too.
+#if MEMOPT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace memopt::runtime {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void check_cpu_float(const at::Tensor& t, const char* op, const char* what) {
-  if (!t.device().is_cpu() || t.scalar_type() != at::kFloat)
-    throw std::invalid_argument(std::string(op) + ": " + what + " is " + t.toString() +
-                                "; memopt's kernels take float32 CPU tensors (use --kernels aten otherwise)");
+#if MEMOPT_WITH_CUDA
+constexpr bool kWithCuda = true;
+void* cuda_stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+namespace device_kernels = kernels::cuda;
+#else
+// A CPU-only build has no kernels::cuda; check_float refuses CUDA tensors before any
+// of these could be reached.
+constexpr bool kWithCuda = false;
+[[noreturn]] void no_cuda() { throw std::logic_error("memopt: built without the CUDA backend"); }
+void* cuda_stream_of(const at::Tensor&) { no_cuda(); }
+namespace device_kernels {
+void dropout_forward(const float*, float*, int64_t, float, kernels::DropoutKey, void*) { no_cuda(); }
+void dropout_backward(const float*, float*, int64_t, float, kernels::DropoutKey, void*) { no_cuda(); }
+void bias_gelu_forward(const float*, const float*, float*, int64_t, int64_t, void*) { no_cuda(); }
+void bias_gelu_backward(const float*, const float*, const float*, float*, float*, int64_t, int64_t, void*) { no_cuda(); }
+}  // namespace device_kernels
+#endif
+
+void check_float(const at::Tensor& t, const char* op, const char* what) {
+  const bool device_ok = t.device().is_cpu() || (kWithCuda && t.device().is_cuda());
+  if (!device_ok || t.scalar_type() != at::kFloat)
+    throw std::invalid_argument(std::string(op) + ": " + what + " is " + t.toString() + "; memopt's kernels take float32 " +
+                                (kWithCuda ? "CPU or CUDA" : "CPU (this build has no CUDA backend)") +
+                                " tensors (use --kernels aten otherwise)");
 }
 
 int64_t as_int64(uint64_t v) { return static_cast<int64_t>(v); }
@@ -28,11 +56,16 @@ uint64_t as_uint64(int64_t v) { return static_cast<uint64_t>(v); }
 
 struct PhiloxDropoutFunction : torch::autograd::Function<PhiloxDropoutFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p, int64_t seed, int64_t offset) {
-    check_cpu_float(x, "philox_dropout", "the input");
+    check_float(x, "philox_dropout", "the input");
     const at::Tensor xc = x.contiguous();
     at::Tensor y = at::empty_like(xc);
-    kernels::cpu::dropout_forward(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
-                                  static_cast<float>(p), {as_uint64(seed), as_uint64(offset)});
+    const kernels::DropoutKey key{as_uint64(seed), as_uint64(offset)};
+    if (xc.is_cuda())
+      device_kernels::dropout_forward(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
+                                     static_cast<float>(p), key, cuda_stream_of(xc));
+    else
+      kernels::cpu::dropout_forward(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
+                                    static_cast<float>(p), key);
     // The key, not the mask: three scalars are all backward needs.
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed;
@@ -42,18 +75,22 @@ struct PhiloxDropoutFunction : torch::autograd::Function<PhiloxDropoutFunction> 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor dy = grads[0].contiguous();
     at::Tensor dx = at::empty_like(dy);
-    kernels::cpu::dropout_backward(dy.const_data_ptr<float>(), dx.mutable_data_ptr<float>(), dy.numel(),
-                                   static_cast<float>(ctx->saved_data["p"].toDouble()),
-                                   {as_uint64(ctx->saved_data["seed"].toInt()),
-                                    as_uint64(ctx->saved_data["offset"].toInt())});
+    const float p = static_cast<float>(ctx->saved_data["p"].toDouble());
+    const kernels::DropoutKey key{as_uint64(ctx->saved_data["seed"].toInt()),
+                                  as_uint64(ctx->saved_data["offset"].toInt())};
+    if (dy.is_cuda())
+      device_kernels::dropout_backward(dy.const_data_ptr<float>(), dx.mutable_data_ptr<float>(), dy.numel(), p, key,
+                                      cuda_stream_of(dy));
+    else
+      kernels::cpu::dropout_backward(dy.const_data_ptr<float>(), dx.mutable_data_ptr<float>(), dy.numel(), p, key);
     return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& bias) {
-    check_cpu_float(h, "bias_gelu", "the pre-activation");
-    check_cpu_float(bias, "bias_gelu", "the bias");
+    check_float(h, "bias_gelu", "the pre-activation");
+    check_float(bias, "bias_gelu", "the bias");
     const int64_t cols = bias.numel();
     if (h.dim() < 1 || h.size(-1) != cols)
       throw std::invalid_argument("bias_gelu: pre-activation " + std::to_string(h.dim()) + "-d with last size " +
@@ -61,8 +98,15 @@ struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
                                   std::to_string(cols) + " entries");
     const at::Tensor hc = h.contiguous(), bc = bias.contiguous();
     at::Tensor y = at::empty_like(hc);
-    kernels::cpu::bias_gelu_forward(hc.const_data_ptr<float>(), bc.const_data_ptr<float>(),
-                                    y.mutable_data_ptr<float>(), hc.numel() / cols, cols);
+    if (hc.device() != bc.device())
+      throw std::invalid_argument("bias_gelu: the pre-activation is on " + hc.device().str() + ", the bias on " +
+                                  bc.device().str());
+    if (hc.is_cuda())
+      device_kernels::bias_gelu_forward(hc.const_data_ptr<float>(), bc.const_data_ptr<float>(),
+                                       y.mutable_data_ptr<float>(), hc.numel() / cols, cols, cuda_stream_of(hc));
+    else
+      kernels::cpu::bias_gelu_forward(hc.const_data_ptr<float>(), bc.const_data_ptr<float>(),
+                                      y.mutable_data_ptr<float>(), hc.numel() / cols, cols);
     ctx->save_for_backward({hc, bc});
     return y;
   }
@@ -73,9 +117,13 @@ struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
     const int64_t cols = b.numel();
     at::Tensor dh = at::empty_like(h);
     at::Tensor db = ctx->needs_input_grad(1) ? at::empty_like(b) : at::Tensor();
-    kernels::cpu::bias_gelu_backward(dy.const_data_ptr<float>(), h.const_data_ptr<float>(), b.const_data_ptr<float>(),
-                                     dh.mutable_data_ptr<float>(), db.defined() ? db.mutable_data_ptr<float>() : nullptr,
-                                     h.numel() / cols, cols);
+    float* db_ptr = db.defined() ? db.mutable_data_ptr<float>() : nullptr;
+    if (h.is_cuda())
+      device_kernels::bias_gelu_backward(dy.const_data_ptr<float>(), h.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                                        dh.mutable_data_ptr<float>(), db_ptr, h.numel() / cols, cols, cuda_stream_of(h));
+    else
+      kernels::cpu::bias_gelu_backward(dy.const_data_ptr<float>(), h.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                                       dh.mutable_data_ptr<float>(), db_ptr, h.numel() / cols, cols);
     return {dh, db};
   }
 };
