@@ -9,6 +9,8 @@
 # GPU those tests skip themselves. MEMOPT_CUDA_BUILD=0 leaves the CUDA build out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hashes paths under the checkout relative to it, for all four builds below.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 jobs=${MEMOPT_JOBS:-$(nproc)}
 scripts/setup.sh
 scripts/build.sh
