@@ -21,6 +21,7 @@
 #include "runtime/distributed/pipeline.h"
 #include "runtime/distributed/zero.h"
 #include "runtime/gpt2.h"
+#include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/pipeline_partition.h"
 #include "solver/simulate.h"
@@ -40,25 +41,20 @@ std::vector<int> ranks_where(int world, const std::function<bool(int)>& keep) {
 }  // namespace
 
 void write_parameters_atomic(const std::string& path, const std::vector<ParameterRecord>& records) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out.write(kMagic, sizeof kMagic);
-    const int64_t n = static_cast<int64_t>(records.size());
-    out.write(reinterpret_cast<const char*>(&n), sizeof n);
-    for (const ParameterRecord& r : records) {
-      const int64_t numel = static_cast<int64_t>(r.values.size());
-      out.write(reinterpret_cast<const char*>(&r.index), sizeof r.index);
-      out.write(reinterpret_cast<const char*>(&numel), sizeof numel);
-      out.write(reinterpret_cast<const char*>(r.values.data()), static_cast<std::streamsize>(numel * sizeof(float)));
-    }
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+  // Headers are kept alive here; the values are written straight from the records.
+  struct RecordHeader {
+    int64_t index, numel;
+  };
+  const int64_t n = static_cast<int64_t>(records.size());
+  std::vector<RecordHeader> headers;
+  headers.reserve(records.size());
+  std::vector<std::string_view> parts{{kMagic, sizeof kMagic}, {reinterpret_cast<const char*>(&n), sizeof n}};
+  for (const ParameterRecord& r : records) {
+    headers.push_back({r.index, static_cast<int64_t>(r.values.size())});
+    parts.emplace_back(reinterpret_cast<const char*>(&headers.back()), sizeof(RecordHeader));
+    parts.emplace_back(reinterpret_cast<const char*>(r.values.data()), r.values.size() * sizeof(float));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
-  }
+  solver::write_file_atomic(path, parts);
 }
 
 std::vector<ParameterRecord> read_parameters(const std::string& path) {
