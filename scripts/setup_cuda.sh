@@ -8,6 +8,8 @@
 # ($CUDA_HOME, else /usr/local/cuda-13.0, else /usr/local/cuda). No GPU or driver is
 # needed: the CUDA backends only compile and link here.
 # Called by scripts/test.sh; safe to run again at any time.
+#   scripts/setup_cuda.sh --find-toolkit   only prints the toolkit's root, or exits 3
+#                                          when there is none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +23,9 @@ done
 if [ -z "$cuda_root" ]; then
   log "no CUDA toolkit found (looked for bin/nvcc in \$CUDA_HOME, /usr/local/cuda-13.0, /usr/local/cuda)."
   log "Install the CUDA 13 toolkit with CUPTI and NVTX, set CUDA_HOME, or skip the CUDA build with MEMOPT_CUDA_BUILD=0."
-  exit 1
+  exit 3
 fi
+if [ "${1:-}" = --find-toolkit ]; then echo "$cuda_root"; exit 0; fi
 for header in cupti.h nvtx3/nvToolsExt.h; do
   if [ ! -f "$cuda_root/include/$header" ] && [ ! -f "$cuda_root/extras/CUPTI/include/$header" ]; then
     log "$cuda_root has no $header; install the toolkit's CUPTI / NVTX components"
@@ -34,18 +37,19 @@ done
 # runs in a fresh clone each time, pip keeps no cache of these local wheels, and
 # unpacking 5.5 GB again takes 3 min on an idle machine (16 min under load). A real
 # .venv-cuda directory, if one exists, is used as it is.
+# Note [Venv behind a link]: `python3 -m venv` refuses a path that is a symbolic link,
+# so the venv is created at its real place and the link is made afterwards.
 shared=${MEMOPT_CUDA_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/memopt/venv-cuda-torch-$torch_version}
-if [ ! -e .venv-cuda ]; then
-  mkdir -p "$shared"
-  ln -s "$shared" .venv-cuda
-fi
 mkdir -p "$(dirname "$shared")"
 exec 9>"$(dirname "$shared")/.venv-cuda.lock"
 flock 9  # two clones setting up at once: one installs, the other waits and reuses
-if [ ! -x .venv-cuda/bin/python ]; then
-  log "creating the CUDA venv at $(readlink -f .venv-cuda)"
-  python3 -m venv .venv-cuda
+venv=.venv-cuda
+if [ -L .venv-cuda ] || [ ! -e .venv-cuda ]; then venv=$shared; fi
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating the CUDA venv at $venv"
+  python3 -m venv "$venv"
 fi
+[ "$venv" = .venv-cuda ] || ln -sfn "$venv" .venv-cuda
 py=.venv-cuda/bin/python
 # A CUDA build of the right version, with the C++ headers LibTorch's config needs.
 torch_ok() {
