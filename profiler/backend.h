@@ -1,6 +1,6 @@
 // backend.h: which device the profiler measures on, and one factory per measuring
 // interface (Timer, MemoryMeter, StageTracer). backend.cpp holds the only #if of the
-// profiler (STYLE 10); the CUDA versions live in profiler/cuda/.
+// profiler (the GPU layer stays thin and optional); the CUDA versions live in profiler/cuda/.
 #pragma once
 
 #include <memory>

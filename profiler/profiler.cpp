@@ -123,7 +123,7 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
       r.bwd_ms = timer.stop_ms();
     }
     r.input_grad_bytes = input_needs_grad && x.grad().defined() ? storage_bytes(x.grad()) : 0;
-    const int64_t d_i_bytes = storage_bytes(a);  // SPEC's d_i is as big as a_i, real or not
+    const int64_t d_i_bytes = storage_bytes(a);  // the model's d_i is as big as a_i, real or not
     r.bwd_tmp_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_bwd - d_i_bytes);
   }
   {
@@ -187,7 +187,7 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
     d.fwd_nograd_ms = median(fwd_nograd);
     s.fwd_tmp_bytes = std::max(d.fwd_tmp_grad_bytes, d.fwd_tmp_nograd_bytes);
     // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain.h);
-    // fwd_tmp_bytes stays the max, so SPEC-only readers never under-predict.
+    // fwd_tmp_bytes stays the max, so readers that know only fwd_tmp_bytes never under-predict.
     s.fwd_keep_tmp_bytes = d.fwd_tmp_grad_bytes;
     s.fwd_nograd_ms = median(fwd_nograd);
     m.chain.stages.push_back(s);

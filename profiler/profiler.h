@@ -1,5 +1,5 @@
 // profiler.h: rotor's measurement protocol on a StagedModel, producing the solver's
-// Chain (SPEC section 1) and the profile.json that `memopt profile` writes.
+// Chain (docs/formats.md section 1) and the profile.json that `memopt profile` writes.
 #pragma once
 
 #include <cstdint>
@@ -19,26 +19,26 @@
 namespace memopt::profiler {
 
 // Note [Stage byte accounting]
-// How each byte field is measured so that SPEC section 4's peaks equal what a run
+// How each byte field is measured so that the peaks of docs/formats.md section 4 equal what a run
 // really allocates. Per stage i, repeated (the fields are the max over runs; they
 // are identical in practice), with parameters and their gradients already allocated
 // and a_i resident; M = meter.current_bytes(), P = meter.peak_bytes() after a reset:
 //   1. x = a_i.detach(), requiring grad unless i = 0 (a_0 holds token ids). Under
 //      autograd y = stage(x). saved_bytes = M_after - M_before: every tensor the
 //      graph keeps plus y, i.e. ā_{i+1}. x's storage is already in M_before, so a
-//      stage that saves its input (LayerNorm does) does not count it again: SPEC
+//      stage that saves its input (LayerNorm does) does not count it again: the model
 //      keeps the input resident next to ā_{i+1} until `bwd i` anyway.
 //      out_bytes = bytes of y's storage (x_{i+1}); fwd tmp under grad = P - M_after.
 //   2. Allocate the seed d_{i+1} (ones shaped like y), then
 //      torch::autograd::backward({y}, {seed}) with retain_graph false, which frees
 //      each saved tensor as its node runs and leaves d_i in x.grad().
 //      bwd_tmp_bytes = P - M_before - x_i, where M_before holds a_i, ā_{i+1} and
-//      d_{i+1}: SPEC's `bwd i` peak is "resident after adding d_i" + btmp_i =
+//      d_{i+1}: the simulator's `bwd i` peak is "resident after adding d_i" + btmp_i =
 //      M_before + x_i + btmp_i = P exactly. For i = 0 no d_0 exists (token ids get
 //      no gradient) but subtracting its x_0 anyway keeps that peak exact too; only
 //      the clamp at 0 could make it an over-estimate.
 //   3. Without grad (fwd_ckpt / fwd_drop) y' = stage(x); fwd tmp without grad =
-//      P - M_after. fwd_tmp_bytes = the larger of the two fwd tmps, because SPEC
+//      P - M_after. fwd_tmp_bytes = the larger of the two fwd tmps, because the base format
 //      has one ftmp for all three forward ops: Note [One forward tmp is not enough].
 // Parameter gradients are not activations: they are allocated (zeros) before the
 // first measurement and only zeroed in place afterwards, never reset to undefined,
@@ -65,11 +65,11 @@ namespace memopt::profiler {
 // absolute peak is smaller. One number cannot be exact for both: the max (written
 // as fwd_tmp_bytes) never under-predicts, but over-predicts every fwd_keep peak by
 // the difference. tests/profiler/replay_test.cpp replays store_all, recompute_all,
-// recompute_blocks and sqrt on GPT-2: SPEC's simulator with the max predicts
+// recompute_blocks and sqrt on GPT-2: the simulator with the max alone predicts
 // 1.00-1.37x the measured peak; the same simulator with fwd_keep using
 // fwd_tmp_grad_bytes and fwd_ckpt/fwd_drop using fwd_tmp_nograd_bytes predicts
 // every peak to the byte. Both are written per stage as extra fields of
-// profile.json until SPEC section 4 adopts them.
+// profile.json, and fwd_keep_tmp_bytes carries the first to the simulators (docs/formats.md section 1.2).
 
 // Note [One compute thread]
 // Times are taken with at::set_num_threads(threads), 1 by default: in this testbed
@@ -86,11 +86,11 @@ struct ProfileOptions {
 // absolute peak is smaller. One number cannot be exact for both: the max (written
 // as fwd_tmp_bytes) never under-predicts, but over-predicts every fwd_keep peak by
 // the difference. tests/profiler/replay_test.cpp replays store_all, recompute_all,
-// recompute_blocks and sqrt on GPT-2: SPEC's simulator with the max predicts
+// recompute_blocks and sqrt on GPT-2: the simulator with the max alone predicts
 // 1.00-1.37x the measured peak; the same simulator with fwd_keep using
 // fwd_tmp_grad_bytes and fwd_ckpt/fwd_drop using fwd_tmp_nograd_bytes predicts
 // every peak to the byte. Both are written per stage as extra fields of
-// profile.json until SPEC section 4 adopts them.
+// profile.json, and fwd_keep_tmp_bytes carries the first to the simulators (docs/formats.md section 1.2).
 
 // Note [One compute thread]
   // Called with (0, number of stages) first and after each stage with (stages done,
@@ -150,7 +150,7 @@ DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const run
 solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
                             const ProfileOptions& options);
 
-// SPEC section 2's JSON plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
+// The JSON of docs/formats.md section 2 plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
 // "fwd_tmp_nograd_bytes" (Note [One forward tmp is not enough]); readers that do not
 // know them ignore them.
 nlohmann::json profile_json(const MeasuredProfile& measured);

@@ -14,7 +14,7 @@
 
 namespace memopt::profiler {
 
-// One table, the enum and its printed word (STYLE 6).
+// One table, the enum and its printed word (each enumeration is defined once).
 #define MEMOPT_ACTIVITY_KINDS(_) \
   _(Kernel, "kernel")            \
   _(MemcpyH2D, "memcpy_h2d")     \

@@ -362,7 +362,7 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<std::pair
   o << "- Solver: memory discretised in " << r.slots << " slots; link "
     << (r.link_bytes_per_s ? fmt("%.3g bytes/s", *r.link_bytes_per_s) : std::string("none (offload-all not possible)"))
     << ".\n";
-  o << "- **predicted** = memopt's simulator (SPEC sections 4-5) on the profile; "
+  o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile; "
     << (any_measured ? "**measured** = real training steps (AdamW) on this machine, median of steps 2..; "
                        "time overhead is relative to store-all measured the same way (" +
                            fmt("%.2f ms", r.measured_base->time_ms) + "). Identical schedules are measured once."

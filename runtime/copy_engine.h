@@ -1,5 +1,5 @@
 // copy_engine.h: moves activations between device and host memory beside the compute
-// stream -- offload, prefetch, wait -- as SPEC section 5's two links do. The CPU
+// stream -- offload, prefetch, wait -- as the two links of docs/formats.md section 5 do. The CPU
 // testbed's engine (here) uses one worker thread per direction; the CUDA one
 // (runtime/cuda/) uses copy streams, events and pinned memory behind the same interface;
 // make_copy_engine picks by device. The pool bookkeeping both share is HostArena.
@@ -53,7 +53,7 @@ class CopyEngine {
   // Queues the copy of `device_tensor` (contiguous) to the host; the device memory is
   // released once the copy has read it. Returns at once.
   virtual std::shared_ptr<Transfer> offload(const at::Tensor& device_tensor) = 0;
-  // Allocates the device tensor now (SPEC: at issue) and queues the copy back; the
+  // Allocates the device tensor now (docs/formats.md section 5: at issue) and queues the copy back; the
   // copy starts after `offloaded` (a transfer of this engine) has finished.
   virtual std::shared_ptr<Transfer> prefetch(const std::shared_ptr<Transfer>& offloaded) = 0;
   // Between steps: wait for everything and recycle the host pool.
@@ -80,7 +80,7 @@ class CpuTransfer final : public Transfer {
   mutable std::condition_variable cv_;
   bool done_ = false;
   double copy_ms_ = 0;
-  // Offload: the device tensor until its copy ends (then released: SPEC frees the
+  // Offload: the device tensor until its copy ends (then released: the simulator frees the
   // device copy when the transfer ends), and where its bytes went on the host.
   at::Tensor device_;
   std::byte* host_ = nullptr;

@@ -1,5 +1,5 @@
 // copy_engine_factory.cpp: picks the copy engine by device. The only #if of the
-// runtime (STYLE 10): a CPU-only build never sees a CUDA header.
+// runtime (the GPU layer stays thin and optional): a CPU-only build never sees a CUDA header.
 #include <stdexcept>
 
 #include "runtime/copy_engine.h"

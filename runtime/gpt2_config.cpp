@@ -56,7 +56,7 @@ std::optional<Gpt2Preset> gpt2_preset(const std::string& name) {
   };
   std::optional<Gpt2Preset> p;
   if (name == "tiny") p = make(4, 128, 4, 1024, 128, 4, 128);  // Note [The tiny preset]
-  // The published sizes; B = 8, T = 1024 as in SPEC's example profile.
+  // The published sizes; B = 8, T = 1024 as in the bundled example profile.
   else if (name == "small") p = make(12, 768, 12, 50257, 1024, 8, 1024);
   else if (name == "medium") p = make(24, 1024, 16, 50257, 1024, 8, 1024);
   else if (name == "large") p = make(36, 1280, 20, 50257, 1024, 8, 1024);

@@ -1,5 +1,5 @@
 // staged_model.h: the seam between models and everything that schedules them -- a
-// model as an ordered chain of named stages a_i -> a_{i+1} (SPEC section 1) plus the
+// model as an ordered chain of named stages a_i -> a_{i+1} (docs/formats.md section 1) plus the
 // parameters they use. The profiler measures it, the executor replays schedules on it.
 #pragma once
 
@@ -39,7 +39,7 @@ struct Stage {
 
 // Note [Why the loss is a stage]
 // When `ends_with_loss` is true the last stage returns the scalar loss, so a_L is
-// that scalar, the loss op of SPEC section 4 only seeds d_L = 1 (ub_L = btmp_L = 0),
+// that scalar, the loss op of docs/formats.md section 4 only seeds d_L = 1 (ub_L = btmp_L = 0),
 // and the big logits live and die inside one stage instead of crossing a boundary.
 // When it is false (e.g. a Sequential wrapped for an ordinary training loop), a_L is
 // the model's output and d_L comes from whoever computes the loss outside.

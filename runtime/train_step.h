@@ -16,7 +16,7 @@ namespace memopt::runtime {
 
 struct StepResult {
   double loss = 0;                  // a_L when the model ends with its loss
-  int64_t activation_peak_bytes = 0;  // measured, SPEC's sense: a_0 included, parameters/grads/optimizer not
+  int64_t activation_peak_bytes = 0;  // measured, in the budget's sense: a_0 included, parameters/grads/optimizer not
   double time_ms = 0;               // wall clock of the whole step's compute
   CopyStats copies;                 // offload/prefetch traffic (scheduled steps only)
 };

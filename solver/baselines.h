@@ -1,4 +1,4 @@
-// baselines.h: the simple strategies of SPEC section 7, first-class solvers with the
+// baselines.h: the simple strategies of docs/formats.md section 7, first-class solvers with the
 // same signature as the DP so every report compares like with like.
 #pragma once
 

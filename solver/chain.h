@@ -1,4 +1,4 @@
-// chain.h: the chain model of SPEC section 1 -- a model as L stages plus a loss,
+// chain.h: the chain model of docs/formats.md section 1 -- a model as L stages plus a loss,
 // described only by times and byte sizes. Everything the solver knows about a model.
 #pragma once
 
@@ -18,20 +18,20 @@ struct Stage {
   int64_t saved_bytes = 0;      // x̄_{i+1}: everything kept for backward, output included
   int64_t fwd_tmp_bytes = 0;    // ftmp_i
   int64_t bwd_tmp_bytes = 0;    // btmp_i
-  // Note [Two forward temporaries] (memopt's extension of SPEC, see README): a
+  // Note [Two forward temporaries] (memopt's extension, docs/formats.md section 9): a
   // forward under autograd keeps what it saves, so its transient above ā_{i+1} is
   // far smaller than a no-grad forward's above a_{i+1}, which frees those tensors
   // as it goes. When set, fwd_keep uses this and fwd_ckpt/fwd_drop fwd_tmp_bytes;
-  // when absent (SPEC's files), every forward uses fwd_tmp_bytes.
+  // when absent (files without the field), every forward uses fwd_tmp_bytes.
   std::optional<int64_t> fwd_keep_tmp_bytes;
   // The same split for time: fwd_ms is the forward under autograd (fwd_keep); a
   // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
-  // no graph and is faster. When absent every forward takes fwd_ms, as in SPEC.
+  // no graph and is faster. When absent every forward takes fwd_ms, as it always did.
   std::optional<double> fwd_nograd_ms;
   // Parameters, for `memopt plan` (Note [Parameter homes] in runtime/staged_model.h):
   // the bytes of the parameters first read by this stage, and, as (home stage, bytes),
   // those it reads that an earlier stage reads first (GPT-2's head and the tied wte).
-  // Absent in SPEC's files and modeled profiles that do not know them.
+  // Absent in files from before them and in modeled profiles that do not know them.
   std::optional<int64_t> param_bytes;
   std::vector<std::pair<int, int64_t>> param_reads;
 };
@@ -47,7 +47,7 @@ struct Link {
 };
 
 // Stages 0..L-1 plus the loss, which the DP treats as stage L with no forward.
-// The accessors use SPEC's symbols and its conventions x_{L+1} = x̄_{L+1} = 0,
+// The accessors use the symbols of docs/formats.md and its conventions x_{L+1} = x̄_{L+1} = 0,
 // uf_L = ftmp_L = 0, so the DP and the simulators read like the recurrences.
 struct Chain {
   int64_t input_bytes = 0;      // x_0
@@ -78,7 +78,7 @@ struct Chain {
   int64_t btmp(int i) const { return i < length() ? stages[i].bwd_tmp_bytes : loss.bwd_tmp_bytes; }
 };
 
-// Checks SPEC's invariants (non-negative finite numbers, saved >= out, at least one
+// Checks the invariants of docs/formats.md section 1 (non-negative finite numbers, saved >= out, at least one
 // stage, positive link bandwidths). Returns an empty string when the chain is valid,
 // otherwise what is wrong, naming the field with a JSON path such as
 // "/stages/3/saved_bytes" so that readers can prefix the file name.

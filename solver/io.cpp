@@ -1,4 +1,4 @@
-// io.cpp: the solver's border -- profile.json and schedule.json (SPEC sections 2-3)
+// io.cpp: the solver's border -- profile.json and schedule.json (docs/formats.md sections 2-3)
 // read, checked and written, atomic file writes, and the byte, budget and bandwidth
 // quantities users type on the command line. What passes here, the solver trusts.
 #include "solver/io.h"
@@ -299,7 +299,7 @@ json parse_text(std::string_view text, const std::string& path, const std::strin
 
 // Note [Key order in written files]: nlohmann::json keeps object keys sorted, which
 // would put "bwd_ms" before "name" and "format" in the middle. Written files follow
-// SPEC's order instead, so a profile reads like the SPEC's example and diffs stay
+// a fixed order instead (docs/formats.md section 2.9), so every file reads alike and diffs stay
 // small; keys not listed here follow, alphabetically. "kind" precedes "name" for
 // the device object; no other object has both.
 constexpr std::string_view kKeyOrder[] = {

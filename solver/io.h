@@ -1,4 +1,4 @@
-// io.h: profile.json and schedule.json (SPEC sections 2-3) to and from the solver's
+// io.h: profile.json and schedule.json (docs/formats.md sections 2-3) to and from the solver's
 // structs. Readers validate at the border: every error names the file, the JSON path
 // of the field and the fix.
 #pragma once
@@ -43,7 +43,7 @@ Profile parse_profile(std::string_view text, const std::string& source);
 Schedule parse_schedule(std::string_view text, const std::string& source);
 Profile read_profile(const std::string& path);
 Schedule read_schedule(const std::string& path);
-// The text write_json_atomic writes: 2-space indent, keys in SPEC's order (others
+// The text write_json_atomic writes: 2-space indent, keys in the order of docs/formats.md section 2.9 (others
 // after them, alphabetically), each array of scalars -- an op -- on one line.
 // Throws std::invalid_argument for NaN or infinity, which JSON cannot hold.
 std::string format_json(const nlohmann::json& j);

@@ -1,5 +1,5 @@
 // offload.h: keep / recompute / offload chosen jointly under a budget and the link
-// bandwidths -- checkpointed stage inputs a_k (SPEC section 5) and, memopt's
+// bandwidths -- checkpointed stage inputs a_k (docs/formats.md section 5) and, memopt's
 // extension, the saved state of kept stages (Note [Offloading saved state] in
 // simulate.h).
 //

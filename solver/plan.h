@@ -1,4 +1,4 @@
-// plan.h: persistent schedules -- those built by the recursion of SPEC section 6 --
+// plan.h: persistent schedules -- those built by the recursion of docs/formats.md section 6 --
 // written as a decision per subchain (keep s, or checkpoint and restart at j), and
 // turned into ops. The DP, the baselines and the brute force all emit through here.
 #pragma once

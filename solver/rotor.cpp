@@ -1,4 +1,4 @@
-// rotor.cpp: the keep/recompute DP of SPEC section 6, fast and plain.
+// rotor.cpp: the keep/recompute DP of docs/formats.md section 6, fast and plain.
 //
 // Note [How the fast DP is fast]
 // The recurrence is Θ(slots·L³). Four things make it quick without changing a
@@ -65,7 +65,7 @@ namespace {
 
 constexpr int32_t kInf = 1 << 30;
 
-// The chain in slots and quantised times, with SPEC's conventions for stage L.
+// The chain in slots and quantised times, with the conventions of docs/formats.md section 1.4 for stage L.
 struct Discrete {
   int L = 0;
   int64_t S = 0;                        // slots
@@ -98,10 +98,10 @@ struct Discrete {
   int32_t keep_all(int s, int t) const { return keep_prefix[t + 1] - keep_prefix[s]; }
 
   // Note [Floor per branch]
-  // SPEC's floor for (s, t) is the memory the forward ops of the checkpoint branch
+  // The original floor for (s, t) is the memory the forward ops of the checkpoint branch
   // j = t need: fwd_ckpt s and fwd_drop s+1..t-1 next to d_{t+1}. Branch j runs only
   // fwd_ckpt s and fwd_drop s+1..j-1, so its exact floor stops at j-1; the later terms
-  // bind only through its subproblems. With one forward tmp per stage (SPEC) the
+  // bind only through its subproblems. With one forward tmp per stage (the base format) the
   // subproblems imply them and both floors give the same values; with a separate
   // fwd_keep tmp (Note [Two forward temporaries]) only the per-branch floor is exact,
   // and the keep branch, which runs no no-grad forward, has no floor at all.

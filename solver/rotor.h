@@ -1,4 +1,4 @@
-// rotor.h: the exact keep/recompute DP of SPEC section 6 (rotor's persistent DP with
+// rotor.h: the exact keep/recompute DP of docs/formats.md section 6 (rotor's persistent DP with
 // the forward check of the keep branch fixed), and rotor's published variant.
 #pragma once
 

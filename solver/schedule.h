@@ -1,4 +1,4 @@
-// schedule.h: a schedule is data -- the ops of SPEC sections 3-5 in program order,
+// schedule.h: a schedule is data -- the ops of docs/formats.md sections 3-5 in program order,
 // plus the budget it was solved for and what the simulator predicts for it.
 #pragma once
 
@@ -26,7 +26,7 @@ inline constexpr OpKindInfo kOpKinds[] = {
     {OpKind::FwdDrop, "fwd_drop", true, true},   {OpKind::Loss, "loss", false, true},
     {OpKind::Bwd, "bwd", true, true},            {OpKind::Offload, "offload", true, false},
     {OpKind::Prefetch, "prefetch", true, false},
-    // memopt's extension of SPEC (Note [Offloading saved state] in simulate.h): move
+    // memopt's extension (Note [Offloading saved state] in simulate.h): move
     // the part of ā_k beyond a_k, x̄_k - x_k bytes, out and back.
     {OpKind::OffloadSaved, "offload_saved", true, false},
     {OpKind::PrefetchSaved, "prefetch_saved", true, false},

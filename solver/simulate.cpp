@@ -1,4 +1,4 @@
-// simulate.cpp: the two simulators of SPEC sections 4 and 5.
+// simulate.cpp: the two simulators of docs/formats.md sections 4 and 5.
 #include "solver/simulate.h"
 
 #include <algorithm>
@@ -100,7 +100,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
   for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
     const Op& op = ops[p];
     if (!info(op.kind).is_compute)
-      return fail(out, p, op_label(ops, p) + ": offload ops need the timeline simulator (SPEC section 5)");
+      return fail(out, p, op_label(ops, p) + ": offload ops need the timeline simulator (docs/formats.md section 5)");
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     const int i = op.index;
     switch (op.kind) {

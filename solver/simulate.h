@@ -1,5 +1,5 @@
 // simulate.h: replays a schedule on a chain and says whether it is valid, its peak
-// device bytes and its time -- SPEC section 4 (sequential, no offload) and section 5
+// device bytes and its time -- docs/formats.md section 4 (sequential, no offload) and section 5
 // (compute stream plus full-duplex d2h/h2d links). Every schedule is checked here
 // before anyone trusts it.
 #pragma once
@@ -30,11 +30,11 @@ struct SimResult {
   std::vector<int> offload_done_before;
 };
 
-// SPEC section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
+// docs/formats.md section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
 SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 
-// Note [Offloading saved state] (memopt's extension of SPEC section 5)
-// SPEC moves only plain activations a_k. A transformer block saves ~25x its input,
+// Note [Offloading saved state] (memopt's extension of docs/formats.md section 5)
+// The original contract moves only plain activations a_k. A transformer block saves ~25x its input,
 // so at a tight budget moving a_k frees almost nothing; what must move is the
 // saved state. `offload_saved k` (ā_k resident and whole, k in 1..L) copies the
 // x̄_k - x_k bytes of ā_k beyond a_k on the d2h link exactly as `offload` does (starts
@@ -46,7 +46,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // tensors stage k-1's autograd graph saved, other than its input, its output and
 // parameters (runtime/saved_state.h).
 
-// SPEC section 5. Needs chain.link when the ops offload or prefetch.
+// docs/formats.md section 5. Needs chain.link when the ops offload or prefetch.
 // On schedules without offload it gives exactly simulate_sequential's numbers.
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops);
 

@@ -159,7 +159,7 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
     const std::string over = "solver " + std::string(name) + " returned a schedule peaking at " +
                              std::to_string(sim.peak_bytes) + " B, over the budget of " +
                              std::to_string(options.budget_bytes) + " B";
-    // rotor's recurrence is known to do this (SPEC section 6); ours never may.
+    // rotor's recurrence is known to do this (docs/formats.md section 6.8); ours never may.
     if (options.solver == SolverKind::RotorCompat)
       throw std::runtime_error(over + ": rotor's published recurrence checks the wrong gradient in its keep branch; use --solver optimal");
     throw std::logic_error("bug: " + over);

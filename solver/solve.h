@@ -23,7 +23,7 @@ struct SolverKindInfo {
 
 inline constexpr SolverKindInfo kSolverKinds[] = {
     {SolverKind::Optimal, "optimal", "best of the keep/recompute/offload DP and every baseline"},
-    {SolverKind::RecomputeOnly, "recompute-only", "best of the exact keep/recompute DP (SPEC 6) and the non-offload baselines"},
+    {SolverKind::RecomputeOnly, "recompute-only", "best of the exact keep/recompute DP (docs/formats.md section 6) and the non-offload baselines"},
     {SolverKind::RotorCompat, "rotor-compat", "rotor's published recurrence"},
     {SolverKind::StoreAll, "store-all", "keep everything"},
     {SolverKind::Sqrt, "sqrt", "Chen et al. sqrt(L) segments"},

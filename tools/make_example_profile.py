@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_example_profile.py: writes the bundled GPT-2-small example profile, a
-*modeled* chain (SPEC section 2, "measured": false) for the demo and the tests:
+*modeled* chain (docs/formats.md section 2, "measured": false) for the demo and the tests:
 
     python3 tools/make_example_profile.py --out tests/data/gpt2_small_example.profile.json
 
@@ -9,7 +9,7 @@ Plain Python, no torch, deterministic: the same command gives the same file.
 The chain is GPT-2 small at block granularity: stage 0 = token + position
 embeddings and their dropout, stages 1..12 = the transformer blocks, stage 13 =
 ln_f + tied lm_head + cross-entropy, so a_L is the scalar loss and the logits
-never cross a stage boundary (SPEC section 1). Batch 8, sequence 1024, fp32,
+never cross a stage boundary (docs/formats.md section 1). Batch 8, sequence 1024, fp32,
 explicit attention (the T x T scores are materialised), dropout 0.1 where GPT-2
 has it.
 

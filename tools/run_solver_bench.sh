@@ -47,7 +47,7 @@ for b in data["benchmarks"]:
     rows.append((name, L, slots, b["real_time"] * scale, b.get("values_identical"), target))
 ctx = data["context"]
 lines = [
-    "# Solver benchmark: the recompute DP (SPEC section 6)",
+    "# Solver benchmark: the recompute DP (docs/formats.md section 6)",
     "",
     "`BM_SolveOptimal` times `solve_recompute` (the filled table plus the reconstruction of",
     "the schedule, all cores; `BM_SolveOptimalOneThread` on one thread);",

@@ -1,6 +1,6 @@
 // cpu/reference.h: plain, slow references for the kernels of this folder, written
 // independently of them (no shared helper beyond the published constants), for the
-// tests to compare the fast paths against (STYLE point 1).
+// tests to compare the fast paths against (a plain reference beside every fast path).
 #pragma once
 
 #include <cstdint>

@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "an invalid schedule without an error or an op\n");
     std::abort();
   }
-  // Without copies the two simulators are the same model (SPEC 4 and 5 agree).
+  // Without copies the two simulators are the same model (docs/formats.md sections 4 and 5 agree).
   bool copies = false;
   for (const Op& op : s.ops) copies |= op.kind == OpKind::Offload || op.kind == OpKind::Prefetch;
   if (!copies && (timeline.valid != sequential.valid ||

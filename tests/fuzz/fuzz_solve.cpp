@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   } catch (const std::runtime_error& e) {
-    // rotor-compat's known over-budget schedules are refused, by design (SPEC 6).
+    // rotor-compat's known over-budget schedules are refused, by design (docs/formats.md section 6.8).
     if (options.solver != SolverKind::RotorCompat) bug(std::string("unexpected runtime_error: ") + e.what());
   } catch (const std::invalid_argument& e) {
     // offload-all without a link: refused with a message, by design.

@@ -1,5 +1,5 @@
 // replay_test.cpp: the point of Note [Stage byte accounting] -- run schedules for
-// real (a minimal executor of SPEC section 4's ops, on the counting allocator) and
+// real (a minimal executor of the ops of docs/formats.md section 4, on the counting allocator) and
 // check that the peak they reach is the peak the simulator predicts from the
 // profile. The runtime's executor (issue 4) must reach the same numbers; this test
 // pins down what the profile promises it.
@@ -22,7 +22,7 @@ using solver::Op;
 using solver::OpKind;
 
 // The least an executor does: a_k plain tensors, ā_k as (detached input, output
-// with its graph), d_k gradients; ops add and remove them as SPEC section 4 says.
+// with its graph), d_k gradients; ops add and remove them as docs/formats.md section 4 says.
 class MiniExecutor {
  public:
   MiniExecutor(const runtime::StagedModel& model, const runtime::Batch& batch) : model_(model), batch_(batch) {}
@@ -80,9 +80,9 @@ class MiniExecutor {
   std::map<int, at::Tensor> grad_;
 };
 
-// SPEC section 4's peak, but with the forward tmp split by mode: fwd_keep peaks at
+// The peak of docs/formats.md section 4, but with the forward tmp split by mode: fwd_keep peaks at
 // resident + the tmp under autograd, fwd_ckpt/fwd_drop at resident + the tmp
-// without grad. (SPEC has one ftmp; the profile's is the max of the two.)
+// without grad. (fwd_tmp_bytes alone is one ftmp: the max of the two.)
 int64_t two_tmp_peak(const solver::Chain& chain, const std::vector<StageDetail>& details, const std::vector<Op>& ops) {
   std::map<int, int64_t> plain{{0, chain.x(0)}}, kept, grad;
   auto resident = [&] {
@@ -172,10 +172,10 @@ TEST_P(ReplayTest, MeasuredPeakMatchesTheSimulatorsPrediction) {
       MiniExecutor executor(model, batch);
       for (const Op& op : ops) executor.run(op);
     }
-    // SPEC's budget counts a_0, which existed before the baseline.
+    // The budget counts a_0, which existed before the baseline.
     const int64_t measured = meter.peak_bytes() - baseline + chain.input_bytes;
     EXPECT_EQ(meter.current_bytes(), baseline) << "the step leaked activations";
-    // SPEC's simulator never predicts less than what happens (the profile measures
+    // The simulator never predicts less than what happens (the profile measures
     // everything), but with one ftmp per stage it over-predicts fwd_keep peaks: Note
     // [One forward tmp is not enough] in profiler.h. measured/predicted here goes
     // down to 0.73 for recompute_all with dropout; store_all is exact.

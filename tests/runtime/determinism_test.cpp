@@ -1,4 +1,4 @@
-// determinism_test.cpp: STYLE point 15 and issue 9 -- two runs of the same profile,
+// determinism_test.cpp: determinism is correctness -- two runs of the same profile,
 // schedule and seed give bit-identical losses and parameters over several AdamW steps,
 // and equal plain training bit for bit; which fails when a recomputed forward draws
 // its dropout mask from a stale RNG state (ExecutorOptions::restore_rng = false, and

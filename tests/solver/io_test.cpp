@@ -290,7 +290,7 @@ TEST(ProfileJson, RoundTripWithoutLink) {
 TEST(ProfileJson, WriterFollowsSpecLayout) {
   const std::string text = format_json(valid_profile());
   EXPECT_TRUE(text.starts_with("{\n  \"format\": \"memopt.profile\",\n  \"version\": 1,\n")) << text;
-  // Keys in SPEC's order, top level and within a stage.
+  // Keys in the order of docs/formats.md section 2.9, top level and within a stage.
   const char* order[] = {"\"model\"", "\"device\"", "\"measured\"", "\"input_bytes\"", "\"static_bytes\"",
                          "\"link\"",  "\"loss\"",   "\"stages\"",   "\"fwd_ms\"",      "\"bwd_ms\"",
                          "\"out_bytes\"", "\"saved_bytes\"", "\"fwd_tmp_bytes\"", "\"bwd_tmp_bytes\""};
@@ -856,7 +856,7 @@ TEST(FormatJson, LayoutOfNestedValues) {
                   {"alpha", json::array()},
                   {"name", "x\"y"},
                   {"format", "f"}};
-  // Known keys first in SPEC's order, then the rest alphabetically.
+  // Known keys first in the documented order, then the rest alphabetically.
   EXPECT_EQ(format_json(j),
             "{\n  \"format\": \"f\",\n  \"name\": \"x\\\"y\",\n  \"alpha\": [],\n  \"zeta\": [\n    [1, 2],\n"
             "    {}\n  ]\n}");
@@ -1064,7 +1064,7 @@ TEST(ExampleProfile, LoadsAndMatchesItsAnalyticModel) {
 namespace memopt::solver {
 namespace {
 
-// memopt's extension of SPEC (Note [Two forward temporaries]): optional, round-trips,
+// memopt's extension (Note [Two forward temporaries]): optional, round-trips,
 // validated like every size, and absent means "the same as fwd_tmp_bytes".
 TEST(IoKeepTmp, OptionalFieldRoundTripsAndDefaultsToFwdTmp) {
   Profile p;

@@ -1,4 +1,4 @@
-// simulate_test.cpp: the simulators of SPEC sections 4 and 5 against hand-computed
+// simulate_test.cpp: the simulators of docs/formats.md sections 4 and 5 against hand-computed
 // peaks and times, the closed forms of section 7, and each other.
 //
 // Sizes in the hand-computed cases are small integers and times are dyadic, so every
@@ -265,7 +265,7 @@ TEST(SimulateTimeline, AgreesWithSequentialOnMutatedSchedules) {
   EXPECT_GT(num_invalid, 1000);  // the mutations do exercise the error paths
 }
 
-// SPEC section 5 by hand. Link speeds of 1000 B/s make a copy of k bytes take k ms.
+// docs/formats.md section 5 by hand. Link speeds of 1000 B/s make a copy of k bytes take k ms.
 Chain offload_chain(double d2h_bytes_per_s, double h2d_bytes_per_s) {
   Chain c;
   c.input_bytes = 10;
