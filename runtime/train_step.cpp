@@ -14,7 +14,7 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// a_0 exists before the step starts, yet SPEC's budget counts it.
+// a_0 exists before the step starts, yet the budget counts it.
 int64_t input_bytes(const Batch& batch) { return static_cast<int64_t>(batch.input.nbytes()); }
 
 }  // namespace
