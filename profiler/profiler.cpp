@@ -12,17 +12,11 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "common/stats.h"
 #include "profiler/cpu_allocator.h"
 
 namespace memopt::profiler {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int64_t storage_bytes(const at::Tensor& t) { return static_cast<int64_t>(t.storage().nbytes()); }
 
@@ -182,14 +176,14 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
       d.input_grad_bytes = std::max(d.input_grad_bytes, r.input_grad_bytes);
       next = r.output;
     }
-    s.fwd_ms = median(fwd);
-    s.bwd_ms = median(bwd);
-    d.fwd_nograd_ms = median(fwd_nograd);
+    s.fwd_ms = common::median(fwd);
+    s.bwd_ms = common::median(bwd);
+    d.fwd_nograd_ms = common::median(fwd_nograd);
     s.fwd_tmp_bytes = std::max(d.fwd_tmp_grad_bytes, d.fwd_tmp_nograd_bytes);
     // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain.h);
     // fwd_tmp_bytes stays the max, so readers that know only fwd_tmp_bytes never under-predict.
     s.fwd_keep_tmp_bytes = d.fwd_tmp_grad_bytes;
-    s.fwd_nograd_ms = median(fwd_nograd);
+    s.fwd_nograd_ms = common::median(fwd_nograd);
     m.chain.stages.push_back(s);
     m.details.push_back(d);
     a = next;

@@ -7,17 +7,12 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "common/stats.h"
+
 namespace memopt::profiler {
 namespace {
 
 double ns_to_ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // One range instance's records, before labels are summed.
 struct Instance {
@@ -138,7 +133,7 @@ TraceReport attribute(const std::vector<ActivityRecord>& records, const std::vec
     fold(out, instances[k], &busy_per_instance[it->second]);
   }
   for (size_t k = 0; k < report.ranges.size(); ++k)
-    report.ranges[k].median_kernel_busy_ms = median(busy_per_instance[k]);
+    report.ranges[k].median_kernel_busy_ms = common::median(busy_per_instance[k]);
   fold(report.unattributed, unattributed, nullptr);
   report.unattributed.median_kernel_busy_ms = report.unattributed.kernel_busy_ms;
   return report;

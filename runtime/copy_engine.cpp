@@ -10,6 +10,8 @@
 
 #include <ATen/ATen.h>
 
+#include "common/stats.h"
+
 namespace memopt::runtime {
 namespace {
 
@@ -175,11 +177,7 @@ LinkBandwidth measure_copy_bandwidth(double d2h_cap_bytes_per_s, double h2d_cap_
     d2h.push_back(static_cast<double>(num_bytes) / (out->copy_ms() / 1000.0));
     h2d.push_back(static_cast<double>(num_bytes) / (back->copy_ms() / 1000.0));
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(d2h), median(h2d)};
+  return {common::median(d2h), common::median(h2d)};
 }
 
 }  // namespace memopt::runtime

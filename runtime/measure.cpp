@@ -11,8 +11,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/stats.h"
 #include "profiler/cpu_allocator.h"
 #include "runtime/copy_engine.h"
+#include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "runtime/gpt2.h"
 #include "runtime/memory_check.h"
@@ -20,13 +22,6 @@
 #include "solver/simulate.h"
 
 namespace memopt::runtime {
-
-double median_after_first(std::vector<double> v) {
-  if (v.empty()) throw std::invalid_argument("median_after_first: no values");
-  if (v.size() > 1) v.erase(v.begin());
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct ProfiledModel::Impl {
   Gpt2Spec spec;
@@ -63,29 +58,17 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   if (options.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
   StagedModel& model = impl_->model;
   check_schedule_fits_model(schedule, model, source);
-  // Offloading schedules copy through an engine that emulates the chain's link, with
-  // a host pool holding every activation that may be offloaded in one step.
+  // Offloading schedules copy through an engine that emulates the chain's link.
   std::unique_ptr<CopyEngine> engine;
   ExecutorOptions executor_options;
-  std::vector<int64_t> offloaded_bytes;
-  for (const solver::Op& op : schedule.ops) {
-    if (op.kind == solver::OpKind::Offload) offloaded_bytes.push_back(chain.x(op.index));
-    // Each saved storage is placed at an aligned boundary in the pool: room for a few
-    // hundred per stage on top of the profiled bytes.
-    if (op.kind == solver::OpKind::OffloadSaved)
-      offloaded_bytes.push_back(chain.xbar(op.index) - chain.x(op.index) + (64 << 10));
-  }
-  if (!offloaded_bytes.empty()) {
-    if (!chain.link) throw std::invalid_argument(source + ": offloads, but the profile has no link; pass --bandwidth");
-    engine = make_copy_engine(c10::Device(c10::kCPU),
-                              CopyEngineOptions{chain.link->d2h_bytes_per_s, chain.link->h2d_bytes_per_s,
-                                                HostArena::bytes_for(offloaded_bytes)});
+  if (const std::optional<CopyPlan> copies = plan_copies(chain, schedule.ops, source)) {
+    engine = make_copy_engine(c10::Device(c10::kCPU), copies->engine);
     executor_options.copy_engine = engine.get();
-    executor_options.offload_done_before = solver::simulate_timeline(chain, schedule.ops).offload_done_before;
+    executor_options.offload_done_before = copies->offload_done_before;
   }
 
   at::set_num_threads(impl_->threads);
-  // Before the first step: can the device really hold this plan (issue 9)? AdamW's two
+  // Before the first step: can the device really hold this plan? AdamW's two
   // moments per parameter are allocated at its first step.
   check_device_memory(solver::simulate_timeline(chain, schedule.ops).peak_bytes,
                       unallocated_state_bytes(model, /*optimizer_moments=*/2), source);
@@ -122,8 +105,8 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
     times.push_back(r.time_ms);
     optimizer.step();
   }
-  out.median_peak_bytes = static_cast<int64_t>(median_after_first(peaks));
-  out.median_time_ms = median_after_first(times);
+  out.median_peak_bytes = static_cast<int64_t>(common::median_after_first(peaks));
+  out.median_time_ms = common::median_after_first(times);
   return out;
 }
 

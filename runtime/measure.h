@@ -42,9 +42,6 @@ struct ScheduleMeasurement {
   std::optional<double> max_abs_grad_diff;  // over the steps, when checked
 };
 
-// Median of v without its first element (the whole of v when it has one).
-double median_after_first(std::vector<double> v);
-
 // The model of a profile, built once (its "model" object: runtime::gpt2_spec_from_json),
 // with the compute threads the profile was measured with unless `threads` > 0.
 // Schedules with offload ops run through a CPU copy engine emulating the chain's
