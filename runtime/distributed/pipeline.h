@@ -27,6 +27,8 @@ struct PipelineStage {
   // One copy engine per micro-batch in flight (min(P-k, M) of them) when the
   // schedule offloads: each engine's host pool is recycled when its micro-batch ends.
   std::vector<CpuCopyEngine*> copy_engines;
+  // ExecutorOptions::offload_done_before for `ops` (runtime/copy_plan.h).
+  std::vector<int> offload_done_before;
   // d(loss)/d(micro-batch loss): 1 / (data-parallel ranks x micro-batches), so that
   // the summed gradients are those of the global batch's mean loss.
   double loss_scale = 1.0;

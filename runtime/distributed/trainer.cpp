@@ -18,6 +18,7 @@
 
 #include "profiler/cpu_allocator.h"
 #include "runtime/copy_engine.h"
+#include "runtime/copy_plan.h"
 #include "runtime/distributed/pipeline.h"
 #include "runtime/distributed/zero.h"
 #include "runtime/gpt2.h"
@@ -148,9 +149,11 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   const solver::Chain sub_chain =
       solver::scale_batch(solver::sub_chain(chain, res.chain_begin, res.chain_end), res.rows_per_micro_batch, B);
   std::vector<solver::Op> ops = solver::store_all_ops(sub_chain);
+  const std::string src = o.schedules.empty() ? "the store-all schedule"
+                          : k < static_cast<int>(o.schedule_sources.size()) ? o.schedule_sources[k]
+                                                                              : "schedule " + std::to_string(k);
   if (!o.schedules.empty()) {
     const solver::Schedule& s = o.schedules[k];
-    const std::string src = k < static_cast<int>(o.schedule_sources.size()) ? o.schedule_sources[k] : "schedule " + std::to_string(k);
     if (s.chain_length != sub_chain.length())
       throw std::invalid_argument(src + ": chain_length is " + std::to_string(s.chain_length) + " but pipeline stage " +
                                   std::to_string(k) + " runs " + std::to_string(sub_chain.length()) +
@@ -195,18 +198,16 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   }
 
   ZeroEngine engine(sub, dp, o.zero_stage, o.adamw);
+  // One copy engine per micro-batch in flight at once, each sized as `memopt run`
+  // sizes its one.
   std::vector<std::unique_ptr<CpuCopyEngine>> engines;
-  int64_t offloaded_bytes = 0;
-  for (const solver::Op& op : ops)
-    if (op.kind == solver::OpKind::Offload) offloaded_bytes += sub_chain.x(op.index);
   PipelineStage stage;
-  if (offloaded_bytes > 0) {
-    if (!sub_chain.link) throw std::invalid_argument("the schedule offloads, but the profile has no link");
+  if (const std::optional<CopyPlan> copies = plan_copies(sub_chain, ops, src)) {
     for (int i = 0; i < std::min(P - k, M); ++i) {
-      engines.push_back(std::make_unique<CpuCopyEngine>(
-          CopyEngineOptions{sub_chain.link->d2h_bytes_per_s, sub_chain.link->h2d_bytes_per_s, offloaded_bytes}));
+      engines.push_back(std::make_unique<CpuCopyEngine>(copies->engine));
       stage.copy_engines.push_back(engines.back().get());
     }
+    stage.offload_done_before = copies->offload_done_before;
   }
   stage.model = &sub;
   stage.rank = k;

@@ -296,6 +296,74 @@ TEST_F(Distributed, PipelineOf2StagesWith4MicroBatches) {
   expect_static_bytes_match_plan(scheduled, 2, 3, 2, 4);
 }
 
+bool moves_saved_state(const solver::Schedule& s) {
+  return std::any_of(s.ops.begin(), s.ops.end(), [](const solver::Op& op) { return op.kind == solver::OpKind::OffloadSaved; }) &&
+         std::any_of(s.ops.begin(), s.ops.end(), [](const solver::Op& op) { return op.kind == solver::OpKind::PrefetchSaved; });
+}
+
+// The device memory per rank that leaves each pipeline stage `fraction` of its
+// store-all activation peak per micro-batch in flight, so that `memopt plan`'s default
+// solver (optimal) has to recompute or offload.
+int64_t tight_device_bytes(const std::string& profile, int world, int zero, int pp, int mb, double fraction) {
+  const solver::Profile p = solver::read_profile(profile);
+  solver::SolveOptions o;
+  o.solver = solver::SolverKind::StoreAll;
+  const auto plans = solver::plan_distributed(p.chain, {world, zero, pp, mb, p.model.value("batch", int64_t{0})},
+                                              int64_t{1} << 34, o, profile);
+  int64_t device = 0;
+  for (const auto& plan : plans)
+    device = std::max(device, plan.zero.static_bytes() +
+                                  static_cast<int64_t>(fraction * static_cast<double>(plan.schedule.predicted.peak_bytes)) *
+                                      plan.in_flight);
+  return device;
+}
+
+// Writes `memopt plan`'s default (optimal) schedules for a device that leaves each
+// pipeline stage a fraction of its store-all peak per micro-batch in flight, trying
+// fractions from tight to loose until a plan moves saved state (which plan the DP
+// picks depends on the measured times). Returns the schedule paths, or none.
+std::vector<std::string> plan_moving_saved_state(const std::string& memopt, const std::string& profile,
+                                                 const fs::path& dir, int world, int zero, int pp, int mb) {
+  for (const double fraction : {0.4, 0.5, 0.6, 0.7, 0.8, 0.9}) {
+    const std::string out = (dir / ("opt_" + std::to_string(pp) + "_" + std::to_string(fraction) + ".json")).string();
+    const std::string command = memopt + " plan --profile " + profile + " --gpu-memory " +
+                                std::to_string(tight_device_bytes(profile, world, zero, pp, mb, fraction)) +
+                                " --world-size " + std::to_string(world) + " --zero-stage " + std::to_string(zero) +
+                                " --pipeline-stages " + std::to_string(pp) + " --micro-batches " + std::to_string(mb) +
+                                " --out " + out;
+    if (run_command(command) != 0) continue;  // too tight for any plan
+    std::vector<std::string> paths;
+    bool moves = false;
+    for (int k = 0; k < pp; ++k) {
+      paths.push_back(pp == 1 ? out : out.substr(0, out.size() - 5) + ".stage" + std::to_string(k) + ".json");
+      const solver::Schedule s = solver::read_schedule(paths.back());
+      EXPECT_EQ(s.solver, "optimal");
+      moves |= moves_saved_state(s);
+    }
+    if (moves) return paths;
+  }
+  return {};
+}
+
+// The plans `memopt plan` writes by default train as written: optimal schedules that
+// offload saved state (offload_saved / prefetch_saved) run on copy engines and host
+// pools sized as `memopt run` sizes its one, under ZeRO and under the pipeline.
+TEST_F(Distributed, DefaultOptimalPlansWithSavedStateOffloadTrain) {
+  const std::vector<std::string> z3 = plan_moving_saved_state(kMemopt, profile_, dir_, 2, 3, 1, 1);
+  ASSERT_EQ(z3.size(), 1u) << "no ZeRO-3 plan moved saved state at 40-90% of store-all";
+  for (int k : {0, 3}) {
+    const auto results = train_and_compare(2, {"--zero-stage", std::to_string(k), "--schedule", z3[0]}, "opt_z" + std::to_string(k));
+    ASSERT_EQ(results.size(), 2u);
+    expect_static_bytes_match_plan(results, 2, k, 1, 1);
+  }
+  const std::vector<std::string> pp = plan_moving_saved_state(kMemopt, profile_, dir_, 2, 0, 2, 4);
+  ASSERT_EQ(pp.size(), 2u) << "no pipeline plan moved saved state at 40-90% of store-all";
+  const auto results = train_and_compare(
+      2, {"--pipeline-stages", "2", "--micro-batches", "4", "--schedule", pp[0], "--schedule", pp[1]}, "opt_pp");
+  ASSERT_EQ(results.size(), 2u);
+  expect_static_bytes_match_plan(results, 2, 0, 2, 4);
+}
+
 // A rank killed (dies) or stopped (hangs) mid-training: the other exits non-zero
 // within the timeout with an error naming the failure, and writes nothing.
 void fault(const std::string& dir, const std::string& profile, int signal_number, const std::string& name) {
