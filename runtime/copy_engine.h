@@ -35,6 +35,15 @@ class Transfer {
   virtual at::Tensor take_device_tensor() = 0;
 };
 
+// What an offload leaves its caller: the device tensor it moves and its copy. The
+// engine lets go of the device tensor when the copy ends; a caller that keeps it
+// decides itself when the device bytes go (Note [Offloads end when the simulator says]
+// in executor.h).
+struct OutboundCopy {
+  at::Tensor device;
+  std::shared_ptr<Transfer> transfer;
+};
+
 struct CopyEngineOptions {
   // Emulated link speed per direction (bytes/s); 0 copies as fast as memory allows.
   // Only the CPU engine emulates; a real link runs at its own speed.

@@ -63,6 +63,7 @@ ScheduleRunner::ScheduleRunner(const StagedModel& model, std::vector<Op> ops, Ex
   offloaded_.resize(L + 2);
   arriving_.resize(L + 2);
   due_before_.resize(ops_.size());
+  outbound_.resize(ops_.size());
   for (size_t p = 0; p < options_.offload_done_before.size() && p < ops_.size(); ++p) {
     const int q = options_.offload_done_before[p];
     if (q > static_cast<int>(p) && q < static_cast<int>(ops_.size())) due_before_[q].push_back(static_cast<int>(p));
@@ -105,20 +106,27 @@ at::Tensor ScheduleRunner::input_of(int i) {
 void ScheduleRunner::wait_offloads_due(size_t q) {
   if (q >= due_before_.size() || due_before_[q].empty()) return;
   const auto start = std::chrono::steady_clock::now();
+  // Note [Offloads end when the simulator says]: by op q the simulator had finished
+  // these copies and freed their device bytes; so does the runner, waiting if needed.
+  // The copies are kept per op, not per tensor: a prefetch of the same tensor may have
+  // been issued since.
   for (const int p : due_before_[q]) {
-    const Op& op = ops_[p];
-    if (op.kind == OpKind::Offload && offloaded_[op.index]) offloaded_[op.index]->wait();
-    if (op.kind == OpKind::OffloadSaved && saved_state_[op.index]) saved_state_[op.index]->wait_offloaded();
+    for (const OutboundCopy& c : outbound_[p]) c.transfer->wait();
+    outbound_[p].clear();
   }
   copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-void ScheduleRunner::copy_op(const Op& op) {
+void ScheduleRunner::copy_op(const Op& op, size_t p) {
   const int k = op.index;
+  // Without the simulator's finishing points the engine alone decides when device
+  // bytes go (when their copy ends).
+  const bool hold = !options_.offload_done_before.empty();
   if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
     if (!saved_state_[k]) throw std::logic_error("executor: " + solver::to_string(op) + " without a captured ā_" + std::to_string(k));
     if (op.kind == OpKind::OffloadSaved) {
-      saved_state_[k]->offload(*options_.copy_engine);
+      std::vector<OutboundCopy> copies = saved_state_[k]->offload(*options_.copy_engine);
+      if (hold) outbound_[p] = std::move(copies);
       ++copy_stats_.num_offloads;
     } else {
       saved_state_[k]->prefetch(*options_.copy_engine);
@@ -128,7 +136,9 @@ void ScheduleRunner::copy_op(const Op& op) {
   }
   if (op.kind == OpKind::Offload) {
     if (!plain_[k].defined()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
-    offloaded_[k] = options_.copy_engine->offload(plain_[k].contiguous());
+    const at::Tensor device = plain_[k].contiguous();
+    offloaded_[k] = options_.copy_engine->offload(device);
+    if (hold) outbound_[p] = {{device, offloaded_[k]}};
     all_copies_.push_back(offloaded_[k]);
     plain_[k].reset();  // the engine holds it until its copy ends
     ++copy_stats_.num_offloads;
@@ -151,13 +161,13 @@ at::Tensor ScheduleRunner::run_stage(int i, const at::Tensor& input, bool with_g
 
 at::Tensor ScheduleRunner::run_stage_unhooked(int i, const at::Tensor& input, bool with_grad) {
   at::AutoGradMode grad_mode(with_grad);
-  if (!options_.restore_rng) return model_.forward_stage(i, input, *batch_);
+  if (!options_.restore_rng) return model_.forward_stage(i, input, batch_);
   if (!rng_state_[i]) {
     rng_state_[i] = cpu_rng_state();
-    return model_.forward_stage(i, input, *batch_);
+    return model_.forward_stage(i, input, batch_);
   }
   RngStateScope scope(*rng_state_[i]);
-  return model_.forward_stage(i, input, *batch_);
+  return model_.forward_stage(i, input, batch_);
 }
 
 void ScheduleRunner::forward_op(const Op& op) {
@@ -177,9 +187,8 @@ void ScheduleRunner::forward_op(const Op& op) {
       }
       saved_state_[i + 1]->keep_on_device(leaf);
       saved_state_[i + 1]->keep_on_device(saved_out_[i + 1]);
-      // The batch (token ids, targets) lives for the whole step, outside the budget.
-      saved_state_[i + 1]->keep_on_device(batch_->input);
-      saved_state_[i + 1]->keep_on_device(batch_->targets);
+      // The targets live for the whole step, outside the budget (a_0 is plain_[0]).
+      saved_state_[i + 1]->keep_on_device(batch_.targets);
     } else {
       saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
     }
@@ -228,17 +237,18 @@ void ScheduleRunner::run_op(const Op& op) {
     range.emplace(options_.tracer, std::string(solver::info(op.kind).word), what);
   }
   if (op.kind == OpKind::Bwd) backward_op(op.index);
-  else if (copy) copy_op(op);
+  else if (copy) copy_op(op, next_op_);
   else forward_op(op);
 }
 
-at::Tensor ScheduleRunner::run_forward(const Batch& batch) {
-  batch_ = &batch;
-  plain_[0] = batch.input;
+at::Tensor ScheduleRunner::run_forward(Batch batch) {
+  batch_ = std::move(batch);
+  plain_[0] = std::move(batch_.input);
+  batch_.input = at::Tensor();
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
-    if (!solver::is_copy(op.kind)) wait_offloads_due(next_op_);
+    wait_offloads_due(next_op_);
     run_op(op);
   }
   if (next_op_ == ops_.size()) throw std::invalid_argument("the schedule has no loss op");
@@ -258,10 +268,11 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   for (++next_op_; next_op_ < ops_.size(); ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Loss) throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
-    if (!solver::is_copy(op.kind)) wait_offloads_due(next_op_);
+    wait_offloads_due(next_op_);
     run_op(op);
   }
   at::Tensor d0 = grad_[0];
+  outbound_.assign(ops_.size(), {});  // offloads the simulator finished only after the last op
   if (options_.copy_engine) {
     options_.copy_engine->finish_step();
     for (const auto& t : all_copies_) copy_stats_.copy_ms += t->copy_ms();
@@ -269,7 +280,7 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   }
   plain_.assign(L + 2, at::Tensor());
   grad_.assign(L + 2, at::Tensor());
-  batch_ = nullptr;
+  batch_ = Batch{};
   return d0;
 }
 

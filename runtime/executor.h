@@ -55,10 +55,12 @@ struct ExecutorOptions {
   CopyEngine* copy_engine = nullptr;
   // Not owned; may be null.
   StageHooks* hooks = nullptr;
-  // solver::SimResult::offload_done_before for these ops: before op q the runner
-  // waits for every offload the simulator had finished by then, so that a copy
-  // running late (a busy machine) costs time, never memory beyond the prediction.
-  // Empty: never wait.
+  // solver::SimResult::offload_done_before for these ops. Note [Offloads end when
+  // the simulator says]: the runner holds the device bytes of each offload until the
+  // op the simulator had finished it by, and waits for its copy there, so that a copy
+  // running late (a busy machine) costs time, never memory, and one running early
+  // frees nothing sooner than predicted: the device's memory follows the prediction
+  // byte for byte. Empty: never wait; a device copy goes when its copy ends.
   std::vector<int> offload_done_before;
   // When set, every op runs inside a range memopt/<op word>/<stage or a_k> (NVTX and
   // CUPTI attribution on CUDA), so a timeline reads like the schedule. Not owned.
@@ -84,8 +86,11 @@ class ScheduleRunner {
   ScheduleRunner(const StagedModel& model, std::vector<solver::Op> ops, ExecutorOptions options = {});
 
   // Runs every op before `loss` and returns a_L: the loss itself for models that end
-  // with their loss.
-  at::Tensor run_forward(const Batch& batch);
+  // with their loss. The runner holds the batch until run_backward ends, and a_0 only
+  // as the schedule says: a caller that keeps no other handle on batch.input lets an
+  // `offload 0` free it, as the simulator assumes (Note [The step owns a_0] in
+  // train_step.cpp).
+  at::Tensor run_forward(Batch batch);
   // Runs `loss` with d_L = grad_output (ones for a scalar loss when undefined) and
   // everything after it. Parameter gradients accumulate into .grad; returns d_0, or
   // an undefined tensor when a_0 is not differentiable (token ids).
@@ -95,7 +100,7 @@ class ScheduleRunner {
 
  private:
   at::Tensor input_of(int i);
-  void copy_op(const solver::Op& op);
+  void copy_op(const solver::Op& op, size_t p);
   void wait_offloads_due(size_t q);
   void forward_op(const solver::Op& op);
   void backward_op(int i);
@@ -107,7 +112,7 @@ class ScheduleRunner {
   std::vector<solver::Op> ops_;
   ExecutorOptions options_;
   size_t next_op_ = 0;
-  const Batch* batch_ = nullptr;
+  Batch batch_;  // targets for the loss stage; its input moves to plain_[0]
   std::vector<at::Tensor> plain_;        // a_k
   std::vector<at::Tensor> saved_leaf_;   // ā_k: the detached input of stage k-1, requiring grad
   std::vector<at::Tensor> saved_out_;    // ā_k: a_k with its graph
@@ -121,6 +126,8 @@ class ScheduleRunner {
   std::shared_ptr<const std::unordered_set<const void*>> static_storages_;
   std::vector<std::unique_ptr<SavedState>> saved_state_;
   std::vector<std::vector<int>> due_before_;  // per op q: the offload ops to finish first
+  // Per offload op p: its device tensors and copies, held until its due op.
+  std::vector<std::vector<OutboundCopy>> outbound_;
   CopyStats copy_stats_;
 };
 

@@ -19,7 +19,6 @@ namespace {
 // autograd context.
 struct RunnerHolder : torch::CustomClassHolder {
   std::unique_ptr<runtime::ScheduleRunner> runner;
-  runtime::Batch batch;
 };
 
 struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
@@ -28,8 +27,7 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
                             const at::Tensor& anchor) {
     auto holder = c10::make_intrusive<RunnerHolder>();
     holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
-    holder->batch.input = x.detach();
-    const at::Tensor a_L = holder->runner->run_forward(holder->batch);
+    const at::Tensor a_L = holder->runner->run_forward(runtime::Batch{x.detach(), {}});
     ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
     // The caller's tensor must not carry the inner graph of a kept last stage.
     return a_L.detach();

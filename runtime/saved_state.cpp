@@ -118,14 +118,17 @@ int SavedState::num_movable_storages() const {
   return n;
 }
 
-void SavedState::offload(CopyEngine& engine) {
+std::vector<OutboundCopy> SavedState::offload(CopyEngine& engine) {
+  std::vector<OutboundCopy> out;
   for (const auto& s : impl_->slots) {
     if (s->stays) continue;
     if (!s->device.defined()) throw std::logic_error("memopt: offload_saved of a saved state already on the host");
     s->offloaded = engine.offload(s->device);
     impl_->transfers.push_back(s->offloaded);
-    s->device.reset();  // the engine holds it until its copy ends
+    out.push_back({std::move(s->device), s->offloaded});  // the engine holds it until its copy ends
+    s->device = at::Tensor();
   }
+  return out;
 }
 
 void SavedState::prefetch(CopyEngine& engine) {
@@ -136,11 +139,6 @@ void SavedState::prefetch(CopyEngine& engine) {
     impl_->transfers.push_back(s->arriving);
     s->offloaded.reset();
   }
-}
-
-void SavedState::wait_offloaded() const {
-  for (const auto& s : impl_->slots)
-    if (s->offloaded) s->offloaded->wait();
 }
 
 double SavedState::wait_on_device() {

@@ -46,11 +46,10 @@ class SavedState {
   int num_movable_storages() const;
 
   // Queue every movable storage to the host; the device copies are freed as their
-  // copies end. Then bring them back (allocated now, copied after the offloads).
-  void offload(CopyEngine& engine);
+  // copies end, unless the caller keeps the returned device tensors longer. Then bring
+  // them back (allocated now, copied after the offloads).
+  std::vector<OutboundCopy> offload(CopyEngine& engine);
   void prefetch(CopyEngine& engine);
-  // Blocks until every copy to the host has ended (the device bytes are freed).
-  void wait_offloaded() const;
   // Blocks until a prefetch has landed, so that backward can unpack; returns the
   // time waited (exposed copy time) in ms.
   double wait_on_device();

@@ -212,6 +212,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
       if (place[i] != Place::OnHost) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)");
       events.push_back({compute_end, 2 * static_cast<int64_t>(p), chain.x(i), p});
+      op_start_ms[p] = compute_end;  // it allocates at issue
       const double start = std::max({compute_end, h2d_free, on_host_ms[i]});
       const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->h2d_bytes_per_s;
       h2d_free = end;
@@ -243,6 +244,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         if (!r.saved[i] || !hollow[i])
           return fail(out, p, op_label(ops, p) + ": the saved state of ā_" + std::to_string(i) + " is not on the host (offload_saved it first)");
         events.push_back({compute_end, 2 * static_cast<int64_t>(p), bytes, p});
+        op_start_ms[p] = compute_end;  // it allocates at issue
         const double start = std::max({compute_end, h2d_free, saved_on_host_ms[i]});
         const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
         h2d_free = end;
@@ -344,7 +346,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (offload_end_ms[p] < 0) continue;
     for (int q = p + 1; q < n; ++q) {
       // A copy ending exactly as an op starts frees its bytes first (event order).
-      if (op_start_ms[q] >= offload_end_ms[p]) { out.offload_done_before[p] = q; break; }
+      // Offload ops allocate nothing (op_start_ms -1): they never need to wait.
+      if (op_start_ms[q] >= 0 && op_start_ms[q] >= offload_end_ms[p]) { out.offload_done_before[p] = q; break; }
     }
   }
   out.valid = true;

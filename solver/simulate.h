@@ -23,10 +23,12 @@ struct SimResult {
   // Offload statistics (section 5 only; zero without offload ops).
   double copy_ms = 0;       // total time the links were busy
   double stall_ms = 0;      // time the compute stream waited for a prefetch
-  // For each offload / offload_saved op p: the first compute op that starts after its
-  // copy has ended (so the memory counts assume its bytes gone), or -1. A runtime
-  // whose copies may run late waits for op p before that op, so that its peak never
-  // exceeds this simulation's (runtime/executor.h).
+  // For each offload / offload_saved op p: the first op that allocates at or after the
+  // end of its copy -- a compute op at its start, a prefetch / prefetch_saved at its
+  // issue -- so that every allocation before it counts p's device bytes and every one
+  // from it on does not; or -1. A runtime holds the device bytes of p until that op
+  // and waits there for p's copy, so that its memory follows this simulation's, byte
+  // for byte, however fast or slow its copies run (runtime/executor.h).
   std::vector<int> offload_done_before;
 };
 

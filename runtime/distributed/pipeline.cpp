@@ -52,9 +52,11 @@ PipelineStepResult run_1f1b(const PipelineStage& st, const std::vector<Batch>& m
       f->engine = free_engines.back();
       free_engines.pop_back();
       options.copy_engine = f->engine;
+      options.offload_done_before = st.offload_done_before;
     }
     f->runner = std::make_unique<ScheduleRunner>(*st.model, st.ops, options);
-    const at::Tensor out = f->runner->run_forward(f->batch);
+    // The runner owns the micro-batch (and a_0 with it) until its backward.
+    const at::Tensor out = f->runner->run_forward(std::move(f->batch));
     f->out_sizes = out.sizes().vec();
     if (k < P - 1) {
       if (out.dim() > kMaxDims) throw std::invalid_argument("run_1f1b: stage outputs of more than 7 dimensions");
