@@ -10,6 +10,8 @@
 // `memopt <command> --help` lists each command's flags.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "tools/commands.h"
 
@@ -30,8 +32,16 @@ int main(int argc, char** argv) {
 #endif
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Flag errors read like every other memopt error: one line, then where to look.
+    const std::vector<CLI::App*> chosen = app.get_subcommands();
+    const std::string help = chosen.empty() ? "memopt --help" : "memopt " + chosen.front()->get_name() + " --help";
+    std::fprintf(stderr, "memopt: error: %s; `%s` lists the flags\n", e.what(), help.c_str());
+    return e.get_exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "memopt: error: %s\n", e.what());
     return 1;

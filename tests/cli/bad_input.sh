@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bad_input.sh: every class of bad input the memopt CLI can be given (issue 9) gets one
+# bad_input.sh: every class of bad input the memopt CLI can be given gets one
 # clear message -- the file, the field or op index, and the fix -- and a non-zero exit,
 # never a crash, a hang or a partial file. Drives the real binary.
 #   tests/cli/bad_input.sh path/to/memopt
@@ -100,6 +100,12 @@ expect_error budget_below_min "smallest budget that works" "--budget min" -- $(s
 expect_error bandwidth_unit "--bandwidth" "unknown unit" -- $(solve "$P") --bandwidth 3parsecs
 expect_error unknown_solver "--solver" "optimal" -- $(solve "$P") --solver fastest
 expect_error out_dir_missing "$dir/no/such/s.json" "directory exists" -- solve --profile "$P" --budget 100% --out "$dir/no/such/s.json"
+
+# Flags the parser itself refuses read like every other error, naming the command's help.
+expect_error unknown_flag "--fastest" "memopt solve --help" -- $(solve "$P") --fastest
+expect_error missing_required "--profile" "required" "memopt solve --help" -- solve --budget 50%
+expect_error not_a_number "--slots" "memopt solve --help" -- $(solve "$P") --slots many
+expect_error no_command "memopt --help" --
 
 # Schedules: the file, /ops/<index> (or /chain_length) and the fix.
 sim() { echo simulate --profile "$P" --schedule "$dir/$1.json"; }
