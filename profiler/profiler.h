@@ -78,21 +78,7 @@ namespace memopt::profiler {
 struct ProfileOptions {
   int repeat = 5;   // measured runs per stage; times are their medians
   int warmup = 1;   // unmeasured runs first (first calls allocate lazily)
-  int threads = 1;  // Note [One forward tmp is not enough]
-// Under autograd a stage's transients sit above ā_{i+1}; without grad they sit above
-// a_{i+1} and include everything autograd would have saved but the code is still
-// holding (for explicit attention with dropout: the probabilities, the mask, the
-// dropped-out copy). So fwd_tmp without grad is far larger than with it, while the
-// absolute peak is smaller. One number cannot be exact for both: the max (written
-// as fwd_tmp_bytes) never under-predicts, but over-predicts every fwd_keep peak by
-// the difference. tests/profiler/replay_test.cpp replays store_all, recompute_all,
-// recompute_blocks and sqrt on GPT-2: the simulator with the max alone predicts
-// 1.00-1.37x the measured peak; the same simulator with fwd_keep using
-// fwd_tmp_grad_bytes and fwd_ckpt/fwd_drop using fwd_tmp_nograd_bytes predicts
-// every peak to the byte. Both are written per stage as extra fields of
-// profile.json, and fwd_keep_tmp_bytes carries the first to the simulators (docs/formats.md section 1.2).
-
-// Note [One compute thread]
+  int threads = 1;  // Note [One compute thread]
   // Called with (0, number of stages) first and after each stage with (stages done,
   // number of stages), for progress bars.
   std::function<void(int, int)> on_progress;

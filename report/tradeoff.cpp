@@ -99,13 +99,15 @@ std::vector<int64_t> parse_budget_list(const std::string& text, int64_t referenc
 
 // Note [Stage categories]
 // One colour per stage and budget must summarise solver::StageActivity. Offloading
-// wins (it is the rarest and costs link time, not compute); then a stage run once
-// and stored is "kept"; a recomputed stage is "checkpointed" when its own input is
+// wins (it is the rarest and costs link time, not compute): "offloaded" when the
+// stage's input went to the host, "saved-offloaded" when only the saved state of its
+// fwd_keep did (its input and output stay); then a stage run once and stored is "kept"; a recomputed stage is "checkpointed" when its own input is
 // the checkpoint it restarts from (fwd_ckpt on it) and "recomputed" when it is
 // rebuilt from an earlier checkpoint (fwd_drop). The count of extra forwards is
 // kept beside the category for the map's labels.
 std::string stage_category(const StageActivity& a) {
-  if (a.input_offloaded || a.saved_offloaded) return "offloaded";
+  if (a.input_offloaded) return "offloaded";
+  if (a.saved_offloaded) return "saved-offloaded";
   if (a.num_recomputes() == 0) return "kept";
   if (a.num_ckpts > 0) return "checkpointed";
   return "recomputed";

@@ -27,7 +27,8 @@ std::vector<int64_t> parse_budget_list(const std::string& text, int64_t referenc
 // What a plan does to one stage, as the map's colour: "kept" (stored on its only
 // forward), "checkpointed" (its input is kept and it is recomputed from there),
 // "recomputed" (recomputed from an earlier checkpoint), "offloaded" (its input went
-// to the host). Note [Stage categories] in tradeoff.cpp.
+// to the host), "saved-offloaded" (the saved state of its fwd_keep went to the host).
+// Note [Stage categories] in tradeoff.cpp.
 std::string stage_category(const solver::StageActivity& activity);
 
 struct StagePlan {

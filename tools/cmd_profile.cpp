@@ -95,6 +95,12 @@ runtime::Gpt2Spec spec_from_args(const ProfileArgs& a) {
     c = preset->config;
     for (const Dim& d : dims)
       if (d.given->count()) *d.field = d.value;
+    // A model whose dimensions differ from the preset's is not that preset: titles and
+    // profiles must not call it so.
+    const Gpt2Config& p = preset->config;
+    if (c.n_layer != p.n_layer || c.n_embd != p.n_embd || c.n_head != p.n_head || c.vocab_size != p.vocab_size ||
+        c.n_positions != p.n_positions)
+      spec.preset.clear();
     c.set_dropout(0.1);  // GPT-2's
   }
   if (a.o_dropout->count()) c.set_dropout(a.dropout);

@@ -33,7 +33,8 @@ STYLES = {"optimal": ("-", 4.0), "recompute-only": ("--", 1.8), "sqrt": ("-", 1.
 CATEGORIES = [("kept", "#4daf4a", "kept (stored once)"),
               ("checkpointed", "#377eb8", "checkpointed (input kept, recomputed)"),
               ("recomputed", "#ff7f00", "recomputed from an earlier checkpoint"),
-              ("offloaded", "#984ea3", "input offloaded to the host")]
+              ("offloaded", "#984ea3", "input offloaded to the host"),
+              ("saved-offloaded", "#f781bf", "saved state offloaded to the host (input and output stay)")]
 
 
 def model_label(r):

@@ -1,6 +1,7 @@
 // cuda/dropout.cu: the CUDA dropout of kernels/dropout.h. One thread per Philox block
-// of four elements (Note [Dropout counter mapping]), grid-stride, so the mask is the
-// CPU's bit for bit; kernels/cpu/dropout.cpp is its tested twin.
+// of four elements (Note [Dropout counter mapping]), grid-stride, so the mask is meant
+// to equal the CPU's bit for bit; kernels/cpu/dropout.cpp is its tested twin. Compile-
+// only: this kernel has never run on a GPU (its test skips without one).
 #include "kernels/cuda/check.h"
 #include "kernels/dropout.h"
 

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // Without copies the two simulators are the same model (docs/formats.md sections 4 and 5 agree).
   bool copies = false;
-  for (const Op& op : s.ops) copies |= op.kind == OpKind::Offload || op.kind == OpKind::Prefetch;
+  for (const Op& op : s.ops) copies |= is_copy(op.kind);
   if (!copies && (timeline.valid != sequential.valid ||
                   (timeline.valid && timeline.peak_bytes != sequential.peak_bytes))) {
     std::fprintf(stderr, "simulators disagree: timeline %d %lld, sequential %d %lld\n", timeline.valid,

@@ -81,7 +81,7 @@ TEST(StageCategory, OneColourPerActivity) {
   EXPECT_EQ(stage_category(dropped), "recomputed");
   EXPECT_EQ(stage_category(offloaded), "offloaded");
   solver::StageActivity saved_moved{1, 1, 0, false, true};  // offload_saved of its ā
-  EXPECT_EQ(stage_category(saved_moved), "offloaded");
+  EXPECT_EQ(stage_category(saved_moved), "saved-offloaded");
 }
 
 class SweepTest : public ::testing::Test {
