@@ -34,7 +34,7 @@ import json, sys
 json_path, readme, command, model, cpus, cores, tpc, load, date = sys.argv[1:10]
 with open(json_path) as f:
     data = json.load(f)
-# Targets of issue 2 for BM_SolveOptimal (ms): table and reconstruction included.
+# Speed targets for BM_SolveOptimal (ms): table and reconstruction included.
 targets = {(96, 500): 10, (192, 500): 100, (96, 2000): 150}
 rows = []
 for b in data["benchmarks"]:

@@ -1,7 +1,7 @@
 // replay_test.cpp: the point of Note [Stage byte accounting] -- run schedules for
 // real (a minimal executor of the ops of docs/formats.md section 4, on the counting allocator) and
 // check that the peak they reach is the peak the simulator predicts from the
-// profile. The runtime's executor (issue 4) must reach the same numbers; this test
+// profile. The runtime's executor must reach the same numbers; this test
 // pins down what the profile promises it.
 #include <map>
 

@@ -1,5 +1,5 @@
 // memory_check_test.cpp: the runtime checks real device memory before it trusts a
-// plan (issue 9). On this CPU testbed the device is the counting allocator with a
+// plan. On this CPU testbed the device is the counting allocator with a
 // capacity (Note [Device memory limit]): a plan that does not fit is refused with the
 // shortfall and the budget to solve for, a step that runs out midway leaves model,
 // optimizer and RNG untouched, and training then continues along a smaller plan

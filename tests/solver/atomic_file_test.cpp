@@ -1,5 +1,5 @@
-// atomic_file_test.cpp: an interrupted write leaves the old file, never half of one
-// (issue 9). The interruptions are real: a child process writes under a file-size
+// atomic_file_test.cpp: an interrupted write leaves the old file, never half of one.
+// The interruptions are real: a child process writes under a file-size
 // limit, so the kernel fails its write() midway (EFBIG) or kills it there (SIGXFSZ).
 #include "solver/atomic_file.h"
 

@@ -1,4 +1,4 @@
-// limits_test.cpp: the solver's borders of size and sense (issue 9) -- chains too long
+// limits_test.cpp: the solver's borders of size and sense -- chains too long
 // for the DP and tables too large are refused at once with the fix; schedules checked
 // against a chain name the file, the op and the fix; NaN in a file says what it is.
 #include <gtest/gtest.h>
