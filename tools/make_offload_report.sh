@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make_offload_report.sh: regenerates the issue 5 offloading benchmark -- the tiny
-# GPT-2 on this CPU, the copy engine capped at a PCIe-like 16 GB/s, and the measured
+# make_offload_report.sh: regenerates the offloading benchmark -- the tiny GPT-2 on
+# this CPU, the copy engine capped at a PCIe-like 16 GB/s, and the measured
 # step time of optimal, recompute-only, offload-all and store-all at 30%, 50%, 70% and
 # 100% of the store-all activation peak.
 #   tools/make_offload_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
