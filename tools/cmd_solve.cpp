@@ -26,7 +26,9 @@ struct SolveArgs {
 void run_solve(const SolveArgs& args) {
   using namespace memopt::solver;
   Profile profile = read_profile(args.profile_path);
-  if (!args.bandwidth.empty()) {
+  if (args.bandwidth == "none") {
+    profile.chain.link.reset();  // solve as if nothing could be offloaded
+  } else if (!args.bandwidth.empty()) {
     try {
       const double b = parse_bandwidth(args.bandwidth);
       profile.chain.link = Link{b, b};

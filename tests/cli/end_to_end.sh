@@ -11,6 +11,12 @@ trap 'rm -rf "$dir"' EXIT
 "$memopt" profile --preset tiny --batch 2 --seq 32 --dropout 0.1 --repeat 1 --out "$dir/p.json" >/dev/null
 "$memopt" solve --profile "$dir/p.json" --budget 50% --out "$dir/s.json" >/dev/null
 "$memopt" simulate --profile "$dir/p.json" --schedule "$dir/s.json" | grep -q "valid"
+# --bandwidth none: the profile's link is ignored, so nothing is offloaded.
+"$memopt" solve --profile "$dir/p.json" --budget 40% --bandwidth none --out "$dir/s_none.json" >/dev/null
+if grep -q '"offload\|"prefetch' "$dir/s_none.json"; then
+  echo "FAIL: --bandwidth none still offloads" >&2
+  exit 1
+fi
 "$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --steps 2 --check --summary-out "$dir/runs.jsonl" \
   > "$dir/run.txt"
 cat "$dir/run.txt"
