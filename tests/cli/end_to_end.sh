@@ -50,6 +50,13 @@ elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir
   exit 1
 fi
 "$memopt" profile --preset tiny --batch 2 --seq 32 --repeat 1 --trace-out "$dir/trace.json" >/dev/null
+# A model whose dimensions differ from its preset's is not titled with the preset.
+"$memopt" profile --preset tiny --n-layer 2 --batch 2 --seq 32 --repeat 1 --out "$dir/p2.json" > "$dir/p2.txt"
+if head -1 "$dir/p2.txt" | grep -q "tiny" || grep -q '"preset"' "$dir/p2.json"; then
+  echo "FAIL: a 2-layer model is called the tiny preset:" >&2
+  head -1 "$dir/p2.txt" >&2
+  exit 1
+fi
 python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert any(r["label"].startswith("memopt/bwd/") for r in t["ranges"]), t' \
   "$dir/trace.json"
 echo "end to end: ok"
