@@ -64,30 +64,13 @@ int64_t scale(int64_t fp32_bytes, int64_t fixed_bytes, int64_t dtype_bytes) {
   return fixed_bytes + (fp32_bytes - fixed_bytes) * dtype_bytes / kFp32;
 }
 
-// Note [Backward transients]
-// The twin stops at the forward; a backward's transient is modeled as the gradients
-// that coexist at its widest point, each in the dtype (parameter gradients too):
-//   embed: the gradient of the embedding sum (N C) and wte's dense V x C gradient;
-//   attention: the gradients of the dropped and plain probabilities (2 B H T^2,
-//     explicit only), of q, k, v and the merged heads (4 N C), and c_attn's 3C^2 dW;
-//   MLP: the gradients of the GELU output and input (2 x 4 N C), ln_2's (N C), c_fc's dW;
-//   block: the wider half plus the N C gradient that passes between the halves;
-//   head: the fp32 gradient of the log-probabilities and the logits' (N V each), the
-//     dense V x C gradient of the tied lm_head, and ln_f's (N C).
-// On this CPU testbed the profiler measures these instead; for a GPU they are a model.
-int64_t bwd_tmp_bytes(Kind kind, const runtime::Gpt2Config& c, const Shapes& s, int64_t d) {
-  const int64_t attention = (c.attention == runtime::Attention::Explicit ? 2 * s.BHTT * d : 0) + 4 * s.N * s.C * d +
-                            3 * s.C * s.C * d;
-  const int64_t mlp = 2 * 4 * s.N * s.C * d + s.N * s.C * d + 4 * s.C * s.C * d;
-  switch (kind) {
-    case Kind::Embed: return s.N * s.C * d + s.V * s.C * d;
-    case Kind::Block: return std::max(attention, mlp) + s.N * s.C * d;
-    case Kind::AttentionHalf: return attention;
-    case Kind::MlpHalf: return mlp;
-    case Kind::Head: return s.N * s.V * kFp32 + s.N * s.V * kFp32 + s.V * s.C * d + s.N * s.C * d;
-  }
-  return 0;
-}
+// The fp32 part of the head's backward transient (Note [Activation dtype]): the
+// gradients of the log-probabilities (nll_loss's) and of the logits (log_softmax's),
+// N x V each, less nll_loss's fp32 total weight, released by then. They coexist at the
+// head's backward peak whenever 2 N V exceeds V C + N C, the weight and input
+// gradients of the lm_head's mm, which run after the log-probabilities are freed
+// (N >= C suffices); below that this over-estimates.
+int64_t fixed_head_bwd_tmp_bytes(const Shapes& s) { return 2 * s.N * s.V * kFp32 - kFp32; }
 
 // Forward kernels, as runtime/gpt2.cpp runs them. d: bytes per activation element.
 class OpList {
@@ -192,7 +175,7 @@ std::vector<StageBytes> gpt2_stage_bytes(const runtime::Gpt2Config& config, cons
     b.saved_bytes = scale(a.saved_bytes, fixed_saved_bytes(kind, c, s), d);
     b.fwd_tmp_grad_bytes = scale(a.fwd_tmp_grad_bytes, 0, d);
     b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, head ? s.N * s.V * kFp32 : 0, d);
-    b.bwd_tmp_bytes = bwd_tmp_bytes(kind, c, s, d);
+    b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, head ? fixed_head_bwd_tmp_bytes(s) : 0, d);
     out.push_back(b);
   }
   return out;

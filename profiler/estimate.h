@@ -38,10 +38,13 @@ std::optional<Dtype> dtype_from_word(const std::string& word);
 //     in fp32 for stability (Megatron's, and autocast's log_softmax);
 //   - the token ids a_0: int64.
 // So scaled = fixed + (fp32 bytes - fixed) * dtype_bytes / 4 per field, with `fixed`
-// the bytes above. Transients (fwd tmp) scale as a whole except the head's fp32
-// log-probabilities; the twin's transients are those of the CPU kernels (dropout's
-// float copy of its mask, the CPU flash kernel's per-thread tile), which a GPU's fused
-// kernels do not allocate, so they are upper bounds there.
+// the bytes above. Transients scale as a whole except the head's fp32 log-probabilities
+// (forward) and the fp32 gradients of the log-probabilities and logits (backward: the
+// head's peak when N >= C, an over-estimate otherwise). Masks and statistics a
+// backward frees before its peak scale with the rest, which over-estimates too. The
+// twin's transients are those of the CPU kernels (dropout's float copy of its mask,
+// the CPU flash kernels' per-thread tiles), which a GPU's fused kernels do not
+// allocate, so they are upper bounds there.
 // Note [GPU attention]: with --attention sdpa the GPU's flash kernel regenerates the
 // dropout mask from its Philox seed instead of saving it, so the bytes are the twin's
 // flash path (attention dropout 0) whatever the dropout; explicit attention
@@ -53,11 +56,11 @@ struct StageBytes {
   int64_t saved_bytes = 0;
   int64_t fwd_tmp_grad_bytes = 0;    // above input + saved, under autograd (fwd_keep)
   int64_t fwd_tmp_nograd_bytes = 0;  // above input + output, without grad (fwd_ckpt/drop)
-  int64_t bwd_tmp_bytes = 0;         // modeled: Note [Backward transients]
+  int64_t bwd_tmp_bytes = 0;         // the backward's, above input + saved + seed, less d_i
 };
 
 // gpt2_analytic_stages rescaled per Note [Activation dtype]; for fp32 and explicit
-// attention the first four fields equal the twin's exactly.
+// attention every byte field equals the twin's exactly.
 std::vector<StageBytes> gpt2_stage_bytes(const runtime::Gpt2Config& config, const runtime::Gpt2Workload& workload,
                                          Dtype dtype);
 

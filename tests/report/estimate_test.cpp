@@ -40,6 +40,7 @@ TEST(EstimateBytes, Fp32EqualsTheAnalyticTwin) {
       EXPECT_EQ(est[i].saved_bytes, analytic[i].saved_bytes);
       EXPECT_EQ(est[i].fwd_tmp_grad_bytes, analytic[i].fwd_tmp_grad_bytes);
       EXPECT_EQ(est[i].fwd_tmp_nograd_bytes, analytic[i].fwd_tmp_nograd_bytes);
+      EXPECT_EQ(est[i].bwd_tmp_bytes, analytic[i].bwd_tmp_bytes);
     }
   }
 }
@@ -66,11 +67,17 @@ TEST(EstimateBytes, Bf16HalvesFloatsButNotMasksStatsOrTheFp32Loss) {
   EXPECT_EQ(bf16[1].saved_bytes, block_fixed + (fp32[1].saved_bytes - block_fixed) / 2);
   EXPECT_EQ(bf16[1].out_bytes, fp32[1].out_bytes / 2);
   EXPECT_EQ(bf16[1].fwd_tmp_grad_bytes, fp32[1].fwd_tmp_grad_bytes / 2);
+  EXPECT_EQ(bf16[1].bwd_tmp_bytes, fp32[1].bwd_tmp_bytes / 2);
   // head: the loss stays a 4-byte float; ln_f stats, fp32 log-probs, loss, total weight fixed.
   const size_t h = bf16.size() - 1;
   EXPECT_EQ(bf16[h].out_bytes, 4);
   const int64_t head_fixed = 2 * N * 4 + N * V * 4 + 8;
   EXPECT_EQ(bf16[h].saved_bytes, head_fixed + (fp32[h].saved_bytes - head_fixed) / 2);
+  // Its backward peaks with the fp32 N x V gradients of the log-probabilities and the
+  // logits (less the total weight, freed by then), above x_i, which halves.
+  const int64_t head_bwd_fixed = 2 * N * V * 4 - 4;
+  EXPECT_EQ(fp32[h].bwd_tmp_bytes, head_bwd_fixed - N * C * 4);
+  EXPECT_EQ(bf16[h].bwd_tmp_bytes, head_bwd_fixed - N * C * 2);
   // fp16 and bf16 store the same bytes.
   const auto fp16 = gpt2_stage_bytes(c, kWorkload, Dtype::Fp16);
   for (size_t i = 0; i < bf16.size(); ++i) EXPECT_EQ(fp16[i].saved_bytes, bf16[i].saved_bytes);
