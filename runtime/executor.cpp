@@ -243,8 +243,7 @@ void ScheduleRunner::run_op(const Op& op) {
 
 at::Tensor ScheduleRunner::run_forward(Batch batch) {
   batch_ = std::move(batch);
-  plain_[0] = std::move(batch_.input);
-  batch_.input = at::Tensor();
+  plain_[0] = std::move(batch_.input);  // leaves batch_.input undefined
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
