@@ -10,7 +10,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
-#include "runtime/optimize.h"
+#include "optimize/optimize.h"
 
 int main() {
   torch::manual_seed(0);

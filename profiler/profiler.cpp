@@ -13,7 +13,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "common/stats.h"
-#include "profiler/cpu_allocator.h"
+#include "measure/cpu_allocator.h"
 
 namespace memopt::profiler {
 namespace {
@@ -23,7 +23,7 @@ int64_t storage_bytes(const at::Tensor& t) { return static_cast<int64_t>(t.stora
 // Restores what measure_chain changes, however it leaves.
 class ModelStateGuard {
  public:
-  ModelStateGuard(runtime::StagedModel& model, int threads)
+  ModelStateGuard(model::StagedModel& model, int threads)
       : model_(model), was_training_(model.is_training()), threads_(at::get_num_threads()) {
     model_.train(true);
     at::set_num_threads(threads);
@@ -46,7 +46,7 @@ class ModelStateGuard {
   }
 
  private:
-  runtime::StagedModel& model_;
+  model::StagedModel& model_;
   bool was_training_;
   int threads_;
   std::vector<at::Tensor> params_;
@@ -78,8 +78,8 @@ struct Run {
   at::Tensor output;  // a_{i+1}, from the run without grad
 };
 
-Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, const runtime::Batch& batch,
-              MemoryMeter& meter, Timer& timer, StageTracer* tracer) {
+Run run_stage(const model::StagedModel& model, int i, const at::Tensor& a, const model::Batch& batch,
+              measure::MemoryMeter& meter, measure::Timer& timer, measure::StageTracer* tracer) {
   Run r{};
   const std::string& name = model.stage(i).name;
   const bool input_needs_grad = i > 0 && at::isFloatingType(a.scalar_type());
@@ -91,7 +91,7 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     meter.reset_peak();
     at::Tensor y;
     {
-      StageRange range(tracer, "fwd_keep", name);
+      measure::StageRange range(tracer, "fwd_keep", name);
       timer.start();
       y = model.forward_stage(i, x, batch);
       r.fwd_ms = timer.stop_ms();
@@ -111,7 +111,7 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     const int64_t before_bwd = meter.current_bytes();
     meter.reset_peak();
     {
-      StageRange range(tracer, "bwd", name);
+      measure::StageRange range(tracer, "bwd", name);
       timer.start();
       torch::autograd::backward({y}, {seed}, /*retain_graph=*/false);
       r.bwd_ms = timer.stop_ms();
@@ -126,7 +126,7 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
     meter.reset_peak();
     at::Tensor y;
     {
-      StageRange range(tracer, "fwd_nograd", name);
+      measure::StageRange range(tracer, "fwd_nograd", name);
       timer.start();
       y = model.forward_stage(i, a, batch);
       r.fwd_nograd_ms = timer.stop_ms();
@@ -141,7 +141,7 @@ Run run_stage(const runtime::StagedModel& model, int i, const at::Tensor& a, con
 
 }  // namespace
 
-Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& batch, MemoryMeter& meter, Timer& timer,
+Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter, measure::Timer& timer,
                           const ProfileOptions& options) {
   if (options.repeat < 1) throw std::invalid_argument("profiler: repeat must be at least 1");
   if (options.warmup < 0) throw std::invalid_argument("profiler: warmup must be non-negative");
@@ -194,38 +194,23 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
   return m;
 }
 
-int64_t static_bytes(const runtime::StagedModel& model) { return 4 * model.parameter_bytes(); }
+int64_t static_bytes(const model::StagedModel& model) { return 4 * model.parameter_bytes(); }
 
-nlohmann::json cpu_device_json(int threads) {
-  std::string name = "unknown CPU";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      if (const auto colon = line.find(':'); colon != std::string::npos) {
-        name = line.substr(colon + 1);
-        name.erase(0, name.find_first_not_of(" \t"));
-      }
-      break;
-    }
-  }
-  return {{"kind", "cpu"}, {"name", name}, {"threads", threads},
-          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
-}
+namespace {
 
-MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
-                                     nlohmann::json model_json, const ProfileOptions& options) {
-  CpuMemoryMeter meter;
-  CpuTimer timer;
-  Measurement m = measure_chain(model, batch, meter, timer, options);
+// The one place a measurement becomes a profile, whatever the backend: the chain,
+// what rebuilds the model, the device, the static bytes and where each parameter
+// lives (Note [Parameter homes]: what `memopt plan` needs to size ZeRO's partitions).
+MeasuredProfile assemble_profile(Measurement m, const model::StagedModel& model, nlohmann::json model_json,
+                                 nlohmann::json device_json) {
   MeasuredProfile out;
   solver::Profile& p = out.profile;
   p.chain = std::move(m.chain);
   p.model = std::move(model_json);
-  p.device = cpu_device_json(options.threads);
+  p.device = std::move(device_json);
   p.measured = true;
   p.static_bytes = static_bytes(model);
-  // Note [Parameter homes]: what `memopt plan` needs to size ZeRO's partitions.
-  const runtime::ParameterHomes homes = runtime::parameter_homes(model);
+  const model::ParameterHomes homes = model::parameter_homes(model);
   const std::vector<at::Tensor> params = model.parameters();
   for (int i = 0; i < p.chain.length(); ++i) {
     solver::Stage& st = p.chain.stages[i];
@@ -240,36 +225,31 @@ MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime:
   return out;
 }
 
-DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
+}  // namespace
+
+MeasuredProfile profile_cpu_detailed(model::StagedModel& model, const model::Batch& batch,
+                                     nlohmann::json model_json, const ProfileOptions& options) {
+  measure::CpuMemoryMeter meter;
+  measure::CpuTimer timer;
+  return assemble_profile(measure_chain(model, batch, meter, timer, options), model, std::move(model_json),
+                          measure::device_json(measure::Backend::Cpu, options.threads));
+}
+
+DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, const model::Batch& batch,
                          nlohmann::json model_json, const ProfileOptions& options) {
-  if (backend == Backend::Cpu) {
-    // The CPU path stays profile_cpu_detailed's, with a range-only tracer.
-    StageTracer tracer;
-    ProfileOptions traced = options;
-    traced.tracer = &tracer;
-    DeviceProfile out{profile_cpu_detailed(model, batch, std::move(model_json), traced), {}};
-    out.trace = tracer.collect();
-    return out;
-  }
-  auto meter = make_memory_meter(backend);
-  auto timer = make_timer(backend);
-  auto tracer = make_stage_tracer(backend);
+  auto meter = measure::make_memory_meter(backend);
+  auto timer = measure::make_timer(backend);
+  auto tracer = measure::make_stage_tracer(backend);  // CPU: ranges only
   ProfileOptions traced = options;
   traced.tracer = tracer.get();
-  Measurement m = measure_chain(model, batch, *meter, *timer, traced);
-  DeviceProfile out;
-  solver::Profile& p = out.measured.profile;
-  p.chain = std::move(m.chain);
-  p.model = std::move(model_json);
-  p.device = device_json(backend, options.threads);
-  p.measured = true;
-  p.static_bytes = static_bytes(model);
-  out.measured.details = std::move(m.details);
+  DeviceProfile out{assemble_profile(measure_chain(model, batch, *meter, *timer, traced), model, std::move(model_json),
+                                     measure::device_json(backend, options.threads)),
+                    {}};
   out.trace = tracer->collect();
   return out;
 }
 
-solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::json model_json,
                             const ProfileOptions& options) {
   return profile_cpu_detailed(model, batch, std::move(model_json), options).profile;
 }

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profiler/backend.h"
-#include "profiler/memory_meter.h"
-#include "profiler/stage_tracer.h"
-#include "profiler/timer.h"
-#include "runtime/staged_model.h"
+#include "measure/backend.h"
+#include "measure/memory_meter.h"
+#include "measure/stage_tracer.h"
+#include "measure/timer.h"
+#include "model/staged_model.h"
 #include "solver/chain.h"
 #include "solver/io.h"
 
@@ -85,7 +85,7 @@ struct ProfileOptions {
   // When set, each measured run of a stage op sits in a range memopt/<op>/<stage>
   // (op: fwd_keep, bwd, fwd_nograd), so a device tracer attributes its kernels and
   // Nsight Systems shows the protocol. Not owned.
-  StageTracer* tracer = nullptr;
+  measure::StageTracer* tracer = nullptr;
 };
 
 // What was measured about a stage beyond the solver's fields.
@@ -104,14 +104,11 @@ struct Measurement {
 // Runs the protocol of Note [Stage byte accounting] on every stage. Leaves the model in
 // training mode as it found it, parameter gradients zeroed (or undefined if they
 // were), and the thread count restored.
-Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& batch, MemoryMeter& meter, Timer& timer,
+Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter, measure::Timer& timer,
                           const ProfileOptions& options);
 
 // Parameters + gradients + AdamW's two moments: 4x the unique parameter bytes.
-int64_t static_bytes(const runtime::StagedModel& model);
-
-// {"kind": "cpu", "name": <model name from /proc/cpuinfo>, "threads": threads, "cores": n}
-nlohmann::json cpu_device_json(int threads);
+int64_t static_bytes(const model::StagedModel& model);
 
 // A profile and the per-stage details behind it.
 struct MeasuredProfile {
@@ -120,20 +117,20 @@ struct MeasuredProfile {
 };
 
 // measure_chain with the CPU timer and counting allocator, wrapped as a profile:
-// model_json describes how to rebuild the model (e.g. runtime::gpt2_spec_to_json).
-MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
+// model_json describes how to rebuild the model (e.g. gpt2::gpt2_spec_to_json).
+MeasuredProfile profile_cpu_detailed(model::StagedModel& model, const model::Batch& batch,
                                      nlohmann::json model_json, const ProfileOptions& options);
 // measure_chain on a backend's timer, memory meter and stage tracer (backend.h); the
 // model and batch must already be on that device. `trace` is the device work of
 // each stage op as the tracer attributed it (CPU: ranges without device activity).
 struct DeviceProfile {
   MeasuredProfile measured;
-  TraceReport trace;
+  measure::TraceReport trace;
 };
-DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
+DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, const model::Batch& batch,
                          nlohmann::json model_json, const ProfileOptions& options);
 // The same without the details.
-solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::json model_json,
                             const ProfileOptions& options);
 
 // The JSON of docs/formats.md section 2 plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and

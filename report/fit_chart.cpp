@@ -19,11 +19,11 @@ using namespace memopt::solver;
 
 namespace {
 
-solver::Chain chain_for(const profiler::EstimateOptions& base, int64_t batch, int64_t seq) {
-  profiler::EstimateOptions o = base;
+solver::Chain chain_for(const gpt2::EstimateOptions& base, int64_t batch, int64_t seq) {
+  gpt2::EstimateOptions o = base;
   o.workload = {batch, seq};
   o.config.n_positions = std::max(o.config.n_positions, seq);  // the position table grows with T
-  return profiler::estimate_gpt2(o).profile.chain;
+  return gpt2::estimate_gpt2(o).profile.chain;
 }
 
 // Time of the optimal plan at `budget`, or infinity when none fits.
@@ -130,10 +130,10 @@ std::vector<std::string> fit_strategies() {
 
 FitReport fit_chart(const FitOptions& o, const std::function<void(const std::string&)>& progress) {
   FitReport r;
-  const profiler::Estimate base = profiler::estimate_gpt2(o.estimate);
+  const gpt2::Estimate base = gpt2::estimate_gpt2(o.estimate);
   r.model = base.profile.model;
   r.device = base.profile.device;
-  r.dtype = profiler::info(o.estimate.dtype).word;
+  r.dtype = gpt2::info(o.estimate.dtype).word;
   r.memory_bytes = o.estimate.gpu.memory_bytes;
   r.static_bytes = base.profile.static_bytes;
   r.reserve_bytes = o.reserve_bytes;
@@ -194,7 +194,7 @@ std::string fit_readme(const FitReport& r, const std::vector<std::pair<std::stri
   o << "# Will GPT-2 " << preset << " fit on the " << gpu << "? (MODELED)\n\n";
   o << "Everything here is **modeled, not measured**: activation bytes from memopt's analytic twin of GPT-2 scaled "
        "to "
-    << r.dtype << ", times from a roofline of the GPU's datasheet peaks (profiler/estimate.h, profiler/gpu_specs.h). "
+    << r.dtype << ", times from a roofline of the GPU's datasheet peaks (gpt2/estimate.h, gpt2/gpu_specs.h). "
        "No GPU was used.\n\n## Claim\n\n";
   const int64_t sa = r.largest_batch.at("store-all"), opt = r.largest_batch.at("optimal<=10%");
   o << "- Activation memory available: " << format_bytes(r.memory_bytes) << " - " << format_bytes(r.static_bytes)

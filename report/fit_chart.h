@@ -1,5 +1,5 @@
 // fit_chart.h: will a model fit on a GPU, and how far does each solver move the limit?
-// MODELED activation memory (profiler/estimate.h) versus batch size and sequence
+// MODELED activation memory (gpt2/estimate.h) versus batch size and sequence
 // length against the GPU's memory minus static bytes, and the largest batch (and
 // sequence) each strategy fits -- behind `memopt estimate --fit-chart`.
 #pragma once
@@ -12,12 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profiler/estimate.h"
+#include "gpt2/estimate.h"
 
 namespace memopt::report {
 
 struct FitOptions {
-  profiler::EstimateOptions estimate;  // the model, the GPU, the dtype; batch and seq are the sweeps' fixed values
+  gpt2::EstimateOptions estimate;  // the model, the GPU, the dtype; batch and seq are the sweeps' fixed values
   int64_t reserve_bytes = 0;           // CUDA context, workspaces, allocator slack: Note [GPU spec sources]
   double max_overhead = 0.10;          // "optimal at <= 10% modeled overhead"
   int slots = 500;

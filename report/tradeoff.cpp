@@ -13,7 +13,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/host.h"
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/simulate.h"
 
 namespace memopt::report {
@@ -128,7 +130,7 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   r.slots = options.slots;
   if (chain.link) r.link_bytes_per_s = chain.link->d2h_bytes_per_s;
   const std::vector<Op> store_all = store_all_ops(chain);
-  r.store_all_peak_bytes = simulate_sequential(chain, store_all).peak_bytes;
+  r.store_all_peak_bytes = store_all_peak_bytes(chain);
   r.base_time_ms = sum_fwd_bwd_ms(chain);
   for (const Stage& s : chain.stages) r.stage_names.push_back(s.name);
   r.budgets_bytes = options.budgets_bytes;
@@ -272,17 +274,10 @@ TradeoffReport tradeoff_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json this_machine() {
-  std::string cpu = "unknown CPU";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
+  const std::string cpu = common::cpu_model_name();
   utsname u{};
   std::string os = ::uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
-  return {{"cpu", cpu}, {"cores", static_cast<int>(std::thread::hardware_concurrency())}, {"os", os}};
+  return {{"cpu", cpu}, {"cores", common::hardware_threads()}, {"os", os}};
 }
 
 namespace {

@@ -52,7 +52,7 @@ void set_cpu_rng_state(const CpuRngState& state) {
   impl->set_next_double_normal_sample(state.next_double_normal);
 }
 
-ScheduleRunner::ScheduleRunner(const StagedModel& model, std::vector<Op> ops, ExecutorOptions options)
+ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> ops, ExecutorOptions options)
     : model_(model), ops_(std::move(ops)), options_(options) {
   const int L = model_.num_stages();
   plain_.resize(L + 2);
@@ -229,7 +229,7 @@ void ScheduleRunner::backward_op(int i) {
 
 void ScheduleRunner::run_op(const Op& op) {
   const bool copy = solver::is_copy(op.kind);
-  std::optional<profiler::StageRange> range;
+  std::optional<measure::StageRange> range;
   if (options_.tracer) {
     // Copies name the activation a_k they move; compute ops name their stage.
     std::string what = copy ? std::to_string(op.index) : model_.stage(op.index).name;
@@ -241,7 +241,7 @@ void ScheduleRunner::run_op(const Op& op) {
   else forward_op(op);
 }
 
-at::Tensor ScheduleRunner::run_forward(Batch batch) {
+at::Tensor ScheduleRunner::run_forward(model::Batch batch) {
   batch_ = std::move(batch);
   plain_[0] = std::move(batch_.input);  // leaves batch_.input undefined
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
@@ -279,11 +279,11 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   }
   plain_.assign(L + 2, at::Tensor());
   grad_.assign(L + 2, at::Tensor());
-  batch_ = Batch{};
+  batch_ = model::Batch{};
   return d0;
 }
 
-void check_schedule_fits_model(const solver::Schedule& schedule, const StagedModel& model,
+void check_schedule_fits_model(const solver::Schedule& schedule, const model::StagedModel& model,
                                const std::string& schedule_source) {
   if (schedule.chain_length != model.num_stages())
     throw std::invalid_argument(schedule_source + ": chain_length is " + std::to_string(schedule.chain_length) +

@@ -12,10 +12,10 @@
 #include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/Tensor.h>
 
-#include "profiler/stage_tracer.h"
+#include "measure/stage_tracer.h"
 #include "runtime/copy_engine.h"
 #include "runtime/saved_state.h"
-#include "runtime/staged_model.h"
+#include "model/staged_model.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {
@@ -35,7 +35,7 @@ void set_cpu_rng_state(const CpuRngState& state);
 // Called around every stage's forward (first run and recomputations alike) and
 // backward, so that an engine can bring in what the stage needs and release it after
 // -- ZeRO-3 gathers the stage's parameters here and frees them, ZeRO-2/3 reduce-
-// scatter the gradients a backward has completed (runtime/distributed/zero.h).
+// scatter the gradients a backward has completed (distributed/zero.h).
 class StageHooks {
  public:
   virtual ~StageHooks() = default;
@@ -64,7 +64,7 @@ struct ExecutorOptions {
   std::vector<int> offload_done_before;
   // When set, every op runs inside a range memopt/<op word>/<stage or a_k> (NVTX and
   // CUPTI attribution on CUDA), so a timeline reads like the schedule. Not owned.
-  profiler::StageTracer* tracer = nullptr;
+  measure::StageTracer* tracer = nullptr;
 };
 
 // What the copies of one step cost: `copy_ms` is the links' busy time, `stall_ms`
@@ -77,20 +77,20 @@ struct CopyStats {
 };
 
 // One step's replay. Split in two so that a custom autograd function can return
-// a_L from forward() and run the rest from backward() (runtime/optimize.h); a plain
+// a_L from forward() and run the rest from backward() (optimize/optimize.h); a plain
 // step calls both.
 class ScheduleRunner {
  public:
   // Throws std::invalid_argument when the ops do not fit the model (stage count,
   // op validity per docs/formats.md section 4 -- checked by the solver's simulator up front).
-  ScheduleRunner(const StagedModel& model, std::vector<solver::Op> ops, ExecutorOptions options = {});
+  ScheduleRunner(const model::StagedModel& model, std::vector<solver::Op> ops, ExecutorOptions options = {});
 
   // Runs every op before `loss` and returns a_L: the loss itself for models that end
   // with their loss. The runner holds the batch until run_backward ends, and a_0 only
   // as the schedule says: a caller that keeps no other handle on batch.input lets an
   // `offload 0` free it, as the simulator assumes (Note [The step owns a_0] in
   // train_step.cpp).
-  at::Tensor run_forward(Batch batch);
+  at::Tensor run_forward(model::Batch batch);
   // Runs `loss` with d_L = grad_output (ones for a scalar loss when undefined) and
   // everything after it. Parameter gradients accumulate into .grad; returns d_0, or
   // an undefined tensor when a_0 is not differentiable (token ids).
@@ -108,11 +108,11 @@ class ScheduleRunner {
   at::Tensor run_stage_unhooked(int i, const at::Tensor& input, bool with_grad);
   void run_op(const solver::Op& op);  // a forward, bwd or copy op inside its tracer range
 
-  const StagedModel& model_;
+  const model::StagedModel& model_;
   std::vector<solver::Op> ops_;
   ExecutorOptions options_;
   size_t next_op_ = 0;
-  Batch batch_;  // targets for the loss stage; its input moves to plain_[0]
+  model::Batch batch_;  // targets for the loss stage; its input moves to plain_[0]
   std::vector<at::Tensor> plain_;        // a_k
   std::vector<at::Tensor> saved_leaf_;   // ā_k: the detached input of stage k-1, requiring grad
   std::vector<at::Tensor> saved_out_;    // ā_k: a_k with its graph
@@ -136,7 +136,7 @@ class ScheduleRunner {
 // Checks that a schedule was made for this model (chain_length, op validity) and
 // throws std::invalid_argument naming both counts and the command that regenerates
 // the schedule.
-void check_schedule_fits_model(const solver::Schedule& schedule, const StagedModel& model,
+void check_schedule_fits_model(const solver::Schedule& schedule, const model::StagedModel& model,
                                const std::string& schedule_source = "the schedule");
 
 }  // namespace memopt::runtime

@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "profiler/cpu_allocator.h"
 #include "solver/io.h"
 
 namespace memopt::runtime {
@@ -14,18 +13,10 @@ using solver::format_bytes;
 
 std::string bytes_text(int64_t b) { return format_bytes(b) + " (" + std::to_string(b) + " B)"; }
 
-// What the device can still give: the testbed's limit minus what is in use. A real
-// GPU backend would ask its caching allocator; without a limit the CPU has no
-// meaningful figure (-1).
-int64_t available_bytes() {
-  const auto& a = profiler::counting_cpu_allocator();
-  return a.limit_bytes() > 0 ? a.limit_bytes() - a.current_bytes() : -1;
-}
-
-[[noreturn]] void throw_short(const std::string& plan_source, const std::string& when, int64_t activation_peak_bytes,
-                              int64_t state_bytes) {
+[[noreturn]] void throw_short(const measure::MemoryMeter& meter, const std::string& plan_source, const std::string& when,
+                              int64_t activation_peak_bytes, int64_t state_bytes) {
   const int64_t needed = activation_peak_bytes + state_bytes;
-  const int64_t available = available_bytes();
+  const int64_t available = meter.available_bytes();
   std::string what = plan_source + ": " + when + " needs " + bytes_text(needed) + " of device memory (activation peak " +
                      format_bytes(activation_peak_bytes) +
                      (state_bytes > 0 ? " + gradients and optimizer state " + format_bytes(state_bytes) : "") + ")";
@@ -46,16 +37,16 @@ int64_t available_bytes() {
 
 }  // namespace
 
-void check_device_memory(int64_t activation_peak_bytes, int64_t state_bytes, const std::string& plan_source) {
-  profiler::counting_cpu_allocator();  // the limit lives there: make sure it is installed
+void check_device_memory(const measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
+                         const std::string& plan_source) {
   try {
     at::Tensor probe = at::empty({activation_peak_bytes + state_bytes}, at::TensorOptions().dtype(at::kByte));
   } catch (const c10::Error&) {  // OutOfMemoryError, or the base allocator's own failure
-    throw_short(plan_source, "a training step of this plan", activation_peak_bytes, state_bytes);
+    throw_short(meter, plan_source, "a training step of this plan", activation_peak_bytes, state_bytes);
   }
 }
 
-int64_t unallocated_state_bytes(const StagedModel& model, int optimizer_moments) {
+int64_t unallocated_state_bytes(const model::StagedModel& model, int optimizer_moments) {
   int64_t bytes = 0;
   for (const at::Tensor& p : model.parameters()) {
     const int64_t n = static_cast<int64_t>(p.nbytes());
@@ -65,11 +56,11 @@ int64_t unallocated_state_bytes(const StagedModel& model, int optimizer_moments)
   return bytes;
 }
 
-StepResult run_step_or_restore(const StagedModel& model, const std::vector<solver::Op>& ops, const Batch& batch,
-                               profiler::MemoryMeter& meter, const ExecutorOptions& options,
+StepResult run_step_or_restore(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
+                               measure::MemoryMeter& meter, const ExecutorOptions& options,
                                const std::string& plan_source) {
   const CpuRngState rng = cpu_rng_state();
-  const int64_t free_at_start = available_bytes();
+  const int64_t free_at_start = meter.available_bytes();
   const auto restore = [&] {
     set_cpu_rng_state(rng);  // the dropout masks drawn so far must be drawn again by the next step
     zero_grads_in_place(model);

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "profiler/memory_meter.h"
+#include "measure/memory_meter.h"
 #include "runtime/executor.h"
-#include "runtime/staged_model.h"
+#include "model/staged_model.h"
 #include "runtime/train_step.h"
 
 namespace memopt::runtime {
@@ -30,20 +30,21 @@ struct InsufficientDeviceMemory : std::runtime_error {
 // a real allocation, not arithmetic, so fragmentation and other users of the device
 // count. `state_bytes` is what the step will allocate beyond activations for the first
 // time (gradients, optimizer moments). Throws InsufficientDeviceMemory naming
-// `plan_source` when the allocation fails.
-void check_device_memory(int64_t activation_peak_bytes, int64_t state_bytes, const std::string& plan_source);
+// `plan_source` when the allocation fails, with what `meter` says is still free.
+void check_device_memory(const measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
+                         const std::string& plan_source);
 
 // Bytes of the gradients not yet allocated plus `optimizer_moments` copies of every
 // parameter (2 for AdamW before its first step, 0 after).
-int64_t unallocated_state_bytes(const StagedModel& model, int optimizer_moments);
+int64_t unallocated_state_bytes(const model::StagedModel& model, int optimizer_moments);
 
 // run_scheduled_step, except that if it throws (out of memory above all) the CPU RNG
 // is put back and the gradients zeroed before the exception leaves: parameters and
 // optimizer state were never touched (the optimizer steps after a step succeeds), so
 // the next step -- along a smaller plan -- trains exactly as if the failed one had
 // never been tried. Out of memory comes out as InsufficientDeviceMemory.
-StepResult run_step_or_restore(const StagedModel& model, const std::vector<solver::Op>& ops, const Batch& batch,
-                               profiler::MemoryMeter& meter, const ExecutorOptions& options,
+StepResult run_step_or_restore(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
+                               measure::MemoryMeter& meter, const ExecutorOptions& options,
                                const std::string& plan_source);
 
 }  // namespace memopt::runtime

@@ -15,11 +15,11 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
 }
 
 // a_0 exists before a plain step starts, yet the budget counts it.
-int64_t input_bytes(const Batch& batch) { return static_cast<int64_t>(batch.input.nbytes()); }
+int64_t input_bytes(const model::Batch& batch) { return static_cast<int64_t>(batch.input.nbytes()); }
 
 }  // namespace
 
-void zero_grads_in_place(const StagedModel& model) {
+void zero_grads_in_place(const model::StagedModel& model) {
   for (const at::Tensor& p : model.parameters()) {
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     if (g.defined()) g.zero_();
@@ -27,8 +27,8 @@ void zero_grads_in_place(const StagedModel& model) {
   }
 }
 
-StepResult run_scheduled_step(const StagedModel& model, const std::vector<solver::Op>& ops, const Batch& batch,
-                              profiler::MemoryMeter& meter, const ExecutorOptions& options) {
+StepResult run_scheduled_step(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
+                              measure::MemoryMeter& meter, const ExecutorOptions& options) {
   StepResult r;
   const int64_t baseline = meter.current_bytes();
   meter.reset_peak();
@@ -42,7 +42,7 @@ StepResult run_scheduled_step(const StagedModel& model, const std::vector<solver
     // as the simulator does. The loss is read and let go before the backward, which
     // needs only d_L: holding a_L through it would keep 4 bytes the plan freed.
     {
-      const at::Tensor a_L = runner.run_forward(Batch{batch.input.clone(), batch.targets});
+      const at::Tensor a_L = runner.run_forward(model::Batch{batch.input.clone(), batch.targets});
       if (a_L.numel() == 1) r.loss = a_L.item<double>();
     }
     runner.run_backward();
@@ -53,7 +53,7 @@ StepResult run_scheduled_step(const StagedModel& model, const std::vector<solver
   return r;
 }
 
-StepResult run_plain_step(const StagedModel& model, const Batch& batch, profiler::MemoryMeter& meter) {
+StepResult run_plain_step(const model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter) {
   StepResult r;
   const int64_t baseline = meter.current_bytes();
   meter.reset_peak();
@@ -68,7 +68,7 @@ StepResult run_plain_step(const StagedModel& model, const Batch& batch, profiler
   return r;
 }
 
-std::vector<at::Tensor> gradients(const StagedModel& model) {
+std::vector<at::Tensor> gradients(const model::StagedModel& model) {
   std::vector<at::Tensor> out;
   for (const at::Tensor& p : model.parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
   return out;

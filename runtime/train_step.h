@@ -7,9 +7,9 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "profiler/memory_meter.h"
+#include "measure/memory_meter.h"
 #include "runtime/executor.h"
-#include "runtime/staged_model.h"
+#include "model/staged_model.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {
@@ -23,19 +23,19 @@ struct StepResult {
 
 // Gives every parameter a zero gradient, allocating it if needed, so that gradient
 // storage exists before a step's baseline (Note [Stage byte accounting]).
-void zero_grads_in_place(const StagedModel& model);
+void zero_grads_in_place(const model::StagedModel& model);
 
 // One forward + backward along `ops`; parameter gradients accumulate into .grad.
 // The baseline is taken at entry, so call zero_grads_in_place first.
-StepResult run_scheduled_step(const StagedModel& model, const std::vector<solver::Op>& ops, const Batch& batch,
-                              profiler::MemoryMeter& meter, const ExecutorOptions& options = {});
+StepResult run_scheduled_step(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
+                              measure::MemoryMeter& meter, const ExecutorOptions& options = {});
 
 // The same step by plain autograd on the whole chain (forward(), then backward()),
 // with the same meter reading.
-StepResult run_plain_step(const StagedModel& model, const Batch& batch, profiler::MemoryMeter& meter);
+StepResult run_plain_step(const model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter);
 
 // Copies of every parameter's gradient, in StagedModel::parameters() order.
-std::vector<at::Tensor> gradients(const StagedModel& model);
+std::vector<at::Tensor> gradients(const model::StagedModel& model);
 
 // max |a - b| over all elements of all pairs, and the largest |b| seen (for
 // relative tolerances).

@@ -23,7 +23,7 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 #   needed only to sanitize code dlopen'ed into an uninstrumented python).
 # - detect_leaks=0: libtorch keeps process-lifetime singletons (allocators,
 #   registries, thread pools) that it never frees, and our counting allocator is
-#   deliberately immortal (profiler/cpu_allocator.h); LeakSanitizer reports them all.
+#   deliberately immortal (measure/cpu_allocator.h); LeakSanitizer reports them all.
 # - detect_odr_violation=0: the wheel bundles its own copies of a few libraries
 #   (protobuf, fmt) whose globals collide with nothing of ours but trip the ODR check.
 # - alloc_dealloc_mismatch=0: libtorch frees some new[]'d buffers with delete (and
@@ -37,13 +37,13 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_CXX_FLAGS=$flags" \
   "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
   -DMEMOPT_BENCHMARKS=OFF > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j "$jobs" --target memopt_solver_tests memopt_profiler_tests memopt_executor_tests
+cmake --build "$build" -j "$jobs" --target memopt_solver_tests memopt_measure_tests memopt_profiler_tests memopt_runtime_tests memopt_optimize_tests
 built=$(date +%s)
 
 export ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0:alloc_dealloc_mismatch=0:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
-for t in solver/memopt_solver_tests profiler/memopt_profiler_tests runtime/memopt_executor_tests; do
+for t in solver/memopt_solver_tests measure/memopt_measure_tests profiler/memopt_profiler_tests runtime/memopt_runtime_tests optimize/memopt_optimize_tests; do
   t0=$(date +%s)
   if "$build/tests/$t" --gtest_brief=1 > "$build/$(basename "$t").log" 2>&1; then
     echo "[sanitize] $(basename "$t"): $(grep -E '^\[  PASSED  \]' "$build/$(basename "$t").log") in $(( $(date +%s) - t0 )) s"

@@ -28,7 +28,7 @@ struct Stage {
   // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
   // no graph and is faster. When absent every forward takes fwd_ms, as it always did.
   std::optional<double> fwd_nograd_ms;
-  // Parameters, for `memopt plan` (Note [Parameter homes] in runtime/staged_model.h):
+  // Parameters, for `memopt plan` (Note [Parameter homes] in model/staged_model.h):
   // the bytes of the parameters first read by this stage, and, as (home stage, bytes),
   // those it reads that an earlier stage reads first (GPT-2's head and the tied wte).
   // Absent in files from before them and in modeled profiles that do not know them.

@@ -1,7 +1,7 @@
 // zero_memory.h: what ZeRO (Rajbhandari et al. 2020) leaves on each rank's device --
 // parameters, gradients, AdamW state and communication buffers -- for a chain whose
 // stages carry param_bytes/param_reads, and the activation budget that remains.
-// Plain arithmetic mirroring runtime/distributed/zero.h byte for byte (Note [ZeRO
+// Plain arithmetic mirroring distributed/zero.h byte for byte (Note [ZeRO
 // buckets]); `memopt plan` prints it and a test compares it with measured bytes.
 #pragma once
 

@@ -1,5 +1,5 @@
 // cmd_estimate.cpp: `memopt estimate` -- a MODELED profile of GPT-2 on a GPU this
-// machine does not have (profiler/estimate.h), and with --fit-chart the report of
+// machine does not have (gpt2/estimate.h), and with --fit-chart the report of
 // how large a batch or sequence fits with each strategy (tools/fit_chart.h).
 //   memopt estimate --model gpt2 --preset xl --gpu h100-80gb --batch 8 --seq 1024 --dtype bf16 --out xl.json
 //   memopt estimate --preset small --gpu v100-16gb --batch 8 --seq 1024 --dtype fp16 --fit-chart --out-dir DIR
@@ -9,9 +9,10 @@
 #include <sstream>
 #include <string>
 
-#include "profiler/estimate.h"
+#include "gpt2/estimate.h"
 #include "solver/atomic_file.h"
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
 #include "tools/commands.h"
@@ -33,7 +34,7 @@ struct EstimateArgs {
   int slots = 500, threads = 0;
 };
 
-std::string command_line(const EstimateArgs& a, const profiler::EstimateOptions& o) {
+std::string command_line(const EstimateArgs& a, const gpt2::EstimateOptions& o) {
   std::ostringstream s;
   s << "build/tools/memopt estimate --model " << a.model << " --preset " << a.preset << " --gpu " << a.gpu
     << " --batch " << o.workload.batch << " --seq " << o.workload.seq_len << " --dtype " << a.dtype
@@ -49,16 +50,16 @@ std::string command_line(const EstimateArgs& a, const profiler::EstimateOptions&
   return s.str();
 }
 
-profiler::EstimateOptions options_from_args(const EstimateArgs& a) {
-  using namespace memopt::runtime;
+gpt2::EstimateOptions options_from_args(const EstimateArgs& a) {
+  using namespace memopt::gpt2;
   if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
   const auto preset = gpt2_preset(a.preset);
   if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
-  const auto gpu = profiler::gpu_spec(a.gpu);
-  if (!gpu) throw std::invalid_argument("--gpu: unknown GPU '" + a.gpu + "'; known GPUs: " + profiler::gpu_words());
-  const auto dtype = profiler::dtype_from_word(a.dtype);
+  const auto gpu = gpt2::gpu_spec(a.gpu);
+  if (!gpu) throw std::invalid_argument("--gpu: unknown GPU '" + a.gpu + "'; known GPUs: " + gpt2::gpu_words());
+  const auto dtype = gpt2::dtype_from_word(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, fp16 or bf16");
-  profiler::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, ""};
+  gpt2::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, ""};
   o.config.set_dropout(a.dropout);
   if (a.batch > 0) o.workload.batch = a.batch;
   if (a.seq > 0) o.workload.seq_len = a.seq;
@@ -70,7 +71,7 @@ profiler::EstimateOptions options_from_args(const EstimateArgs& a) {
   const auto attn = attention_from_word(a.attention);
   if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
   o.config.attention = *attn;
-  profiler::peak_flop_per_s(*gpu, *dtype);  // throws for bf16 on a V100
+  gpt2::peak_flop_per_s(*gpu, *dtype);  // throws for bf16 on a V100
   return o;
 }
 
@@ -78,20 +79,20 @@ void run_estimate(const EstimateArgs& args) {
   using solver::format_bytes;
   if (args.out_path.empty() && !args.fit_chart) throw std::invalid_argument("give --out P.json, --fit-chart, or both");
   if (args.fit_chart && args.out_dir.empty()) throw std::invalid_argument("--fit-chart needs --out-dir DIR");
-  profiler::EstimateOptions o = options_from_args(args);
+  gpt2::EstimateOptions o = options_from_args(args);
   o.command = command_line(args, o);
-  const profiler::Estimate est = profiler::estimate_gpt2(o);
+  const gpt2::Estimate est = gpt2::estimate_gpt2(o);
   const solver::Chain& chain = est.profile.chain;
-  const solver::SimResult store_all = solver::simulate_sequential(chain, solver::store_all_ops(chain));
+  const int64_t store_all_peak = solver::store_all_peak_bytes(chain);
   std::printf("MODELED (not measured): gpt2 %s on %s, %s, B=%lld, T=%lld, %d stages\n", args.preset.c_str(),
               std::string(o.gpu.name).c_str(), args.dtype.c_str(), static_cast<long long>(o.workload.batch),
               static_cast<long long>(o.workload.seq_len), chain.length());
-  std::printf("  store-all activation peak %s, static %s, GPU memory %s\n", format_bytes(store_all.peak_bytes).c_str(),
+  std::printf("  store-all activation peak %s, static %s, GPU memory %s\n", format_bytes(store_all_peak).c_str(),
               format_bytes(est.profile.static_bytes).c_str(), format_bytes(o.gpu.memory_bytes).c_str());
   std::printf("  one step (roofline, forward + 2x backward) %.2f ms; link %s at %.3g bytes/s\n",
               solver::sum_fwd_bwd_ms(chain), std::string(o.gpu.link_name).c_str(), o.gpu.link_bytes_per_s);
   if (!args.out_path.empty()) {
-    solver::write_json_atomic(args.out_path, profiler::estimate_json(est, o));
+    solver::write_json_atomic(args.out_path, gpt2::estimate_json(est, o));
     std::printf("wrote %s\n", args.out_path.c_str());
   }
   if (!args.fit_chart) return;
@@ -134,8 +135,8 @@ void add_estimate_command(CLI::App& app) {
   auto args = std::make_shared<EstimateArgs>();
   CLI::App* cmd = app.add_subcommand("estimate", "MODELED profile of GPT-2 on a GPU (analytic bytes, roofline times)");
   cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
-  cmd->add_option("--preset", args->preset, std::string("model size: ") + runtime::kPresetNames)->capture_default_str();
-  cmd->add_option("--gpu", args->gpu, "GPU to model: " + profiler::gpu_words())->required();
+  cmd->add_option("--preset", args->preset, std::string("model size: ") + gpt2::kPresetNames)->capture_default_str();
+  cmd->add_option("--gpu", args->gpu, "GPU to model: " + gpt2::gpu_words())->required();
   cmd->add_option("--batch", args->batch, "sequences per batch B (preset default)");
   cmd->add_option("--seq", args->seq, "tokens per sequence T (preset default)");
   cmd->add_option("--dtype", args->dtype, "fp32|fp16|bf16 (fp16/bf16: mixed precision, Note [Activation dtype])")

@@ -14,8 +14,8 @@
 
 #include "profiler/profiler.h"
 #include "runtime/copy_engine.h"
-#include "runtime/gpt2.h"
-#include "runtime/hf_weights.h"
+#include "model/gpt2.h"
+#include "model/hf_weights.h"
 #include "solver/baselines.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
@@ -32,7 +32,7 @@ struct ProfileArgs {
   uint64_t seed = 1234;
   std::string hf_dir, out_path;
   std::string link = "measured";  // the copy engine's cap, or "measured" (uncapped)
-  std::string device = "cpu";     // profiler::Backend's word
+  std::string device = "cpu";     // measure::Backend's word
   std::string trace_out;          // the per-stage device trace as JSON
   // Which dimension flags were given (CLI::Option::count), so that a preset or an
   // --hf-dir config supplies the rest.
@@ -64,8 +64,9 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-runtime::Gpt2Spec spec_from_args(const ProfileArgs& a) {
-  using namespace memopt::runtime;
+gpt2::Gpt2Spec spec_from_args(const ProfileArgs& a) {
+  using namespace memopt::gpt2;
+  using model::read_hf_gpt2_config;
   if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
   const auto preset = gpt2_preset(a.preset);
   if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
@@ -130,17 +131,17 @@ runtime::Gpt2Spec spec_from_args(const ProfileArgs& a) {
   return spec;
 }
 
-void print_summary(const runtime::Gpt2Spec& spec, const profiler::MeasuredProfile& m, int repeat) {
+void print_summary(const gpt2::Gpt2Spec& spec, const profiler::MeasuredProfile& m, int repeat) {
   using solver::format_bytes;
   const solver::Profile& p = m.profile;
-  const runtime::Gpt2Config& c = spec.config;
+  const gpt2::Gpt2Config& c = spec.config;
   std::printf("gpt2%s%s: %lld layers, C=%lld, H=%lld, V=%lld, B=%lld, T=%lld, %s stages, %s attention, dropout %g, "
               "%s kernels\n",
               spec.preset.empty() ? "" : " ", spec.preset.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.vocab_size),
               static_cast<long long>(spec.workload.batch), static_cast<long long>(spec.workload.seq_len),
-              runtime::granularity_word(c.granularity), runtime::attention_word(c.attention), c.attn_pdrop,
-              runtime::kernels_word(c.kernels));
+              gpt2::granularity_word(c.granularity), gpt2::attention_word(c.attention), c.attn_pdrop,
+              gpt2::kernels_word(c.kernels));
   if (!spec.hf_dir.empty()) std::printf("weights  %s\n", spec.hf_dir.c_str());
   std::printf("device   %s, %d thread%s; median of %d runs per stage\n\n",
               p.device.at("name").get<std::string>().c_str(), p.device.at("threads").get<int>(),
@@ -169,9 +170,9 @@ void print_summary(const runtime::Gpt2Spec& spec, const profiler::MeasuredProfil
 
 void run_profile(const ProfileArgs& args) {
   // The device first: without the CUDA backend or a GPU, say so before building anything.
-  const profiler::Backend backend = profiler::parse_backend(args.device);
-  profiler::require_backend(backend);
-  const bool on_cuda = backend == profiler::Backend::Cuda;
+  const measure::Backend backend = measure::parse_backend(args.device);
+  measure::require_backend(backend);
+  const bool on_cuda = backend == measure::Backend::Cuda;
   const c10::Device device = on_cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   // The link the executor's copy engine will offer, measured through that engine.
   double cap = 0;
@@ -183,9 +184,9 @@ void run_profile(const ProfileArgs& args) {
       throw std::invalid_argument(std::string("--link: ") + e.what() + "; or `measured` for the uncapped engine");
     }
   }
-  const runtime::Gpt2Spec spec = spec_from_args(args);
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
-  runtime::Batch batch = runtime::make_gpt2_batch(spec);
+  const gpt2::Gpt2Spec spec = spec_from_args(args);
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
+  model::Batch batch = model::make_gpt2_batch(spec);
   if (on_cuda) {
     model.module().to(device);
     batch.input = batch.input.to(device);
@@ -198,7 +199,7 @@ void run_profile(const ProfileArgs& args) {
   {
     ProgressBar bar;
     options.on_progress = [&bar](int done, int total) { bar.update(done, total); };
-    traced = profiler::profile_on(backend, model, batch, runtime::gpt2_spec_to_json(spec), options);
+    traced = profiler::profile_on(backend, model, batch, gpt2::gpt2_spec_to_json(spec), options);
   }
   profiler::MeasuredProfile& measured = traced.measured;
   const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap, 64 << 20, 5, device);
@@ -208,9 +209,9 @@ void run_profile(const ProfileArgs& args) {
               bw.h2d_bytes_per_s / 1e9, on_cuda ? "CUDA" : "CPU",
               cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
   if (on_cuda) std::printf("\ndevice work per stage op (CUPTI; NVTX ranges memopt/<op>/<stage>)\n%s",
-                           profiler::format_trace_report(traced.trace).c_str());
+                           measure::format_trace_report(traced.trace).c_str());
   if (!args.trace_out.empty()) {
-    solver::write_json_atomic(args.trace_out, profiler::trace_report_json(traced.trace));
+    solver::write_json_atomic(args.trace_out, measure::trace_report_json(traced.trace));
     std::printf("wrote %s\n", args.trace_out.c_str());
   }
   if (!args.out_path.empty()) {
@@ -225,7 +226,7 @@ void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand("profile", "Measure a model's stages on this CPU (or a GPU: --device cuda) into profile.json");
   cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
-  cmd->add_option("--preset", args->preset, std::string("model size: ") + runtime::kPresetNames)
+  cmd->add_option("--preset", args->preset, std::string("model size: ") + gpt2::kPresetNames)
       ->capture_default_str();
   args->o_n_layer = cmd->add_option("--n-layer", args->n_layer, "transformer blocks (overrides the preset)");
   args->o_n_embd = cmd->add_option("--n-embd", args->n_embd, "width C (overrides the preset)");

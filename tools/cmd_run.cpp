@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "profiler/cpu_allocator.h"
-#include "runtime/measure.h"
+#include "measure/cpu_allocator.h"
+#include "runtime/measured_run.h"
 #include "solver/atomic_file.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
@@ -41,11 +41,11 @@ void run_run(const RunArgs& args) {
   // Checked against the profile before the model is built: a bad schedule costs nothing.
   const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
   // Installed before the model is built, so its parameters count against the device.
-  if (device_limit > 0) profiler::counting_cpu_allocator();
+  if (device_limit > 0) measure::counting_cpu_allocator();
   runtime::ProfiledModel model(profile, args.threads);
   model.check_fits(schedule, args.schedule_path);
   // The model's parameters and the batch count against the device like everything else.
-  if (device_limit > 0) profiler::counting_cpu_allocator().set_limit_bytes(device_limit);
+  if (device_limit > 0) measure::counting_cpu_allocator().set_limit_bytes(device_limit);
 
   // The kernels are the profile's (Note [Kernel choice]): its saved bytes depend on them.
   std::printf("model    %s (%s kernels), %d stages, %d thread(s); schedule %s (%s, budget %s)\n",

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
@@ -46,16 +47,11 @@ void run_solve(const SolveArgs& args) {
   // Before anything runs: a chain too large for the DP must not hang the comparison table.
   if (std::string e = check_problem_size(chain, options); !e.empty())
     throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
-  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
-  if (args.budget_text == "min") {
-    options.budget_bytes = min_feasible_budget(chain, options);
-    if (options.budget_bytes < 0) throw std::runtime_error("no budget works for solver " + args.solver);
-  } else {
-    try {
-      options.budget_bytes = parse_budget(args.budget_text, store_all_peak);
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(std::string("--budget: ") + e.what());
-    }
+  const int64_t store_all_peak = store_all_peak_bytes(chain);
+  try {
+    options.budget_bytes = budget_from_text(args.budget_text, chain, options);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--budget: ") + e.what());
   }
   const int64_t budget = options.budget_bytes;
   print_profile_header(args.profile_path, profile, store_all_peak);

@@ -11,13 +11,14 @@
 
 #include "solver/atomic_file.h"
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/io.h"
 #include "solver/simulate.h"
 #include "tools/commands.h"
 #include "tools/report_table.h"
 #include "report/tradeoff.h"
 #ifdef MEMOPT_WITH_TORCH
-#include "runtime/measure.h"
+#include "runtime/measured_run.h"
 #endif
 
 namespace memopt::tools {
@@ -76,7 +77,7 @@ void run_tradeoff(const TradeoffArgs& args) {
   for (const SolverKind kind : options.solvers)
     if (std::string e = check_problem_size(profile.chain, {0, kind, args.slots, args.threads}); !e.empty())
       throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
-  const int64_t store_all_peak = simulate_sequential(profile.chain, store_all_ops(profile.chain)).peak_bytes;
+  const int64_t store_all_peak = store_all_peak_bytes(profile.chain);
   options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
   print_profile_header(args.profile_path, profile, store_all_peak);
   std::fflush(stdout);  // before the progress lines on stderr

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/distributed/trainer.h"
+#include "distributed/trainer.h"
 #include "solver/io.h"
 #include "tools/commands.h"
 
@@ -17,12 +17,12 @@ namespace {
 struct TrainArgs {
   std::string profile_path, out_prefix;
   std::vector<std::string> schedule_paths;
-  runtime::distributed::TrainOptions options;
+  distributed::TrainOptions options;
   double timeout_s = 60;
 };
 
 void run_train(TrainArgs& a) {
-  namespace dist = memopt::runtime::distributed;
+  namespace dist = memopt::distributed;
   const dist::LaunchEnv env = dist::launch_env();
   const solver::Profile profile = solver::read_profile(a.profile_path);
   dist::TrainOptions o = a.options;

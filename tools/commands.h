@@ -10,10 +10,10 @@ void add_solve_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_tradeoff_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_estimate_command(CLI::App& app);
 #ifdef MEMOPT_WITH_TORCH
 void add_profile_command(CLI::App& app);
 void add_run_command(CLI::App& app);
-void add_estimate_command(CLI::App& app);
 #endif
 #ifdef MEMOPT_WITH_DISTRIBUTED
 void add_train_command(CLI::App& app);

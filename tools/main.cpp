@@ -22,10 +22,10 @@ int main(int argc, char** argv) {
   memopt::tools::add_simulate_command(app);
   memopt::tools::add_tradeoff_command(app);
   memopt::tools::add_plan_command(app);
+  memopt::tools::add_estimate_command(app);
 #ifdef MEMOPT_WITH_TORCH
   memopt::tools::add_profile_command(app);
   memopt::tools::add_run_command(app);
-  memopt::tools::add_estimate_command(app);
 #endif
 #ifdef MEMOPT_WITH_DISTRIBUTED
   memopt::tools::add_train_command(app);

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
@@ -39,7 +40,7 @@ struct Problem {
 
 Problem make_problem(int L) {
   Problem p{testing::gpt2_like_chain(L), 0};
-  const int64_t store_all_peak = simulate_sequential(p.chain, store_all_ops(p.chain)).peak_bytes;
+  const int64_t store_all_peak = store_all_peak_bytes(p.chain);
   p.budget_bytes = static_cast<int64_t>(kBudgetFractionOfStoreAll * static_cast<double>(store_all_peak));
   return p;
 }

@@ -26,13 +26,14 @@
 #include <gtest/gtest.h>
 #include <torch/optim/adamw.h>
 
-#include "runtime/distributed/trainer.h"
-#include "runtime/gpt2.h"
+#include "distributed/trainer.h"
+#include "model/gpt2.h"
+#include "model/hf_weights.h"
 #include "solver/baselines.h"
 #include "solver/distributed_plan.h"
 #include "solver/io.h"
 
-namespace memopt::runtime::distributed {
+namespace memopt::distributed {
 namespace {
 
 namespace fs = std::filesystem;
@@ -154,11 +155,11 @@ class Distributed : public ::testing::Test {
   // Single-process training on the whole batch: the reference.
   static std::vector<at::Tensor> reference() {
     const solver::Profile p = solver::read_profile(profile_);
-    const Gpt2Spec spec = gpt2_spec_from_json(p.model);
-    Gpt2 gpt2 = make_gpt2(spec);
-    StagedModel model = stage_gpt2(gpt2);
+    const gpt2::Gpt2Spec spec = gpt2::gpt2_spec_from_json(p.model);
+    model::Gpt2 gpt2 = model::make_gpt2(spec);
+    model::StagedModel model = model::stage_gpt2(gpt2);
     model.train(true);
-    const Batch batch = make_gpt2_batch(spec);
+    const model::Batch batch = model::make_gpt2_batch(spec);
     std::vector<at::Tensor> params = model.parameters();
     torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(kLr).eps(kEps));
     for (int s = 0; s < kSteps; ++s) {
@@ -188,14 +189,16 @@ class Distributed : public ::testing::Test {
     for (int r = 0; r < world; ++r) {
       const std::string stem = out + ".rank" + std::to_string(r);
       results.push_back(nlohmann::json::parse(slurp(stem + ".json")));
-      for (const ParameterRecord& rec : read_parameters(stem + ".bin")) {
-        if (rec.index < 0 || rec.index >= static_cast<int64_t>(ref.size())) {
-          ADD_FAILURE() << name << ": rank " << r << " wrote parameter " << rec.index;
+      for (const auto& [key, tensor] : model::read_safetensors(stem + ".safetensors")) {
+        const int64_t index = std::stoll(key);
+        if (index < 0 || index >= static_cast<int64_t>(ref.size()) || std::to_string(index) != key) {
+          ADD_FAILURE() << name << ": rank " << r << " wrote parameter '" << key << "'";
           return {};
         }
-        seen[rec.index] = true;
-        const at::Tensor expected = ref[rec.index].flatten();
-        const at::Tensor got = at::from_blob(const_cast<float*>(rec.values.data()), {expected.numel()}).clone();
+        seen[index] = true;
+        EXPECT_EQ(tensor.sizes(), ref[index].sizes()) << name << ": parameter " << index;
+        const at::Tensor expected = ref[index].flatten();
+        const at::Tensor got = tensor.flatten();
         // Note [Distributed tolerance]: each rank sums a different split of the batch,
         // so gradients differ from the reference by float rounding (~1e-7 relative);
         // through 3 AdamW steps of lr 1e-3 the largest parameter difference measured is
@@ -203,7 +206,7 @@ class Distributed : public ::testing::Test {
         // gradient (Note [Test AdamW eps]).
         const double diff = (got - expected).abs().max().item<double>();
         max_diff = std::max(max_diff, diff);
-        EXPECT_LE(diff, 2e-6) << name << ": rank " << r << " parameter " << rec.index;
+        EXPECT_LE(diff, 2e-6) << name << ": rank " << r << " parameter " << index;
       }
     }
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << "no rank wrote parameter " << i;
@@ -397,4 +400,4 @@ TEST_F(Distributed, DeadRankFailsTheOthers) { fault(dir_.string(), profile_, SIG
 TEST_F(Distributed, HungRankFailsTheOthers) { fault(dir_.string(), profile_, SIGSTOP, "hangs"); }
 
 }  // namespace
-}  // namespace memopt::runtime::distributed
+}  // namespace memopt::distributed

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 #include <torch/optim/adamw.h>
 
-#include "runtime/distributed/flat_adamw.h"
-#include "runtime/distributed/launch_env.h"
+#include "distributed/flat_adamw.h"
+#include "distributed/launch_env.h"
 
-namespace memopt::runtime::distributed {
+namespace memopt::distributed {
 namespace {
 
 TEST(FlatAdamW, MatchesTorchAdamWOnSplitPartitions) {
@@ -98,4 +98,4 @@ TEST(LaunchEnv, ErrorsNameTheVariableAndTheFix) {
 }
 
 }  // namespace
-}  // namespace memopt::runtime::distributed
+}  // namespace memopt::distributed

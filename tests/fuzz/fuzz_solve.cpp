@@ -12,6 +12,7 @@
 #include <string>
 
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
 
@@ -70,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const Chain chain = random_chain(in);
   if (!validate(chain).empty()) bug("random_chain made an invalid chain: " + validate(chain));
-  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  const int64_t store_all_peak = store_all_peak_bytes(chain);
   SolveOptions options;
   // 1% to 150% of the store-all peak, at least one byte.
   options.budget_bytes = std::max<int64_t>(1, store_all_peak * in.ConsumeIntegralInRange(1, 150) / 100);

@@ -1,5 +1,5 @@
 // analytic_test.cpp: measured GPT-2 stage bytes against the analytic twin
-// (profiler/analytic.h), on several shapes, both granularities, both attention
+// (gpt2/analytic.h), on several shapes, both granularities, both attention
 // kernels, both kernel choices (memopt's mask-free dropout or ATen's), with and
 // without dropout. Every field -- output, saved, both forward transients and the
 // backward transient -- must agree to the byte: the twin replays each op's
@@ -8,16 +8,16 @@
 
 #include <gtest/gtest.h>
 
-#include "profiler/analytic.h"
-#include "profiler/cpu_allocator.h"
+#include "gpt2/analytic.h"
+#include "measure/cpu_allocator.h"
 #include "profiler/profiler.h"
-#include "runtime/gpt2.h"
+#include "model/gpt2.h"
 
 namespace memopt::profiler {
 namespace {
 
-using runtime::Attention;
-using runtime::Granularity;
+using gpt2::Attention;
+using gpt2::Granularity;
 
 struct Case {
   const char* label;
@@ -38,11 +38,11 @@ const Case kCases[] = {
     {"sdpa_long", 1, 64, 2, 128, 1, 200, Attention::Sdpa, 0.0},  // T >= 192: other flash blocking
 };
 
-class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity, runtime::Kernels>> {};
+class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity, gpt2::Kernels>> {};
 
 TEST_P(AnalyticVsMeasured, StageBytesAgree) {
   const auto& [c, granularity, kernels] = GetParam();
-  runtime::Gpt2Spec spec;
+  gpt2::Gpt2Spec spec;
   spec.config.n_layer = c.n_layer;
   spec.config.n_embd = c.n_embd;
   spec.config.n_head = c.n_head;
@@ -54,21 +54,21 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
   spec.config.kernels = kernels;
   spec.workload = {c.batch, c.seq_len};
 
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
-  const runtime::Batch batch = runtime::make_gpt2_batch(spec);
-  CpuMemoryMeter meter;
-  CpuTimer timer;
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
+  const model::Batch batch = model::make_gpt2_batch(spec);
+  measure::CpuMemoryMeter meter;
+  measure::CpuTimer timer;
   ProfileOptions options;
   options.repeat = 1;
   const Measurement m = measure_chain(model, batch, meter, timer, options);
-  const auto predicted = gpt2_analytic_stages(spec.config, spec.workload);
+  const auto predicted = gpt2::gpt2_analytic_stages(spec.config, spec.workload);
 
-  EXPECT_EQ(m.chain.input_bytes, gpt2_analytic_input_bytes(spec.workload));
-  EXPECT_EQ(model.parameter_bytes(), gpt2_analytic_parameter_bytes(spec.config));
+  EXPECT_EQ(m.chain.input_bytes, gpt2::gpt2_analytic_input_bytes(spec.workload));
+  EXPECT_EQ(model.parameter_bytes(), gpt2::gpt2_analytic_parameter_bytes(spec.config));
   ASSERT_EQ(m.chain.stages.size(), predicted.size());
   for (size_t i = 0; i < predicted.size(); ++i) {
     const solver::Stage& s = m.chain.stages[i];
-    const AnalyticStage& p = predicted[i];
+    const gpt2::AnalyticStage& p = predicted[i];
     const StageDetail& d = m.details[i];
     SCOPED_TRACE("stage " + s.name);
     EXPECT_EQ(s.name, p.name);
@@ -81,15 +81,15 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<AnalyticVsMeasured::ParamType>& info) {
-  return std::string(std::get<0>(info.param).label) + "_" + runtime::granularity_word(std::get<1>(info.param)) +
-         "_" + runtime::kernels_word(std::get<2>(info.param));
+  return std::string(std::get<0>(info.param).label) + "_" + gpt2::granularity_word(std::get<1>(info.param)) +
+         "_" + gpt2::kernels_word(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, AnalyticVsMeasured,
                          ::testing::Combine(::testing::ValuesIn(kCases),
                                             ::testing::Values(Granularity::Block, Granularity::Sublayer),
-                                            ::testing::Values(runtime::Kernels::Memopt, runtime::Kernels::Aten)),
+                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten)),
                          case_name);
 
 }  // namespace
-}  // namespace memopt::profiler
+}  // namespace memopt::gpt2

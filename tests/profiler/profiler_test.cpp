@@ -6,16 +6,16 @@
 
 #include <unistd.h>
 
-#include "profiler/analytic.h"
+#include "gpt2/analytic.h"
 #include "profiler/profiler.h"
-#include "runtime/gpt2.h"
+#include "model/gpt2.h"
 #include "solver/io.h"
 
 namespace memopt::profiler {
 namespace {
 
-runtime::Gpt2Spec small_spec(runtime::Granularity g) {
-  runtime::Gpt2Spec spec;
+gpt2::Gpt2Spec small_spec(gpt2::Granularity g) {
+  gpt2::Gpt2Spec spec;
   spec.config.n_layer = 2;
   spec.config.n_embd = 64;
   spec.config.n_head = 4;
@@ -26,17 +26,17 @@ runtime::Gpt2Spec small_spec(runtime::Granularity g) {
   return spec;
 }
 
-solver::Profile profile_of(const runtime::Gpt2Spec& spec) {
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+solver::Profile profile_of(const gpt2::Gpt2Spec& spec) {
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
   ProfileOptions options;
   options.repeat = 2;
-  return profile_cpu(model, runtime::make_gpt2_batch(spec), runtime::gpt2_spec_to_json(spec), options);
+  return profile_cpu(model, model::make_gpt2_batch(spec), gpt2::gpt2_spec_to_json(spec), options);
 }
 
-class ProfileTest : public ::testing::TestWithParam<runtime::Granularity> {};
+class ProfileTest : public ::testing::TestWithParam<gpt2::Granularity> {};
 
 TEST_P(ProfileTest, TwoProfilesHaveIdenticalBytes) {
-  const runtime::Gpt2Spec spec = small_spec(GetParam());
+  const gpt2::Gpt2Spec spec = small_spec(GetParam());
   const solver::Profile a = profile_of(spec), b = profile_of(spec);
   EXPECT_EQ(a.chain.input_bytes, b.chain.input_bytes);
   EXPECT_EQ(a.static_bytes, b.static_bytes);
@@ -52,11 +52,11 @@ TEST_P(ProfileTest, TwoProfilesHaveIdenticalBytes) {
 }
 
 TEST_P(ProfileTest, ProfileIsValidAndDescribesModelAndDevice) {
-  const runtime::Gpt2Spec spec = small_spec(GetParam());
+  const gpt2::Gpt2Spec spec = small_spec(GetParam());
   const solver::Profile p = profile_of(spec);
   EXPECT_EQ(solver::validate(p.chain), "");
   EXPECT_TRUE(p.measured);
-  EXPECT_EQ(p.static_bytes, 4 * gpt2_analytic_parameter_bytes(spec.config));
+  EXPECT_EQ(p.static_bytes, 4 * gpt2::gpt2_analytic_parameter_bytes(spec.config));
   EXPECT_EQ(p.chain.input_bytes, 8 * 2 * 32);
   EXPECT_EQ(p.chain.stages.back().out_bytes, 4);  // the scalar loss
   EXPECT_EQ(p.chain.loss.bwd_ms, 0.0);
@@ -67,18 +67,18 @@ TEST_P(ProfileTest, ProfileIsValidAndDescribesModelAndDevice) {
   EXPECT_EQ(p.device.at("kind"), "cpu");
   EXPECT_EQ(p.device.at("threads"), 1);
   // The runtime rebuilds the model from "model".
-  const runtime::Gpt2Spec back = runtime::gpt2_spec_from_json(p.model);
-  EXPECT_EQ(runtime::gpt2_spec_to_json(back), p.model);
+  const gpt2::Gpt2Spec back = gpt2::gpt2_spec_from_json(p.model);
+  EXPECT_EQ(gpt2::gpt2_spec_to_json(back), p.model);
   EXPECT_EQ(back.config.granularity, GetParam());
 }
 
 TEST_P(ProfileTest, RoundTripsThroughTheSolversReader) {
-  const runtime::Gpt2Spec spec = small_spec(GetParam());
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+  const gpt2::Gpt2Spec spec = small_spec(GetParam());
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
   ProfileOptions options;
   options.repeat = 1;
   const MeasuredProfile measured =
-      profile_cpu_detailed(model, runtime::make_gpt2_batch(spec), runtime::gpt2_spec_to_json(spec), options);
+      profile_cpu_detailed(model, model::make_gpt2_batch(spec), gpt2::gpt2_spec_to_json(spec), options);
   const solver::Profile& p = measured.profile;
   const auto dir = std::filesystem::path(MEMOPT_BINARY_DIR) / "test_data";
   std::filesystem::create_directories(dir);
@@ -102,12 +102,12 @@ TEST_P(ProfileTest, RoundTripsThroughTheSolversReader) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, ProfileTest,
-                         ::testing::Values(runtime::Granularity::Block, runtime::Granularity::Sublayer),
-                         [](const auto& info) { return std::string(runtime::granularity_word(info.param)); });
+                         ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                         [](const auto& info) { return std::string(gpt2::granularity_word(info.param)); });
 
 TEST(Profiler, LeavesGradientsAndThreadsAsItFoundThem) {
-  runtime::Gpt2Spec spec = small_spec(runtime::Granularity::Block);
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
+  gpt2::Gpt2Spec spec = small_spec(gpt2::Granularity::Block);
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
   model.train(false);
   const int threads = at::get_num_threads();
   ProfileOptions options;
@@ -119,7 +119,7 @@ TEST(Profiler, LeavesGradientsAndThreadsAsItFoundThem) {
     EXPECT_EQ(done, progress_calls);
     ++progress_calls;
   };
-  profile_cpu(model, runtime::make_gpt2_batch(spec), {}, options);
+  profile_cpu(model, model::make_gpt2_batch(spec), {}, options);
   EXPECT_EQ(progress_calls, model.num_stages() + 1);
   EXPECT_FALSE(model.is_training());
   EXPECT_EQ(at::get_num_threads(), threads);

@@ -9,9 +9,9 @@
 
 #include <ATen/ATen.h>
 
-#include "profiler/cpu_allocator.h"
+#include "measure/cpu_allocator.h"
 #include "profiler/profiler.h"
-#include "runtime/gpt2.h"
+#include "model/gpt2.h"
 #include "solver/baselines.h"
 #include "solver/simulate.h"
 
@@ -25,7 +25,7 @@ using solver::OpKind;
 // with its graph), d_k gradients; ops add and remove them as docs/formats.md section 4 says.
 class MiniExecutor {
  public:
-  MiniExecutor(const runtime::StagedModel& model, const runtime::Batch& batch) : model_(model), batch_(batch) {}
+  MiniExecutor(const model::StagedModel& model, const model::Batch& batch) : model_(model), batch_(batch) {}
 
   void run(const Op& op) {
     const int i = op.index;
@@ -73,8 +73,8 @@ class MiniExecutor {
     if (plain_.count(i)) return plain_[i];
     return kept_.at(i).y;
   }
-  const runtime::StagedModel& model_;
-  const runtime::Batch& batch_;
+  const model::StagedModel& model_;
+  const model::Batch& batch_;
   std::map<int, at::Tensor> plain_;
   std::map<int, Kept> kept_;
   std::map<int, at::Tensor> grad_;
@@ -126,30 +126,30 @@ int64_t two_tmp_peak(const solver::Chain& chain, const std::vector<StageDetail>&
 }
 
 struct ReplayCase {
-  runtime::Granularity granularity;
-  runtime::Attention attention;
+  gpt2::Granularity granularity;
+  gpt2::Attention attention;
   double dropout;
 };
 
 class ReplayTest : public ::testing::TestWithParam<ReplayCase> {};
 
 TEST_P(ReplayTest, MeasuredPeakMatchesTheSimulatorsPrediction) {
-  runtime::Gpt2Spec spec;  // the tiny preset's shape, two layers: a few hundred ms
+  gpt2::Gpt2Spec spec;  // the tiny preset's shape, two layers: a few hundred ms
   spec.config.n_layer = 2;
   spec.config.granularity = GetParam().granularity;
   spec.config.attention = GetParam().attention;
   spec.config.set_dropout(GetParam().dropout);
   spec.workload = {2, 128};
-  runtime::StagedModel model = runtime::stage_gpt2(runtime::make_gpt2(spec));
-  const runtime::Batch batch = runtime::make_gpt2_batch(spec);
+  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
+  const model::Batch batch = model::make_gpt2_batch(spec);
   ProfileOptions options;
   options.repeat = 1;
   // The same thread count for profile and replay: kernels size per-thread scratch
   // by it (the CPU flash kernel does).
   const int threads = at::get_num_threads();
   at::set_num_threads(options.threads);
-  CpuMemoryMeter meter;
-  CpuTimer timer;
+  measure::CpuMemoryMeter meter;
+  measure::CpuTimer timer;
   const Measurement m = measure_chain(model, batch, meter, timer, options);
   const solver::Chain& chain = m.chain;
 
@@ -188,13 +188,13 @@ TEST_P(ReplayTest, MeasuredPeakMatchesTheSimulatorsPrediction) {
 
 INSTANTIATE_TEST_SUITE_P(
     Gpt2, ReplayTest,
-    ::testing::Values(ReplayCase{runtime::Granularity::Block, runtime::Attention::Explicit, 0.1},
-                      ReplayCase{runtime::Granularity::Sublayer, runtime::Attention::Explicit, 0.1},
-                      ReplayCase{runtime::Granularity::Block, runtime::Attention::Sdpa, 0.0},
-                      ReplayCase{runtime::Granularity::Sublayer, runtime::Attention::Sdpa, 0.1}),
+    ::testing::Values(ReplayCase{gpt2::Granularity::Block, gpt2::Attention::Explicit, 0.1},
+                      ReplayCase{gpt2::Granularity::Sublayer, gpt2::Attention::Explicit, 0.1},
+                      ReplayCase{gpt2::Granularity::Block, gpt2::Attention::Sdpa, 0.0},
+                      ReplayCase{gpt2::Granularity::Sublayer, gpt2::Attention::Sdpa, 0.1}),
     [](const auto& info) {
-      return std::string(runtime::granularity_word(info.param.granularity)) + "_" +
-             runtime::attention_word(info.param.attention) + (info.param.dropout > 0 ? "_dropout" : "");
+      return std::string(gpt2::granularity_word(info.param.granularity)) + "_" +
+             gpt2::attention_word(info.param.attention) + (info.param.dropout > 0 ? "_dropout" : "");
     });
 
 }  // namespace

@@ -9,7 +9,7 @@ reference.safetensors in the same directory:
 The loss is mean cross-entropy of logits against targets, with no label shift,
 which is what memopt's head stage computes.
 
-Run (tests/runtime/gpt2_hf_test.cpp does this):
+Run (tests/model/gpt2_hf_test.cpp does this):
   .venv/bin/python tests/python/gpt2_reference.py OUT_DIR --n-layer 2 --n-embd 64 \
       --n-head 4 --vocab 96 --n-positions 32 --batch 2 --seq 24 --seed 7
 """

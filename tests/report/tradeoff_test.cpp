@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/simulate.h"
 #include "report/tradeoff.h"
 
@@ -42,7 +43,7 @@ solver::Profile synthetic_profile() {
 }
 
 int64_t store_all_peak(const solver::Chain& c) {
-  return solver::simulate_sequential(c, solver::store_all_ops(c)).peak_bytes;
+  return solver::store_all_peak_bytes(c);
 }
 
 TEST(ParseBudgetList, RangeEndsExactlyAtItsLastValue) {

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "profiler/backend.h"
+#include "measure/backend.h"
 #include "runtime/copy_engine.h"
 #include "runtime/host_arena.h"
 
@@ -73,7 +73,7 @@ TEST(CopyEngineFactory, CpuEngineRoundTripsThroughTheHostPool) {
 }
 
 TEST(CopyEngineFactory, CudaWithoutTheBackendOrADeviceSaysSo) {
-  if (profiler::cuda_backend_built() && at::hasCUDA()) GTEST_SKIP() << "a CUDA device is visible";
+  if (measure::cuda_backend_built() && at::hasCUDA()) GTEST_SKIP() << "a CUDA device is visible";
   try {
     make_copy_engine(c10::Device(c10::kCUDA, 0), {});
     FAIL() << "no throw";

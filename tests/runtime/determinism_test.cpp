@@ -34,7 +34,7 @@ TrainingRun train(const std::vector<solver::Op>* ops, const CpuRngState& rng, co
     if (ops) {
       run.losses.push_back(t.step(*ops, options));
     } else {  // plain autograd on the whole chain
-      profiler::CpuMemoryMeter meter;
+      measure::CpuMemoryMeter meter;
       zero_grads_in_place(*t.model);
       run.losses.push_back(run_plain_step(*t.model, t.batch, meter).loss);
       t.optimizer->step();

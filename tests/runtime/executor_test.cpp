@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "profiler/cpu_allocator.h"
+#include "measure/cpu_allocator.h"
 #include "profiler/profiler.h"
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
-#include "runtime/gpt2.h"
+#include "model/gpt2.h"
 #include "runtime/train_step.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
@@ -28,15 +28,15 @@ namespace {
 using solver::SolverKind;
 
 struct TinyGpt2 {
-  Gpt2Spec spec;
-  Gpt2 gpt2{nullptr};
-  std::unique_ptr<StagedModel> model;
-  Batch batch;
+  gpt2::Gpt2Spec spec;
+  model::Gpt2 gpt2{nullptr};
+  std::unique_ptr<model::StagedModel> model;
+  model::Batch batch;
   solver::Profile profile;
 
-  explicit TinyGpt2(std::tuple<Granularity, Kernels> param) {
-    spec.config = gpt2_preset("tiny")->config;
-    spec.workload = gpt2_preset("tiny")->workload;
+  explicit TinyGpt2(std::tuple<gpt2::Granularity, gpt2::Kernels> param) {
+    spec.config = gpt2::gpt2_preset("tiny")->config;
+    spec.workload = gpt2::gpt2_preset("tiny")->workload;
     spec.config.granularity = std::get<0>(param);
     spec.config.kernels = std::get<1>(param);
     spec.config.set_dropout(0.1);
@@ -44,16 +44,16 @@ struct TinyGpt2 {
     // activations dwarf allocator noise.
     spec.workload.batch = 2;
     spec.workload.seq_len = 64;
-    gpt2 = make_gpt2(spec);
-    model = std::make_unique<StagedModel>(stage_gpt2(gpt2));
-    batch = make_gpt2_batch(spec);
+    gpt2 = model::make_gpt2(spec);
+    model = std::make_unique<model::StagedModel>(model::stage_gpt2(gpt2));
+    batch = model::make_gpt2_batch(spec);
     profiler::ProfileOptions options;
     options.repeat = 1;
-    profile = profiler::profile_cpu(*model, batch, gpt2_spec_to_json(spec), options);
+    profile = profiler::profile_cpu(*model, batch, gpt2::gpt2_spec_to_json(spec), options);
   }
 };
 
-class ExecutorTest : public ::testing::TestWithParam<std::tuple<Granularity, Kernels>> {
+class ExecutorTest : public ::testing::TestWithParam<std::tuple<gpt2::Granularity, gpt2::Kernels>> {
  protected:
   void SetUp() override { at::set_num_threads(1); }
 };
@@ -65,8 +65,8 @@ class ExecutorTest : public ::testing::TestWithParam<std::tuple<Granularity, Ker
 // the tolerance on gradients and loss is zero: any difference is a bug.
 TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPrediction) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
-  profiler::CpuMemoryMeter meter;
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
 
   zero_grads_in_place(model);
   const CpuRngState rng = cpu_rng_state();
@@ -112,8 +112,8 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
 // when the simulator says]). The engine is sized as `memopt run` sizes it.
 TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
-  profiler::CpuMemoryMeter meter;
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
   solver::Chain chain = tiny.profile.chain;
   chain.link = solver::Link{1e9, 1e9};
 
@@ -164,7 +164,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
 // x̄_{i+1} - x_{i+1}, for every stage of both granularities.
 TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
+  const model::StagedModel& model = *tiny.model;
   install_saved_state_engine();
   std::vector<at::Tensor> fixed = model.parameters();
   for (const at::Tensor& b : model.module().buffers(true)) fixed.push_back(b);
@@ -193,20 +193,20 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
 // one per op but the loss, named memopt/<op word>/<stage name or a_k>.
 TEST_P(ExecutorTest, TracerRangesAreTheScheduleOps) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
-  profiler::CpuMemoryMeter meter;
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
   solver::Chain chain = tiny.profile.chain;
   chain.link = solver::Link{1e9, 1e9};
   const solver::Schedule schedule = solver::solve(chain, {1LL << 50, SolverKind::OffloadAll});
   std::vector<int64_t> sizes;
   for (int k = 0; k <= chain.length(); ++k) sizes.push_back(chain.x(k));
   auto engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, HostArena::bytes_for(sizes)});
-  profiler::StageTracer tracer;  // the CPU tracer: ranges, no device activity
+  measure::StageTracer tracer;  // the CPU tracer: ranges, no device activity
   ExecutorOptions options;
   options.copy_engine = engine.get();
   options.tracer = &tracer;
   run_scheduled_step(model, schedule.ops, tiny.batch, meter, options);
-  const profiler::TraceReport report = tracer.collect();
+  const measure::TraceReport report = tracer.collect();
 
   std::vector<std::string> labels;  // expected, in order of first appearance
   std::map<std::string, int> count;
@@ -227,8 +227,8 @@ TEST_P(ExecutorTest, TracerRangesAreTheScheduleOps) {
 
 TEST_P(ExecutorTest, TwoScheduledRunsAreBitIdentical) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
-  profiler::CpuMemoryMeter meter;
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
   const solver::Chain& chain = tiny.profile.chain;
   const int64_t budget = solver::min_feasible_budget(chain, {0, SolverKind::RecomputeOnly});
   const solver::Schedule schedule = solver::solve(chain, {budget, SolverKind::RecomputeOnly});
@@ -247,8 +247,8 @@ TEST_P(ExecutorTest, TwoScheduledRunsAreBitIdentical) {
 // gradients differ from plain training: this is what the restoration prevents.
 TEST_P(ExecutorTest, RecomputingWithAStaleRngStateIsDetected) {
   TinyGpt2 tiny(GetParam());
-  const StagedModel& model = *tiny.model;
-  profiler::CpuMemoryMeter meter;
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
   const solver::Chain& chain = tiny.profile.chain;
   const solver::Schedule schedule = solver::solve(chain, {1LL << 50, SolverKind::RecomputeBlocks});
   const CpuRngState rng = cpu_rng_state();
@@ -278,11 +278,11 @@ TEST_P(ExecutorTest, RefusesAScheduleForAnotherChainLength) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Granularities, ExecutorTest,
-                         ::testing::Combine(::testing::Values(Granularity::Block, Granularity::Sublayer),
-                                            ::testing::Values(Kernels::Memopt, Kernels::Aten)),
+                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten)),
                          [](const auto& info) {
-                           return std::string(granularity_word(std::get<0>(info.param))) + "_" +
-                                  kernels_word(std::get<1>(info.param));
+                           return std::string(gpt2::granularity_word(std::get<0>(info.param))) + "_" +
+                                  gpt2::kernels_word(std::get<1>(info.param));
                          });
 
 }  // namespace

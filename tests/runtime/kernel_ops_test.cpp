@@ -1,4 +1,4 @@
-// kernel_ops_test.cpp: the LibTorch adapter of kernels/ (runtime/kernel_ops.h) --
+// kernel_ops_test.cpp: the LibTorch adapter of kernels/ (model/kernel_ops.h) --
 // autograd through the mask-free dropout and the fused bias + GELU against ATen's
 // composed ops, the dropout key's tie to the global generator, and tensor packing.
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "kernels/cpu/reference.h"
-#include "profiler/cpu_allocator.h"
+#include "measure/cpu_allocator.h"
 #include "runtime/executor.h"
-#include "runtime/kernel_ops.h"
-#include "tests/runtime/test_util.h"
+#include "model/kernel_ops.h"
+#include "tests/model/test_util.h"
 
 namespace memopt::runtime {
 namespace {
@@ -20,7 +20,7 @@ TEST(PhiloxDropout, ForwardAndBackwardUseTheKeysMask) {
   const at::Tensor x = at::randn({3, 5, 7}).requires_grad_(true);
   const kernels::DropoutKey key{0x5eed, 0};
   const double p = 0.3;
-  const at::Tensor y = philox_dropout(x, p, key);
+  const at::Tensor y = model::philox_dropout(x, p, key);
   const std::vector<uint8_t> mask = kernels::reference::dropout_mask(x.numel(), p, key);
   const at::Tensor m = at::from_blob(const_cast<uint8_t*>(mask.data()), x.sizes(), at::kByte).to(at::kFloat);
   const float scale = 1.0f / (1.0f - static_cast<float>(p));
@@ -33,9 +33,9 @@ TEST(PhiloxDropout, ForwardAndBackwardUseTheKeysMask) {
 
 TEST(PhiloxDropout, IdentityWhenOffOrEvaluating) {
   const at::Tensor x = at::randn({4, 4});
-  EXPECT_TRUE(philox_dropout(x, 0.0, true).is_same(x));
-  EXPECT_TRUE(philox_dropout(x, 0.5, false).is_same(x));
-  EXPECT_THROW(philox_dropout(x.to(at::kDouble), 0.5, true), std::invalid_argument);
+  EXPECT_TRUE(model::philox_dropout(x, 0.0, true).is_same(x));
+  EXPECT_TRUE(model::philox_dropout(x, 0.5, false).is_same(x));
+  EXPECT_THROW(model::philox_dropout(x.to(at::kDouble), 0.5, true), std::invalid_argument);
 }
 
 // Note [Dropout key from the global generator]: restoring the generator's state
@@ -43,10 +43,10 @@ TEST(PhiloxDropout, IdentityWhenOffOrEvaluating) {
 TEST(PhiloxDropout, MaskFollowsTheGlobalGeneratorState) {
   const at::Tensor x = at::ones({1000});
   const CpuRngState state = cpu_rng_state();
-  const at::Tensor first = philox_dropout(x, 0.5, true);
-  const at::Tensor second = philox_dropout(x, 0.5, true);
+  const at::Tensor first = model::philox_dropout(x, 0.5, true);
+  const at::Tensor second = model::philox_dropout(x, 0.5, true);
   set_cpu_rng_state(state);
-  const at::Tensor again = philox_dropout(x, 0.5, true);
+  const at::Tensor again = model::philox_dropout(x, 0.5, true);
   EXPECT_TRUE(at::equal(first, again));
   EXPECT_FALSE(at::equal(first, second));
 }
@@ -54,7 +54,7 @@ TEST(PhiloxDropout, MaskFollowsTheGlobalGeneratorState) {
 // What a forward leaves alive besides its output, measured by the counting
 // allocator: ATen's native_dropout keeps its 1-byte mask, ours nothing.
 TEST(PhiloxDropout, SavesNoMaskUnlikeNativeDropout) {
-  profiler::CpuMemoryMeter meter;
+  measure::CpuMemoryMeter meter;
   const at::Tensor x = at::randn({64, 1000}).requires_grad_(true);
   auto kept_besides_output = [&](auto&& dropout) {
     const int64_t before = meter.current_bytes();
@@ -62,11 +62,11 @@ TEST(PhiloxDropout, SavesNoMaskUnlikeNativeDropout) {
     return meter.current_bytes() - before - static_cast<int64_t>(y.nbytes());
   };
   EXPECT_EQ(kept_besides_output([&] { return std::get<0>(at::native_dropout(x, 0.1, true)); }), x.numel());
-  EXPECT_EQ(kept_besides_output([&] { return philox_dropout(x, 0.1, true); }), 0);
-  // And it allocates nothing but its output on the way (profiler/analytic.cpp).
+  EXPECT_EQ(kept_besides_output([&] { return model::philox_dropout(x, 0.1, true); }), 0);
+  // And it allocates nothing but its output on the way (gpt2/analytic.cpp).
   const int64_t before = meter.current_bytes();
   meter.reset_peak();
-  const at::Tensor y = philox_dropout(x, 0.1, true);
+  const at::Tensor y = model::philox_dropout(x, 0.1, true);
   EXPECT_EQ(meter.peak_bytes() - before, static_cast<int64_t>(y.nbytes()));
 }
 
@@ -82,14 +82,14 @@ TEST(BiasGelu, MatchesAtenComposedForwardAndBackward) {
   const at::Tensor h = (3 * at::randn({8, 512, 64})).requires_grad_(true);
   const at::Tensor b = at::randn({64}).requires_grad_(true);
   const at::Tensor h2 = h.detach().clone().requires_grad_(true), b2 = b.detach().clone().requires_grad_(true);
-  const at::Tensor ours = bias_gelu(h, b);
+  const at::Tensor ours = model::bias_gelu(h, b);
   const at::Tensor ref = at::gelu(h2 + b2, "tanh");
-  EXPECT_TRUE(testing::all_close(ours, ref, 1e-6, 1e-5));
+  EXPECT_TRUE(model::testing::all_close(ours, ref, 1e-6, 1e-5));
   const at::Tensor dy = at::randn_like(ours);
   ours.backward(dy);
   ref.backward(dy);
-  EXPECT_TRUE(testing::all_close(h.grad(), h2.grad(), 1e-5, 1e-5));
-  EXPECT_TRUE(testing::all_close(b.grad(), b2.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(model::testing::all_close(h.grad(), h2.grad(), 1e-5, 1e-5));
+  EXPECT_TRUE(model::testing::all_close(b.grad(), b2.grad(), 1e-4, 1e-5));
 }
 
 // Against HF's NewGELUActivation, the composed form GPT-2 was written in, in double
@@ -98,16 +98,16 @@ TEST(BiasGelu, MatchesComposedGeluInDouble) {
   const at::Tensor h = 3 * at::randn({256, 48}), b = at::randn({48});
   const at::Tensor z = (h + b).to(at::kDouble);
   const at::Tensor ref = 0.5 * z * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * at::pow(z, 3.0))));
-  EXPECT_TRUE(testing::all_close(bias_gelu(h, b), ref, 1e-6, 1e-5));
-  EXPECT_THROW(bias_gelu(h, at::randn({47})), std::invalid_argument);
+  EXPECT_TRUE(model::testing::all_close(model::bias_gelu(h, b), ref, 1e-6, 1e-5));
+  EXPECT_THROW(model::bias_gelu(h, at::randn({47})), std::invalid_argument);
 }
 
 TEST(PackTensors, ExactRoundTripOfMixedAndStridedTensors) {
   const std::vector<at::Tensor> group = {at::randn({5, 7}).t(), at::randint(1000, {13}, at::kLong),
                                          at::rand({9}) > 0.5, at::randn({0})};
-  const PackedTensors packed = pack_tensors(group);
+  const model::PackedTensors packed = model::pack_tensors(group);
   EXPECT_EQ(packed.buffer.numel(), packed.layout.total_bytes);
-  const std::vector<at::Tensor> back = unpack_tensors(packed);
+  const std::vector<at::Tensor> back = model::unpack_tensors(packed);
   ASSERT_EQ(back.size(), group.size());
   for (size_t i = 0; i < group.size(); ++i) {
     EXPECT_EQ(back[i].scalar_type(), group[i].scalar_type());
@@ -117,8 +117,8 @@ TEST(PackTensors, ExactRoundTripOfMixedAndStridedTensors) {
 
 TEST(PackTensors, Bf16IsLossyWithinItsBound) {
   const at::Tensor x = at::randn({1000}) * 100;
-  const PackedTensors packed = pack_tensors({x}, kernels::PackFormat::Bf16Lossy);
-  const at::Tensor back = unpack_tensors(packed)[0];
+  const model::PackedTensors packed = model::pack_tensors({x}, kernels::PackFormat::Bf16Lossy);
+  const at::Tensor back = model::unpack_tensors(packed)[0];
   // Round to nearest with 8 significant bits: |error| <= 2^-8 |x|; and ATen's own
   // bfloat16 conversion (also nearest-even) gives the same values.
   EXPECT_TRUE(((back - x).abs() <= x.abs() * std::ldexp(1.0, -8)).all().item<bool>());

@@ -23,8 +23,8 @@ using testing::TinyTrainer;
 
 // Lifts the device limit however the test ends: other tests share the process.
 struct DeviceLimit {
-  explicit DeviceLimit(int64_t bytes) { profiler::counting_cpu_allocator().set_limit_bytes(bytes); }
-  ~DeviceLimit() { profiler::counting_cpu_allocator().set_limit_bytes(0); }
+  explicit DeviceLimit(int64_t bytes) { measure::counting_cpu_allocator().set_limit_bytes(bytes); }
+  ~DeviceLimit() { measure::counting_cpu_allocator().set_limit_bytes(0); }
 };
 
 TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
@@ -50,11 +50,12 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
 
   // A device with room for 70% of the store-all peak besides what is allocated now.
   const int64_t room = store_all_peak * 7 / 10;
-  DeviceLimit limit(profiler::counting_cpu_allocator().current_bytes() + room);
+  DeviceLimit limit(measure::counting_cpu_allocator().current_bytes() + room);
 
+  measure::CpuMemoryMeter meter;
   // 1. The check refuses store-all before anything runs, by how much and with the budget.
   try {
-    check_device_memory(store_all_peak, 0, "s.json");
+    check_device_memory(meter, store_all_peak, 0, "s.json");
     FAIL() << "a plan 30% too large for the device was accepted";
   } catch (const InsufficientDeviceMemory& e) {
     const std::string what = e.what();
@@ -68,15 +69,14 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
     EXPECT_NO_THROW(solver::solve(chain, {e.suggested_budget_bytes, solver::SolverKind::RecomputeOnly}));
   }
   // The small plan passes the same check.
-  EXPECT_NO_THROW(check_device_memory(small.predicted.peak_bytes, 0, "small.json"));
+  EXPECT_NO_THROW(check_device_memory(meter, small.predicted.peak_bytes, 0, "small.json"));
 
   // 2. Without the check, store-all runs out of memory midway; nothing is corrupted.
-  profiler::CpuMemoryMeter meter;
   zero_grads_in_place(*trainer.model);
   EXPECT_THROW(run_step_or_restore(*trainer.model, store_all, trainer.batch, meter, {}, "s.json"),
                InsufficientDeviceMemory);
-  const int64_t device_bytes = profiler::counting_cpu_allocator().limit_bytes();
-  profiler::counting_cpu_allocator().set_limit_bytes(0);  // the snapshots below are the test's, not the device's
+  const int64_t device_bytes = measure::counting_cpu_allocator().limit_bytes();
+  measure::counting_cpu_allocator().set_limit_bytes(0);  // the snapshots below are the test's, not the device's
   EXPECT_TRUE(identical(trainer.parameters(), params));
   EXPECT_TRUE(identical(trainer.optimizer_state(), state));
   // No dropout mask drawn by the failed step is lost to the next one.
@@ -85,9 +85,9 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
 
   // 3. Training continues along the small plan, on the limited device, exactly like
   // the reference that never failed.
-  profiler::counting_cpu_allocator().set_limit_bytes(device_bytes);
+  measure::counting_cpu_allocator().set_limit_bytes(device_bytes);
   EXPECT_EQ(trainer.step(small.ops), ref_loss2);
-  profiler::counting_cpu_allocator().set_limit_bytes(0);
+  measure::counting_cpu_allocator().set_limit_bytes(0);
   EXPECT_TRUE(identical(trainer.parameters(), ref_params));
 }
 

@@ -9,29 +9,29 @@
 #include <memory>
 #include <vector>
 
-#include "profiler/cpu_allocator.h"
+#include "measure/cpu_allocator.h"
 #include "profiler/profiler.h"
-#include "runtime/gpt2.h"
+#include "model/gpt2.h"
 #include "runtime/train_step.h"
 
 namespace memopt::runtime::testing {
 
 struct TinyTrainer {
-  Gpt2Spec spec;
-  Gpt2 gpt2{nullptr};
-  std::unique_ptr<StagedModel> model;
-  Batch batch;
+  gpt2::Gpt2Spec spec;
+  model::Gpt2 gpt2{nullptr};
+  std::unique_ptr<model::StagedModel> model;
+  model::Batch batch;
   std::unique_ptr<torch::optim::AdamW> optimizer;
 
   TinyTrainer() {
-    spec.config = gpt2_preset("tiny")->config;
-    spec.workload = gpt2_preset("tiny")->workload;
+    spec.config = gpt2::gpt2_preset("tiny")->config;
+    spec.workload = gpt2::gpt2_preset("tiny")->workload;
     spec.config.set_dropout(0.1);
     spec.workload.batch = 2;
     spec.workload.seq_len = 64;
-    gpt2 = make_gpt2(spec);  // weights from spec.seed: two trainers start identical
-    model = std::make_unique<StagedModel>(stage_gpt2(gpt2));
-    batch = make_gpt2_batch(spec);
+    gpt2 = model::make_gpt2(spec);  // weights from spec.seed: two trainers start identical
+    model = std::make_unique<model::StagedModel>(model::stage_gpt2(gpt2));
+    batch = model::make_gpt2_batch(spec);
     optimizer = std::make_unique<torch::optim::AdamW>(model->parameters(), torch::optim::AdamWOptions(1e-3));
     model->train(true);
   }
@@ -39,12 +39,12 @@ struct TinyTrainer {
   solver::Profile profile() const {
     profiler::ProfileOptions options;
     options.repeat = 1;
-    return profiler::profile_cpu(*model, batch, gpt2_spec_to_json(spec), options);
+    return profiler::profile_cpu(*model, batch, gpt2::gpt2_spec_to_json(spec), options);
   }
 
   // One training step along `ops`: loss.
   double step(const std::vector<solver::Op>& ops, const ExecutorOptions& options = {}) {
-    profiler::CpuMemoryMeter meter;
+    measure::CpuMemoryMeter meter;
     zero_grads_in_place(*model);
     const double loss = run_scheduled_step(*model, ops, batch, meter, options).loss;
     optimizer->step();

@@ -1,0 +1,309 @@
+// estimate.cpp: the modeled GPT-2 profile -- analytic bytes rescaled to the dtype
+// (Note [Activation dtype]), roofline times (Note [Roofline]).
+#include "gpt2/estimate.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "gpt2/analytic.h"
+
+namespace memopt::gpt2 {
+namespace {
+
+constexpr int64_t kFp32 = 4;
+
+enum class Kind { Embed, Block, AttentionHalf, MlpHalf, Head };
+
+std::vector<Kind> stage_kinds(const gpt2::Gpt2Config& c) {
+  std::vector<Kind> kinds{Kind::Embed};
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    if (c.granularity == gpt2::Granularity::Block) {
+      kinds.push_back(Kind::Block);
+    } else {
+      kinds.push_back(Kind::AttentionHalf);
+      kinds.push_back(Kind::MlpHalf);
+    }
+  }
+  kinds.push_back(Kind::Head);
+  return kinds;
+}
+
+// Note [GPU attention]
+gpt2::Gpt2Config gpu_config(gpt2::Gpt2Config c) {
+  if (c.attention == gpt2::Attention::Sdpa) c.attn_pdrop = 0.0;
+  return c;
+}
+
+struct Shapes {
+  int64_t N, C, H, T, V, BHTT;
+  Shapes(const gpt2::Gpt2Config& c, const gpt2::Gpt2Workload& w)
+      : N(w.batch * w.seq_len), C(c.n_embd), H(c.n_head), T(w.seq_len), V(c.vocab_size),
+        BHTT(w.batch * c.n_head * w.seq_len * w.seq_len) {}
+};
+
+// Bytes of saved_bytes that do not scale with the dtype (Note [Activation dtype]).
+int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s) {
+  const int64_t ln_stats = 2 * s.N * kFp32;
+  const int64_t resid_mask = c.resid_pdrop > 0 ? s.N * s.C : 0;
+  int64_t attention = ln_stats + resid_mask;
+  if (c.attention == gpt2::Attention::Explicit) attention += c.attn_pdrop > 0 ? s.BHTT : 0;
+  else attention += s.N * s.H * kFp32;  // logsumexp
+  const int64_t mlp = ln_stats + resid_mask;
+  switch (kind) {
+    case Kind::Embed: return c.embd_pdrop > 0 ? s.N * s.C : 0;
+    case Kind::Block: return attention + mlp;
+    case Kind::AttentionHalf: return attention;
+    case Kind::MlpHalf: return mlp;
+    case Kind::Head: return ln_stats + s.N * s.V * kFp32 + 2 * kFp32;  // log-probs, loss, total weight
+  }
+  return 0;
+}
+
+int64_t scale(int64_t fp32_bytes, int64_t fixed_bytes, int64_t dtype_bytes) {
+  return fixed_bytes + (fp32_bytes - fixed_bytes) * dtype_bytes / kFp32;
+}
+
+// The fp32 part of the head's backward transient (Note [Activation dtype]): the
+// gradients of the log-probabilities (nll_loss's) and of the logits (log_softmax's),
+// N x V each, less nll_loss's fp32 total weight, released by then. They coexist at the
+// head's backward peak whenever 2 N V exceeds V C + N C, the weight and input
+// gradients of the lm_head's mm, which run after the log-probabilities are freed
+// (N >= C suffices); below that this over-estimates.
+int64_t fixed_head_bwd_tmp_bytes(const Shapes& s) { return 2 * s.N * s.V * kFp32 - kFp32; }
+
+// Forward kernels, as model/gpt2.cpp runs them. d: bytes per activation element.
+class OpList {
+ public:
+  OpList(const Shapes& s, int64_t d) : s(s), d(static_cast<double>(d)) {}
+  std::vector<RooflineOp> ops;
+
+  void elementwise(const char* name, double read_elems, double write_elems, double extra_bytes = 0) {
+    ops.push_back({name, 0, d * (read_elems + write_elems) + extra_bytes, false});
+  }
+  // batch x (m x k) @ (k x n); a weight (batch-shared) is read once.
+  void matmul(const char* name, double m, double k, double n, double batch = 1, bool weight = true) {
+    ops.push_back({name, 2 * batch * m * k * n, d * (batch * m * k + (weight ? k * n : batch * k * n) + batch * m * n),
+                   true});
+  }
+  void layer_norm(const char* name) { elementwise(name, NC(), NC(), 2.0 * static_cast<double>(s.N) * kFp32); }
+  void dropout(const char* name, double elems, double p) {
+    if (p > 0) elementwise(name, elems, elems, elems);  // + the bool mask written
+  }
+  double NC() const { return static_cast<double>(s.N * s.C); }
+
+  void embed(const gpt2::Gpt2Config& c) {
+    elementwise("wte gather", NC(), NC(), 8.0 * static_cast<double>(s.N));
+    elementwise("+ wpe", NC() + static_cast<double>(s.T * s.C), NC());
+    dropout("embedding dropout", NC(), c.embd_pdrop);
+  }
+  void attention_half(const gpt2::Gpt2Config& c) {
+    const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), T = static_cast<double>(s.T);
+    const double BH = static_cast<double>(s.BHTT) / (T * T), D = C / static_cast<double>(s.H);
+    const double BHTT = static_cast<double>(s.BHTT);
+    layer_norm("ln_1");
+    matmul("c_attn", N, C, 3 * C);
+    if (c.attention == gpt2::Attention::Explicit) {
+      elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
+      matmul("q @ k^T", T, D, T, BH, false);
+      elementwise("scale", BHTT, BHTT);
+      elementwise("causal mask", BHTT, BHTT, T * T);
+      elementwise("softmax", BHTT, BHTT);
+      dropout("attention dropout", BHTT, c.attn_pdrop);
+      elementwise("v contiguous copy", NC(), NC());
+      matmul("att @ v", T, T, D, BH, false);
+    } else {
+      // Flash attention, causal: it skips the masked half of q k^T and att v.
+      ops.push_back({"flash attention", 2 * BH * T * T * D, d * 4 * NC() + 4.0 * N * static_cast<double>(s.H), true});
+    }
+    elementwise("merge heads", NC(), NC());
+    matmul("attn c_proj", N, C, C);
+    dropout("residual dropout", NC(), c.resid_pdrop);
+    elementwise("residual add", 2 * NC(), NC());
+  }
+  void mlp_half(const gpt2::Gpt2Config& c) {
+    const double N = static_cast<double>(s.N), C = static_cast<double>(s.C);
+    layer_norm("ln_2");
+    matmul("c_fc", N, C, 4 * C);
+    elementwise("gelu", 4 * NC(), 4 * NC());
+    matmul("mlp c_proj", N, 4 * C, C);
+    dropout("residual dropout", NC(), c.resid_pdrop);
+    elementwise("residual add", 2 * NC(), NC());
+  }
+  void head() {
+    const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), V = static_cast<double>(s.V);
+    layer_norm("ln_f");
+    matmul("lm_head (tied wte)", N, C, V);
+    ops.push_back({"log_softmax (fp32 out)", 0, d * N * V + kFp32 * N * V, false});
+    ops.push_back({"nll_loss", 0, kFp32 * N + 8 * N, false});
+  }
+
+ private:
+  const Shapes& s;
+  const double d;
+};
+
+}  // namespace
+
+const DtypeInfo& info(Dtype dtype) {
+  for (const DtypeInfo& i : kDtypes)
+    if (i.value == dtype) return i;
+  throw std::logic_error("dtype missing from kDtypes");
+}
+
+std::optional<Dtype> dtype_from_word(const std::string& word) {
+  for (const DtypeInfo& i : kDtypes)
+    if (word == i.word || word == i.json_name) return i.value;
+  return std::nullopt;
+}
+
+std::vector<StageBytes> gpt2_stage_bytes(const gpt2::Gpt2Config& config, const gpt2::Gpt2Workload& workload,
+                                         Dtype dtype) {
+  const gpt2::Gpt2Config c = gpu_config(config);
+  const Shapes s(c, workload);
+  const int64_t d = info(dtype).bytes;
+  const std::vector<AnalyticStage> analytic = gpt2_analytic_stages(c, workload);
+  const std::vector<Kind> kinds = stage_kinds(c);
+  std::vector<StageBytes> out;
+  for (size_t i = 0; i < analytic.size(); ++i) {
+    const AnalyticStage& a = analytic[i];
+    const Kind kind = kinds.at(i);
+    const bool head = kind == Kind::Head;
+    StageBytes b;
+    b.name = a.name;
+    b.out_bytes = head ? a.out_bytes : scale(a.out_bytes, 0, d);  // the head's output is the fp32 loss
+    b.saved_bytes = scale(a.saved_bytes, fixed_saved_bytes(kind, c, s), d);
+    b.fwd_tmp_grad_bytes = scale(a.fwd_tmp_grad_bytes, 0, d);
+    b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, head ? s.N * s.V * kFp32 : 0, d);
+    b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, head ? fixed_head_bwd_tmp_bytes(s) : 0, d);
+    out.push_back(b);
+  }
+  return out;
+}
+
+double peak_flop_per_s(const GpuSpec& gpu, Dtype dtype) {
+  switch (dtype) {
+    case Dtype::Fp32: return gpu.fp32_flop_per_s;
+    case Dtype::Fp16: return gpu.fp16_flop_per_s;
+    case Dtype::Bf16:
+      if (gpu.bf16_flop_per_s <= 0)
+        throw std::invalid_argument("--dtype bf16: the " + std::string(gpu.name) +
+                                    " has no bf16 arithmetic; use --dtype fp16 (or fp32)");
+      return gpu.bf16_flop_per_s;
+  }
+  return 0;
+}
+
+double roofline_ms(const RooflineOp& op, double peak, double memory_bytes_per_s) {
+  return 1e3 * std::max(op.flop / peak, op.bytes_moved / memory_bytes_per_s);
+}
+
+std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& config,
+                                                    const gpt2::Gpt2Workload& workload, Dtype dtype) {
+  const gpt2::Gpt2Config c = gpu_config(config);
+  const Shapes s(c, workload);
+  std::vector<std::vector<RooflineOp>> out;
+  for (const Kind kind : stage_kinds(c)) {
+    OpList l(s, info(dtype).bytes);
+    switch (kind) {
+      case Kind::Embed: l.embed(c); break;
+      case Kind::Block: l.attention_half(c); l.mlp_half(c); break;
+      case Kind::AttentionHalf: l.attention_half(c); break;
+      case Kind::MlpHalf: l.mlp_half(c); break;
+      case Kind::Head: l.head(); break;
+    }
+    out.push_back(std::move(l.ops));
+  }
+  return out;
+}
+
+int64_t gpt2_static_bytes(const gpt2::Gpt2Config& config, Dtype) {
+  return 16 * (gpt2_analytic_parameter_bytes(config) / kFp32);  // 16 B per parameter in all three
+}
+
+Estimate estimate_gpt2(const EstimateOptions& o) {
+  if (std::string e = gpt2::validate(o.config, o.workload); !e.empty())
+    throw std::invalid_argument("invalid model: " + e);
+  const double peak = peak_flop_per_s(o.gpu, o.dtype);
+  Estimate est;
+  est.bytes = gpt2_stage_bytes(o.config, o.workload, o.dtype);
+  const auto ops = gpt2_stage_ops(o.config, o.workload, o.dtype);
+  solver::Chain& chain = est.profile.chain;
+  chain.input_bytes = gpt2_analytic_input_bytes(o.workload);
+  for (size_t i = 0; i < est.bytes.size(); ++i) {
+    const StageBytes& b = est.bytes[i];
+    double fwd_ms = 0, flop = 0, moved = 0;
+    for (const RooflineOp& op : ops[i]) {
+      fwd_ms += roofline_ms(op, op.tensor_core ? peak : o.gpu.fp32_flop_per_s, o.gpu.memory_bytes_per_s);
+      flop += op.flop;
+      moved += op.bytes_moved;
+    }
+    solver::Stage st;
+    st.name = b.name;
+    st.fwd_ms = fwd_ms;
+    st.bwd_ms = 2 * fwd_ms;  // Note [Roofline]
+    st.out_bytes = b.out_bytes;
+    st.saved_bytes = b.saved_bytes;
+    // The max never under-predicts a forward's peak, whichever transient a reader uses;
+    // fwd_keep_tmp_bytes makes fwd_keep exact for readers that know it.
+    st.fwd_tmp_bytes = std::max(b.fwd_tmp_grad_bytes, b.fwd_tmp_nograd_bytes);
+    st.fwd_keep_tmp_bytes = b.fwd_tmp_grad_bytes;
+    st.bwd_tmp_bytes = b.bwd_tmp_bytes;
+    // fp32 parameters per stage (Note [Parameter homes]), as stage_gpt2 lays them out;
+    // the head reads the tied wte, homed at embed.
+    {
+      const int64_t C = o.config.n_embd, V = o.config.vocab_size, T_max = o.config.n_positions;
+      const auto ends = [&](const char* suffix) { return b.name.size() >= std::strlen(suffix) &&
+                                                         b.name.compare(b.name.size() - std::strlen(suffix), std::string::npos, suffix) == 0; };
+      int64_t n = 0;
+      if (b.name == "embed") n = (V + T_max) * C;
+      else if (b.name == "head") {
+        n = 2 * C;
+        st.param_reads = {{0, kFp32 * V * C}};
+      } else if (ends(".attn")) n = 4 * C * C + 6 * C;
+      else if (ends(".mlp")) n = 8 * C * C + 7 * C;
+      else n = 12 * C * C + 13 * C;
+      st.param_bytes = kFp32 * n;
+    }
+    chain.stages.push_back(st);
+    est.fwd_flop.push_back(flop);
+    est.fwd_bytes_moved.push_back(moved);
+  }
+  chain.link = solver::Link{o.gpu.link_bytes_per_s, o.gpu.link_bytes_per_s};
+  est.profile.measured = false;
+  est.profile.static_bytes = gpt2_static_bytes(o.config, o.dtype);
+  gpt2::Gpt2Spec spec;
+  spec.config = o.config;
+  spec.workload = o.workload;
+  spec.preset = o.preset;
+  est.profile.model = gpt2::gpt2_spec_to_json(spec);
+  est.profile.model["dtype"] = info(o.dtype).json_name;
+  est.profile.device = {{"kind", "cuda"},
+                        {"name", std::string(o.gpu.name) + " (modeled)"},
+                        {"gpu", std::string(o.gpu.word)},
+                        {"memory_bytes", o.gpu.memory_bytes},
+                        {"peak_flop_per_s", peak},
+                        {"fp32_flop_per_s", o.gpu.fp32_flop_per_s},
+                        {"memory_bytes_per_s", o.gpu.memory_bytes_per_s},
+                        {"link", std::string(o.gpu.link_name)}};
+  return est;
+}
+
+nlohmann::json estimate_json(const Estimate& est, const EstimateOptions& o) {
+  nlohmann::json j = solver::profile_to_json(est.profile);
+  j["note"] = "MODELED, not measured: bytes from gpt2/analytic.h scaled to " + std::string(info(o.dtype).word) +
+              " (Note [Activation dtype] in gpt2/estimate.h), times from a per-op roofline of the " +
+              std::string(o.gpu.name) + " datasheet peaks (Note [Roofline]; backward = 2 x forward), link = " +
+              std::string(o.gpu.link_name) + " achieved bandwidth. Regenerate with: " + o.command;
+  j["command"] = o.command;
+  for (size_t i = 0; i < est.bytes.size(); ++i) {
+    nlohmann::json& s = j["stages"][i];
+    s["fwd_flop"] = est.fwd_flop[i];
+    s["fwd_bytes_moved"] = est.fwd_bytes_moved[i];
+    s["fwd_tmp_grad_bytes"] = est.bytes[i].fwd_tmp_grad_bytes;
+    s["fwd_tmp_nograd_bytes"] = est.bytes[i].fwd_tmp_nograd_bytes;
+  }
+  return j;
+}
+
+}  // namespace memopt::gpt2

@@ -1,0 +1,80 @@
+// backend.cpp: the profiler's factories -- the only #if MEMOPT_WITH_CUDA of profiler/.
+#include "measure/backend.h"
+
+#include <stdexcept>
+
+#include "common/host.h"
+#include "measure/cpu_allocator.h"
+#if MEMOPT_WITH_CUDA
+#include "measure/cuda/cuda_memory_meter.h"
+#include "measure/cuda/cuda_timer.h"
+#include "measure/cuda/cupti_tracer.h"
+#include "measure/cuda/device.h"
+#endif
+
+namespace memopt::measure {
+
+Backend parse_backend(const std::string& word) {
+  if (word == "cpu") return Backend::Cpu;
+  if (word == "cuda") return Backend::Cuda;
+  throw std::invalid_argument("--device: '" + word + "' is not a device; use cpu or cuda");
+}
+
+const char* backend_word(Backend backend) { return backend == Backend::Cuda ? "cuda" : "cpu"; }
+
+bool cuda_backend_built() {
+#if MEMOPT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+void require_backend(Backend backend) {
+  if (backend == Backend::Cpu) return;
+#if MEMOPT_WITH_CUDA
+  if (cuda::visible_device_count() == 0)
+    throw std::invalid_argument(
+        "--device cuda: no CUDA device is visible (no GPU, no driver, or CUDA_VISIBLE_DEVICES hides them); "
+        "use --device cpu");
+#else
+  throw std::invalid_argument(
+      "--device cuda: this memopt was built without the CUDA backend; run scripts/setup_cuda.sh, then "
+      "cmake --preset cuda && cmake --build build-cuda, and use build-cuda/tools/memopt");
+#endif
+}
+
+std::unique_ptr<Timer> make_timer(Backend backend) {
+  require_backend(backend);
+#if MEMOPT_WITH_CUDA
+  if (backend == Backend::Cuda) return cuda::make_cuda_timer(0);
+#endif
+  return std::make_unique<CpuTimer>();
+}
+
+std::unique_ptr<MemoryMeter> make_memory_meter(Backend backend) {
+  require_backend(backend);
+#if MEMOPT_WITH_CUDA
+  if (backend == Backend::Cuda) return cuda::make_cuda_memory_meter(0);
+#endif
+  return std::make_unique<CpuMemoryMeter>();
+}
+
+std::unique_ptr<StageTracer> make_stage_tracer(Backend backend) {
+  require_backend(backend);
+#if MEMOPT_WITH_CUDA
+  if (backend == Backend::Cuda) return cuda::make_cupti_tracer();
+#endif
+  return std::make_unique<StageTracer>();
+}
+
+nlohmann::json device_json(Backend backend, int threads) {
+  require_backend(backend);
+#if MEMOPT_WITH_CUDA
+  if (backend == Backend::Cuda)
+    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"threads", threads}, {"index", 0}};
+#endif
+  return {{"kind", "cpu"}, {"name", common::cpu_model_name()}, {"threads", threads}, {"cores", common::hardware_threads()}};
+}
+
+}  // namespace memopt::measure

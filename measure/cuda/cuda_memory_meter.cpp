@@ -1,0 +1,33 @@
+// cuda_memory_meter.cpp: reads c10::cuda::CUDACachingAllocator's device stats.
+#include "measure/cuda/cuda_memory_meter.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+namespace memopt::measure::cuda {
+namespace {
+
+constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+class CudaMemoryMeter final : public MemoryMeter {
+ public:
+  explicit CudaMemoryMeter(c10::DeviceIndex device) : device_(device) {}
+  int64_t current_bytes() const override { return allocated().current; }
+  int64_t peak_bytes() const override { return allocated().peak; }
+  // Also resets the allocator's other peaks (reserved, active): nothing else in
+  // memopt reads them during a measurement.
+  void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+
+ private:
+  c10::CachingAllocator::Stat allocated() const {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).allocated_bytes[kAggregate];
+  }
+  c10::DeviceIndex device_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryMeter> make_cuda_memory_meter(int device_index) {
+  return std::make_unique<CudaMemoryMeter>(static_cast<c10::DeviceIndex>(device_index));
+}
+
+}  // namespace memopt::measure::cuda

@@ -1,0 +1,16 @@
+// cuda_memory_meter.h: the MemoryMeter on the CUDA caching allocator's statistics:
+// allocated bytes (what live tensors occupy), not reserved bytes (what the cache
+// holds). reset_peak() resets the allocator's peak, so each measurement starts at
+// the current bytes. Blind to cuBLAS/cuDNN workspaces outside the allocator, as
+// the CPU counter is to oneDNN's scratch (Note [Stage byte accounting]).
+#pragma once
+
+#include <memory>
+
+#include "measure/memory_meter.h"
+
+namespace memopt::measure::cuda {
+
+std::unique_ptr<MemoryMeter> make_cuda_memory_meter(int device_index);
+
+}  // namespace memopt::measure::cuda

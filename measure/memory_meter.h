@@ -1,0 +1,23 @@
+// memory_meter.h: what the profiler and the executor ask of a device's allocator --
+// the bytes its live tensors occupy now, and the most they occupied since the last
+// reset. CPU: a counting c10 allocator (cpu_allocator.h); CUDA would read the caching
+// allocator's allocated-bytes statistics (not reserved ones) the same way.
+#pragma once
+
+#include <cstdint>
+
+namespace memopt::measure {
+
+class MemoryMeter {
+ public:
+  virtual ~MemoryMeter() = default;
+  virtual int64_t current_bytes() const = 0;
+  virtual int64_t peak_bytes() const = 0;  // since the last reset_peak()
+  virtual void reset_peak() = 0;           // peak := current
+  // What the device can still give, or -1 when the meter cannot tell. CPU: the
+  // testbed's limit (Note [Device memory limit]) minus current_bytes(), -1 without a
+  // limit; a GPU meter would ask its caching allocator and the driver.
+  virtual int64_t available_bytes() const { return -1; }
+};
+
+}  // namespace memopt::measure

@@ -1,0 +1,183 @@
+// kernel_ops.cpp: the autograd Functions and pack adapters of kernel_ops.h.
+#include "model/kernel_ops.h"
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "kernels/bias_gelu.h"
+
+// Note [Kernel device dispatch]: CUDA tensors go to kernels::cuda on the current
+// stream, CPU tensors to kernels::cpu. This is the file's only #if; the dropout key is
+// drawn from the CPU generator on either device, so the executor's RNG restoration
+// (Note [Recompute RNG]) makes a recomputation regenerate the same mask on a GPU too.
+#if MEMOPT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace memopt::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+#if MEMOPT_WITH_CUDA
+constexpr bool kWithCuda = true;
+void* cuda_stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+namespace device_kernels = kernels::cuda;
+#else
+// A CPU-only build has no kernels::cuda; check_float refuses CUDA tensors before any
+// of these could be reached.
+constexpr bool kWithCuda = false;
+[[noreturn]] void no_cuda() { throw std::logic_error("memopt: built without the CUDA backend"); }
+void* cuda_stream_of(const at::Tensor&) { no_cuda(); }
+namespace device_kernels {
+void dropout_forward(const float*, float*, int64_t, float, kernels::DropoutKey, void*) { no_cuda(); }
+void dropout_backward(const float*, float*, int64_t, float, kernels::DropoutKey, void*) { no_cuda(); }
+void bias_gelu_forward(const float*, const float*, float*, int64_t, int64_t, void*) { no_cuda(); }
+void bias_gelu_backward(const float*, const float*, const float*, float*, float*, int64_t, int64_t, void*) { no_cuda(); }
+}  // namespace device_kernels
+#endif
+
+void check_float(const at::Tensor& t, const char* op, const char* what) {
+  const bool device_ok = t.device().is_cpu() || (kWithCuda && t.device().is_cuda());
+  if (!device_ok || t.scalar_type() != at::kFloat)
+    throw std::invalid_argument(std::string(op) + ": " + what + " is " + t.toString() + "; memopt's kernels take float32 " +
+                                (kWithCuda ? "CPU or CUDA" : "CPU (this build has no CUDA backend)") +
+                                " tensors (use --kernels aten otherwise)");
+}
+
+int64_t as_int64(uint64_t v) { return static_cast<int64_t>(v); }
+uint64_t as_uint64(int64_t v) { return static_cast<uint64_t>(v); }
+
+struct PhiloxDropoutFunction : torch::autograd::Function<PhiloxDropoutFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p, int64_t seed, int64_t offset) {
+    check_float(x, "philox_dropout", "the input");
+    const at::Tensor xc = x.contiguous();
+    at::Tensor y = at::empty_like(xc);
+    const kernels::DropoutKey key{as_uint64(seed), as_uint64(offset)};
+    if (xc.is_cuda())
+      device_kernels::dropout_forward(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
+                                     static_cast<float>(p), key, cuda_stream_of(xc));
+    else
+      kernels::cpu::dropout_forward(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(),
+                                    static_cast<float>(p), key);
+    // The key, not the mask: three scalars are all backward needs.
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = seed;
+    ctx->saved_data["offset"] = offset;
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor dy = grads[0].contiguous();
+    at::Tensor dx = at::empty_like(dy);
+    const float p = static_cast<float>(ctx->saved_data["p"].toDouble());
+    const kernels::DropoutKey key{as_uint64(ctx->saved_data["seed"].toInt()),
+                                  as_uint64(ctx->saved_data["offset"].toInt())};
+    if (dy.is_cuda())
+      device_kernels::dropout_backward(dy.const_data_ptr<float>(), dx.mutable_data_ptr<float>(), dy.numel(), p, key,
+                                      cuda_stream_of(dy));
+    else
+      kernels::cpu::dropout_backward(dy.const_data_ptr<float>(), dx.mutable_data_ptr<float>(), dy.numel(), p, key);
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& bias) {
+    check_float(h, "bias_gelu", "the pre-activation");
+    check_float(bias, "bias_gelu", "the bias");
+    const int64_t cols = bias.numel();
+    if (h.dim() < 1 || h.size(-1) != cols)
+      throw std::invalid_argument("bias_gelu: pre-activation " + std::to_string(h.dim()) + "-d with last size " +
+                                  std::to_string(h.dim() ? h.size(-1) : 0) + " does not match the bias' " +
+                                  std::to_string(cols) + " entries");
+    const at::Tensor hc = h.contiguous(), bc = bias.contiguous();
+    at::Tensor y = at::empty_like(hc);
+    if (hc.device() != bc.device())
+      throw std::invalid_argument("bias_gelu: the pre-activation is on " + hc.device().str() + ", the bias on " +
+                                  bc.device().str());
+    if (hc.is_cuda())
+      device_kernels::bias_gelu_forward(hc.const_data_ptr<float>(), bc.const_data_ptr<float>(),
+                                       y.mutable_data_ptr<float>(), hc.numel() / cols, cols, cuda_stream_of(hc));
+    else
+      kernels::cpu::bias_gelu_forward(hc.const_data_ptr<float>(), bc.const_data_ptr<float>(),
+                                      y.mutable_data_ptr<float>(), hc.numel() / cols, cols);
+    ctx->save_for_backward({hc, bc});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &h = saved[0], &b = saved[1];
+    const at::Tensor dy = grads[0].contiguous();
+    const int64_t cols = b.numel();
+    at::Tensor dh = at::empty_like(h);
+    at::Tensor db = ctx->needs_input_grad(1) ? at::empty_like(b) : at::Tensor();
+    float* db_ptr = db.defined() ? db.mutable_data_ptr<float>() : nullptr;
+    if (h.is_cuda())
+      device_kernels::bias_gelu_backward(dy.const_data_ptr<float>(), h.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                                        dh.mutable_data_ptr<float>(), db_ptr, h.numel() / cols, cols, cuda_stream_of(h));
+    else
+      kernels::cpu::bias_gelu_backward(dy.const_data_ptr<float>(), h.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                                       dh.mutable_data_ptr<float>(), db_ptr, h.numel() / cols, cols);
+    return {dh, db};
+  }
+};
+
+}  // namespace
+
+kernels::DropoutKey draw_dropout_key() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return {at::check_generator<at::CPUGeneratorImpl>(gen)->random64(), 0};
+}
+
+at::Tensor philox_dropout(const at::Tensor& x, double p, bool training) {
+  if (!training || p == 0.0) return x;
+  return philox_dropout(x, p, draw_dropout_key());
+}
+
+at::Tensor philox_dropout(const at::Tensor& x, double p, kernels::DropoutKey key) {
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("philox_dropout: p " + std::to_string(p) + " is outside [0, 1)");
+  return PhiloxDropoutFunction::apply(x, p, as_int64(key.seed), as_int64(key.offset));
+}
+
+at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) { return BiasGeluFunction::apply(h, bias); }
+
+PackedTensors pack_tensors(const std::vector<at::Tensor>& tensors, kernels::PackFormat format) {
+  PackedTensors packed;
+  std::vector<kernels::PackItem> items;
+  std::vector<at::Tensor> contiguous;
+  for (const at::Tensor& t : tensors) {
+    if (!t.device().is_cpu())
+      throw std::invalid_argument("pack_tensors: " + t.toString() + " is not on the CPU; kernels/cuda packs device tensors");
+    contiguous.push_back(t.contiguous());
+    items.push_back({t.numel(), static_cast<int64_t>(t.element_size()), t.scalar_type() == at::kFloat});
+    packed.shapes.push_back(t.sizes().vec());
+    packed.dtypes.push_back(t.scalar_type());
+  }
+  packed.layout = kernels::pack_layout(items, format);
+  packed.buffer = at::empty({packed.layout.total_bytes}, at::kByte);
+  std::vector<const void*> srcs;
+  for (const at::Tensor& t : contiguous) srcs.push_back(t.const_data_ptr());
+  kernels::cpu::pack(packed.layout, srcs, reinterpret_cast<std::byte*>(packed.buffer.mutable_data_ptr<uint8_t>()));
+  return packed;
+}
+
+std::vector<at::Tensor> unpack_tensors(const PackedTensors& packed) {
+  std::vector<at::Tensor> out;
+  std::vector<void*> dsts;
+  for (size_t i = 0; i < packed.shapes.size(); ++i) {
+    out.push_back(at::empty(packed.shapes[i], packed.dtypes[i]));
+    dsts.push_back(out.back().mutable_data_ptr());
+  }
+  kernels::cpu::unpack(packed.layout, reinterpret_cast<const std::byte*>(packed.buffer.const_data_ptr<uint8_t>()),
+                       dsts);
+  return out;
+}
+
+}  // namespace memopt::model

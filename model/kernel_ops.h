@@ -1,0 +1,50 @@
+// kernel_ops.h: kernels/ as LibTorch ops -- at::Tensor in and out, with custom
+// autograd Functions whose backward reads what the kernel needs and nothing else.
+// The kernels themselves stay plain C++ (no LibTorch) so their tests build fast;
+// this thin adapter lives in runtime/ because runtime/ is where LibTorch lives.
+// CPU float32 tensors; anything else is refused with a message naming the fix.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "kernels/dropout.h"
+#include "kernels/pack.h"
+
+namespace memopt::model {
+
+// Note [Dropout key from the global generator]
+// Each call draws its Philox seed (one 64-bit word) from the default CPU generator
+// and uses offset 0 (kernels/dropout.h, Note [Dropout counter mapping]). So the
+// executor's RNG restoration (Note [Recompute RNG]) gives a recomputed forward the
+// same key, hence the same mask, while the autograd node keeps only the key: no
+// mask is saved. (On a GPU the key would come from the CUDA generator's Philox seed
+// and offset, advanced by numel per call.)
+kernels::DropoutKey draw_dropout_key();
+
+// Inverted dropout with probability p; the identity (the input itself, no kernel)
+// when p == 0 or not training, as ATen's. Backward regenerates the mask.
+at::Tensor philox_dropout(const at::Tensor& x, double p, bool training);
+// The same with an explicit key (tests, reproducing a mask).
+at::Tensor philox_dropout(const at::Tensor& x, double p, kernels::DropoutKey key);
+
+// gelu_tanh(h + bias) over the last dimension; saves only h (and the bias, a
+// parameter), from which backward recomputes everything.
+at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias);
+
+// A group of tensors in one contiguous uint8 buffer (kernels/pack.h): one transfer
+// instead of one per tensor. format Bf16Lossy is lossy for float32 tensors.
+struct PackedTensors {
+  at::Tensor buffer;  // uint8, layout.total_bytes
+  kernels::PackLayout layout;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<at::ScalarType> dtypes;
+};
+// Contiguous copies of non-contiguous inputs are made first; any dtype, CPU only.
+PackedTensors pack_tensors(const std::vector<at::Tensor>& tensors,
+                           kernels::PackFormat format = kernels::PackFormat::Exact);
+std::vector<at::Tensor> unpack_tensors(const PackedTensors& packed);
+
+}  // namespace memopt::model

@@ -1,0 +1,88 @@
+// optimize.cpp: profile -> solve -> a module that trains along the schedule.
+#include "optimize/optimize.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "solver/baselines.h"
+#include "solver/budget.h"
+#include "solver/simulate.h"
+#include "solver/solve.h"
+
+namespace memopt {
+namespace {
+
+// Carries one step's ScheduleRunner from forward() to backward() through the
+// autograd context.
+struct RunnerHolder : torch::CustomClassHolder {
+  std::unique_ptr<runtime::ScheduleRunner> runner;
+};
+
+struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const model::StagedModel* model,
+                            const solver::Schedule* schedule, runtime::ExecutorOptions options, const at::Tensor& x,
+                            const at::Tensor& anchor) {
+    auto holder = c10::make_intrusive<RunnerHolder>();
+    holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
+    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), {}});
+    ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
+    // The caller's tensor must not carry the inner graph of a kept last stage.
+    return a_L.detach();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto capsule = ctx->saved_data["runner"].toCapsule();
+    auto* holder = static_cast<RunnerHolder*>(capsule.get());
+    at::Tensor d0 = holder->runner->run_backward(grad_outputs[0]);
+    holder->runner.reset();
+    // One gradient per forward() argument: none for the model, schedule and options.
+    return {at::Tensor(), at::Tensor(), at::Tensor(), d0, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+OptimizedSequentialImpl::OptimizedSequentialImpl(torch::nn::Sequential seq, solver::Schedule schedule,
+                                                 runtime::ExecutorOptions options)
+    : seq_(register_module("seq", seq)),
+      staged_(model::StagedModel::from_sequential(seq.ptr())),
+      schedule_(std::move(schedule)),
+      options_(options),
+      anchor_(at::zeros({}).requires_grad_(true)) {
+  runtime::check_schedule_fits_model(schedule_, staged_);
+}
+
+at::Tensor OptimizedSequentialImpl::forward(const at::Tensor& x) {
+  if (!at::GradMode::is_enabled()) return seq_->forward(x);
+  return ScheduledChain::apply(&staged_, &schedule_, options_, x, anchor_);
+}
+
+OptimizedSequential optimize(torch::nn::Sequential seq, const at::Tensor& sample, const OptimizeOptions& options) {
+  if (!options.load_schedule.empty() && std::filesystem::exists(options.load_schedule)) {
+    solver::Schedule schedule = solver::read_schedule(options.load_schedule);
+    return OptimizedSequential(seq, std::move(schedule), options.executor);
+  }
+  const auto kind = solver::solver_kind_from_word(options.solver);
+  if (!kind) throw std::invalid_argument("memopt::optimize: unknown solver '" + options.solver + "'");
+  model::StagedModel staged = model::StagedModel::from_sequential(seq.ptr());
+  const solver::Profile profile = profiler::profile_cpu(
+      staged, model::Batch{sample, {}}, nlohmann::json{{"name", "sequential"}, {"stages", staged.num_stages()}},
+      options.profile);
+  solver::SolveOptions solve_options{0, *kind, options.slots};
+  solve_options.budget_bytes = solver::budget_from_text(options.budget, profile.chain, solve_options);
+  solver::Schedule schedule = solver::solve(profile.chain, solve_options);
+  if (!options.save_schedule.empty()) {
+    solver::write_json_atomic(options.save_schedule, solver::schedule_to_json(schedule));
+    const std::filesystem::path path(options.save_schedule);
+    solver::write_json_atomic((path.parent_path() / (path.stem().string() + ".profile.json")).string(),
+                              solver::profile_to_json(profile));
+  }
+  return OptimizedSequential(seq, std::move(schedule), options.executor);
+}
+
+}  // namespace memopt

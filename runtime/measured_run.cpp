@@ -1,0 +1,113 @@
+// measured_run.cpp: the measured training steps behind `memopt run` and `memopt tradeoff --run`.
+#include "runtime/measured_run.h"
+
+#include "solver/simulate.h"
+
+#include <ATen/Parallel.h>
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "common/stats.h"
+#include "measure/cpu_allocator.h"
+#include "runtime/copy_engine.h"
+#include "runtime/copy_plan.h"
+#include "runtime/executor.h"
+#include "model/gpt2.h"
+#include "runtime/memory_check.h"
+#include "runtime/train_step.h"
+#include "solver/simulate.h"
+
+namespace memopt::runtime {
+
+struct ProfiledModel::Impl {
+  gpt2::Gpt2Spec spec;
+  model::Gpt2 gpt2;
+  model::StagedModel model;
+  model::Batch batch;
+  int threads;
+  Impl(const solver::Profile& profile, int threads_flag)
+      : spec(gpt2::gpt2_spec_from_json(profile.model)),
+        gpt2(model::make_gpt2(spec)),
+        model(model::stage_gpt2(gpt2)),
+        batch(model::make_gpt2_batch(spec)),
+        threads(threads_flag > 0 ? threads_flag : profile.device.value("threads", 1)) {}
+};
+
+ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads) {
+  const std::string dtype = profile.model.value("dtype", std::string("float32"));
+  if (dtype != "float32")
+    throw std::invalid_argument("the profile's model is " + dtype +
+                                "; this testbed trains float32 only (a modeled GPU profile cannot be run here)");
+  impl_ = std::make_unique<Impl>(profile, threads);
+}
+ProfiledModel::~ProfiledModel() = default;
+
+int ProfiledModel::num_stages() const { return impl_->model.num_stages(); }
+int ProfiledModel::threads() const { return impl_->threads; }
+
+void ProfiledModel::check_fits(const solver::Schedule& schedule, const std::string& source) const {
+  check_schedule_fits_model(schedule, impl_->model, source);
+}
+
+ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const solver::Schedule& schedule,
+                                           const MeasureOptions& options, const std::string& source) {
+  if (options.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  model::StagedModel& model = impl_->model;
+  check_schedule_fits_model(schedule, model, source);
+  // Offloading schedules copy through an engine that emulates the chain's link.
+  std::unique_ptr<CopyEngine> engine;
+  ExecutorOptions executor_options;
+  if (const std::optional<CopyPlan> copies = plan_copies(chain, schedule.ops, source)) {
+    engine = make_copy_engine(c10::Device(c10::kCPU), copies->engine);
+    executor_options.copy_engine = engine.get();
+    executor_options.offload_done_before = copies->offload_done_before;
+  }
+
+  at::set_num_threads(impl_->threads);
+  // Before the first step: can the device really hold this plan? AdamW's two
+  // moments per parameter are allocated at its first step.
+  measure::CpuMemoryMeter meter;
+  check_device_memory(meter, solver::simulate_timeline(chain, schedule.ops).peak_bytes,
+                      unallocated_state_bytes(model, /*optimizer_moments=*/2), source);
+  torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(options.lr));
+  model.train(true);
+  ScheduleMeasurement out;
+  std::vector<double> peaks, times;
+  for (int step = 1; step <= options.steps; ++step) {
+    zero_grads_in_place(model);
+    const CpuRngState rng_before = cpu_rng_state();
+    const StepResult r = run_step_or_restore(model, schedule.ops, impl_->batch, meter, executor_options, source);
+    if (engine) engine->finish_step();
+    StepMeasurement m;
+    m.step = step;
+    m.loss = r.loss;
+    m.activation_peak_bytes = r.activation_peak_bytes;
+    m.time_ms = r.time_ms;
+    if (options.check) {
+      const auto scheduled = gradients(model);
+      set_cpu_rng_state(rng_before);  // the plain step draws the same dropout masks
+      zero_grads_in_place(model);
+      const StepResult plain = run_plain_step(model, impl_->batch, meter);
+      const GradientDiff diff = compare_gradients(scheduled, gradients(model));
+      m.checked = true;
+      m.max_abs_grad_diff = diff.max_abs_diff;
+      m.max_abs_grad_ref = diff.max_abs_ref;
+      m.loss_diff = std::abs(plain.loss - r.loss);
+      out.max_abs_grad_diff = std::max(out.max_abs_grad_diff.value_or(0.0), diff.max_abs_diff);
+    }
+    if (options.on_step) options.on_step(m);
+    out.steps.push_back(m);
+    peaks.push_back(static_cast<double>(r.activation_peak_bytes));
+    times.push_back(r.time_ms);
+    optimizer.step();
+  }
+  out.median_peak_bytes = static_cast<int64_t>(common::median_after_first(peaks));
+  out.median_time_ms = common::median_after_first(times);
+  return out;
+}
+
+}  // namespace memopt::runtime
