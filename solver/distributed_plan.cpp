@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "solver/io.h"
 #include "solver/pipeline_partition.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 

@@ -13,6 +13,7 @@
 #include "solver/chain.h"
 #include "solver/schedule.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 
@@ -56,14 +57,5 @@ void write_json_atomic(const std::string& path, const nlohmann::json& j);
 // and the fix; otherwise returns the simulation, so callers need not repeat it.
 SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
                                    const std::string& profile_path);
-
-// Byte and bandwidth quantities from the command line.
-// parse_bytes: "4GiB", "3.5GB", "512MiB", "4000000000"; throws std::invalid_argument.
-int64_t parse_bytes(const std::string& text);
-// parse_budget: parse_bytes or "60%" of reference_bytes.
-int64_t parse_budget(const std::string& text, int64_t reference_bytes);
-// "16GB/s", "12.5GiB/s", "1e10" (bytes per second).
-double parse_bandwidth(const std::string& text);
-std::string format_bytes(int64_t bytes);  // "1.50 GiB", "512.0 KiB", "17 B"
 
 }  // namespace memopt::solver

@@ -5,10 +5,10 @@
 #include <functional>
 
 #include "solver/baselines.h"
-#include "solver/io.h"
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 
