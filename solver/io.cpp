@@ -1,18 +1,13 @@
 // io.cpp: the solver's border -- profile.json and schedule.json (docs/formats.md sections 2-3)
-// read, checked and written, and atomic file writes. What passes here, the solver trusts.
+// read, checked and written. What passes here, the solver trusts.
 #include "solver/io.h"
 
 #include "solver/atomic_file.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "solver/read_file.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -234,31 +229,6 @@ Op read_op(const Reader& r, const json& v, const std::string& path, int chain_le
                            " does not exist: /chain_length is " + std::to_string(chain_length) + ", so " + word +
                            " takes 0.." + std::to_string(last));
   return Op{*kind, static_cast<int>(index)};
-}
-
-std::string read_file_text(const std::string& path, const std::string& fix) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FormatError(path + ": cannot open the file (" + std::strerror(errno) + "); " + fix);
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw FormatError(path + ": is a directory, not a file; " + fix);
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw FormatError(path + ": cannot read the file (" + std::strerror(err) + "); " + fix);
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
 }
 
 // Our formats nest four levels deep. Deeper input is garbage or an attack, and
@@ -499,25 +469,6 @@ Schedule read_schedule(const std::string& path) {
       read_file_text(
           path, "check the path, or write a schedule with `memopt solve --profile P.json --budget B --out " + path + "`"),
       path);
-}
-
-SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
-                                   const std::string& profile_path) {
-  const std::string regenerate =
-      "regenerate it with `memopt solve --profile " + profile_path + " --budget B --out " + schedule_path + "`";
-  if (schedule.chain_length != chain.length())
-    throw FormatError(schedule_path + ": /chain_length: the schedule is for " + std::to_string(schedule.chain_length) +
-                      " stages but " + profile_path + " has " + std::to_string(chain.length()) +
-                      "; it was made for another model or granularity: " + regenerate);
-  SimResult r = simulate_timeline(chain, schedule.ops);
-  if (!r.valid) {
-    // error_op == ops.size() means the schedule ended in a bad state (incomplete backward).
-    const std::string where = r.error_op >= 0 && r.error_op < static_cast<int>(schedule.ops.size())
-                                  ? "/ops/" + std::to_string(r.error_op)
-                                  : "/ops";
-    throw FormatError(schedule_path + ": " + where + ": " + r.error + "; fix that op or " + regenerate);
-  }
-  return r;
 }
 
 std::string format_json(const json& j) {

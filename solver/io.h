@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "solver/chain.h"
+#include "solver/format_error.h"
+#include "solver/read_file.h"
 #include "solver/schedule.h"
-#include "solver/simulate.h"
+#include "solver/schedule_check.h"
 #include "solver/units.h"
 
 namespace memopt::solver {
@@ -25,11 +27,6 @@ struct Profile {
   nlohmann::json device = nlohmann::json::object();
   bool measured = true;
   int64_t static_bytes = 0;
-};
-
-// Error from a reader: "<file>: <json path>: <what is wrong>; <fix>".
-struct FormatError : std::runtime_error {
-  using std::runtime_error::runtime_error;
 };
 
 // `source` names the file in error messages.
@@ -50,12 +47,5 @@ Schedule read_schedule(const std::string& path);
 std::string format_json(const nlohmann::json& j);
 // Through write_file_atomic (solver/atomic_file.h): never half a file.
 void write_json_atomic(const std::string& path, const nlohmann::json& j);
-
-// A schedule read from `schedule_path` checked against the chain of `profile_path`:
-// the same chain_length, and every op valid in turn (simulate_timeline). Throws
-// FormatError naming the schedule file, /chain_length or /ops/<index>, what is wrong
-// and the fix; otherwise returns the simulation, so callers need not repeat it.
-SimResult check_schedule_for_chain(const Schedule& schedule, const Chain& chain, const std::string& schedule_path,
-                                   const std::string& profile_path);
 
 }  // namespace memopt::solver
