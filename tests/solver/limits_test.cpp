@@ -7,7 +7,8 @@
 #include <string>
 
 #include "solver/baselines.h"
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule_check.h"
 #include "solver/solve.h"
 #include "tests/solver/random_chains.h"
 
