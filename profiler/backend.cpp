@@ -68,11 +68,11 @@ std::unique_ptr<StageTracer> make_stage_tracer(Backend backend) {
   return std::make_unique<StageTracer>();
 }
 
-nlohmann::json device_json(Backend backend, int threads) {
+nlohmann::ordered_json device_json(Backend backend, int threads) {
   require_backend(backend);
 #if MEMOPT_WITH_CUDA
   if (backend == Backend::Cuda)
-    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"threads", threads}, {"index", 0}};
+    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"index", 0}, {"threads", threads}};
 #endif
   return cpu_device_json(threads);
 }

@@ -109,6 +109,6 @@ struct Estimate {
   std::vector<StageBytes> bytes;
 };
 Estimate estimate_gpt2(const EstimateOptions& options);
-nlohmann::json estimate_json(const Estimate& estimate, const EstimateOptions& options);
+nlohmann::ordered_json estimate_json(const Estimate& estimate, const EstimateOptions& options);
 
 }  // namespace memopt::profiler

@@ -196,7 +196,7 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
 
 int64_t static_bytes(const runtime::StagedModel& model) { return 4 * model.parameter_bytes(); }
 
-nlohmann::json cpu_device_json(int threads) {
+nlohmann::ordered_json cpu_device_json(int threads) {
   std::string name = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
@@ -208,12 +208,12 @@ nlohmann::json cpu_device_json(int threads) {
       break;
     }
   }
-  return {{"kind", "cpu"}, {"name", name}, {"threads", threads},
-          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
+  return {{"kind", "cpu"}, {"name", name}, {"cores", static_cast<int>(std::thread::hardware_concurrency())},
+          {"threads", threads}};
 }
 
 MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
-                                     nlohmann::json model_json, const ProfileOptions& options) {
+                                     nlohmann::ordered_json model_json, const ProfileOptions& options) {
   CpuMemoryMeter meter;
   CpuTimer timer;
   Measurement m = measure_chain(model, batch, meter, timer, options);
@@ -241,7 +241,7 @@ MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime:
 }
 
 DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
-                         nlohmann::json model_json, const ProfileOptions& options) {
+                         nlohmann::ordered_json model_json, const ProfileOptions& options) {
   if (backend == Backend::Cpu) {
     // The CPU path stays profile_cpu_detailed's, with a range-only tracer.
     StageTracer tracer;
@@ -269,14 +269,14 @@ DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const run
   return out;
 }
 
-solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::ordered_json model_json,
                             const ProfileOptions& options) {
   return profile_cpu_detailed(model, batch, std::move(model_json), options).profile;
 }
 
-nlohmann::json profile_json(const MeasuredProfile& measured) {
-  nlohmann::json j = solver::profile_to_json(measured.profile);
-  nlohmann::json& stages = j.at("stages");
+nlohmann::ordered_json profile_json(const MeasuredProfile& measured) {
+  nlohmann::ordered_json j = solver::profile_to_json(measured.profile);
+  nlohmann::ordered_json& stages = j.at("stages");
   for (size_t i = 0; i < measured.details.size() && i < stages.size(); ++i) {
     const StageDetail& d = measured.details[i];
     stages[i]["fwd_nograd_ms"] = d.fwd_nograd_ms;

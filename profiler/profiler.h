@@ -110,8 +110,8 @@ Measurement measure_chain(runtime::StagedModel& model, const runtime::Batch& bat
 // Parameters + gradients + AdamW's two moments: 4x the unique parameter bytes.
 int64_t static_bytes(const runtime::StagedModel& model);
 
-// {"kind": "cpu", "name": <model name from /proc/cpuinfo>, "threads": threads, "cores": n}
-nlohmann::json cpu_device_json(int threads);
+// {"kind": "cpu", "name": <model name from /proc/cpuinfo>, "cores": n, "threads": threads}
+nlohmann::ordered_json cpu_device_json(int threads);
 
 // A profile and the per-stage details behind it.
 struct MeasuredProfile {
@@ -122,7 +122,7 @@ struct MeasuredProfile {
 // measure_chain with the CPU timer and counting allocator, wrapped as a profile:
 // model_json describes how to rebuild the model (e.g. runtime::gpt2_spec_to_json).
 MeasuredProfile profile_cpu_detailed(runtime::StagedModel& model, const runtime::Batch& batch,
-                                     nlohmann::json model_json, const ProfileOptions& options);
+                                     nlohmann::ordered_json model_json, const ProfileOptions& options);
 // measure_chain on a backend's timer, memory meter and stage tracer (backend.h); the
 // model and batch must already be on that device. `trace` is the device work of
 // each stage op as the tracer attributed it (CPU: ranges without device activity).
@@ -131,14 +131,14 @@ struct DeviceProfile {
   TraceReport trace;
 };
 DeviceProfile profile_on(Backend backend, runtime::StagedModel& model, const runtime::Batch& batch,
-                         nlohmann::json model_json, const ProfileOptions& options);
+                         nlohmann::ordered_json model_json, const ProfileOptions& options);
 // The same without the details.
-solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(runtime::StagedModel& model, const runtime::Batch& batch, nlohmann::ordered_json model_json,
                             const ProfileOptions& options);
 
 // The JSON of docs/formats.md section 2 plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
 // "fwd_tmp_nograd_bytes" (Note [One forward tmp is not enough]); readers that do not
-// know them ignore them.
-nlohmann::json profile_json(const MeasuredProfile& measured);
+// know them ignore them. Those three follow the documented keys, alphabetically.
+nlohmann::ordered_json profile_json(const MeasuredProfile& measured);
 
 }  // namespace memopt::profiler
