@@ -75,7 +75,8 @@ void run_tradeoff(const TradeoffArgs& args) {
   options.solvers = parse_solvers(args.solvers);
   for (const SolverKind kind : options.solvers)
     if (std::string e = check_problem_size(profile.chain, {0, kind, args.slots, args.threads}); !e.empty())
-      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
+      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e
+                                                     : "--slots " + std::to_string(args.slots) + ": " + e);
   const int64_t store_all_peak = simulate_sequential(profile.chain, store_all_ops(profile.chain)).peak_bytes;
   options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
   print_profile_header(args.profile_path, profile, store_all_peak);
