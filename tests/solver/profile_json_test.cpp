@@ -7,11 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -40,31 +38,12 @@ const std::string kProfileFix = "regenerate the file with `memopt profile ... --
 
 json valid_profile() { return profile_to_json(sample_profile(true)); }
 
-// profile_from_json must refuse `j` with "<source>: <path>: ...<what>...; ...<fix>".
 ::testing::AssertionResult ProfileRejected(const json& j, const std::string& path, const std::string& what,
                                            const std::string& fix = kProfileFix) {
-  try {
-    profile_from_json(j, kProfileSource);
-  } catch (const FormatError& e) {
-    const std::string msg = e.what();
-    if (!msg.starts_with(kProfileSource + ": " + path + ": "))
-      return ::testing::AssertionFailure() << "\"" << msg << "\"\n  does not start with \"" << kProfileSource << ": "
-                                           << path << ": \"";
-    if (auto r = Contains(msg, what); !r) return r;
-    if (auto r = Contains(msg, "; "); !r) return r;
-    return Contains(msg, fix);
-  }
-  return ::testing::AssertionFailure() << "accepted " << j.dump();
+  return testing::Rejected(profile_from_json, kProfileSource, j, path, what, fix);
 }
 
 class ProfileFile : public testing::TempDir {};
-
-std::string read_text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // ---- round trips ----
 
@@ -536,7 +515,7 @@ TEST(ExampleProfile, LoadsAndMatchesItsAnalyticModel) {
   EXPECT_TRUE(c.link.has_value());
   EXPECT_EQ(validate(c), "");
   // Written back, it is the file but for what the reader drops (the note).
-  json committed = json::parse(read_text_of(file));
+  json committed = json::parse(testing::file_text(file));
   committed.erase("note");
   EXPECT_EQ(format_json(profile_to_json(p)), format_json(committed));
   // A write and a read give back the same profile.

@@ -1,4 +1,5 @@
-// temp_dir.h: a GoogleTest fixture giving each test a fresh directory, removed afterwards.
+// temp_dir.h: a GoogleTest fixture giving each test a fresh directory, removed
+// afterwards, and the text of a file.
 #pragma once
 
 #include <stdlib.h>
@@ -13,6 +14,13 @@
 
 namespace memopt::solver::testing {
 
+inline std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -24,12 +32,7 @@ class TempDir : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write_text(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
-  std::string read_text(const std::string& name) const {
-    std::ifstream in(path(name));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string read_text(const std::string& name) const { return file_text(path(name)); }
   std::set<std::string> files() const {
     std::set<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(dir_)) names.insert(e.path().filename().string());
