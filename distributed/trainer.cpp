@@ -23,8 +23,10 @@
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
 #include "solver/baselines.h"
+#include "solver/json_printer.h"
 #include "solver/pipeline_partition.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::distributed {
 namespace {

@@ -12,7 +12,7 @@
 #include "distributed/comm.h"
 #include "distributed/flat_adamw.h"
 #include "distributed/launch_env.h"
-#include "solver/io.h"
+#include "solver/profile_json.h"
 #include "solver/schedule.h"
 
 namespace memopt::distributed {

@@ -91,30 +91,30 @@ std::string validate(const Gpt2Config& c, const Gpt2Workload& w) {
   return "";
 }
 
-nlohmann::json gpt2_spec_to_json(const Gpt2Spec& s) {
+nlohmann::ordered_json gpt2_spec_to_json(const Gpt2Spec& s) {
   const Gpt2Config& c = s.config;
-  nlohmann::json j = {
+  nlohmann::ordered_json j = {
       {"name", "gpt2"},
       {"n_layer", c.n_layer},
       {"n_embd", c.n_embd},
       {"n_head", c.n_head},
       {"vocab", c.vocab_size},
-      {"n_positions", c.n_positions},
       {"seq_len", s.workload.seq_len},
       {"batch", s.workload.batch},
       {"dtype", "float32"},
-      {"granularity", granularity_word(c.granularity)},
       {"attention", attention_word(c.attention)},
-      {"kernels", kernels_word(c.kernels)},
-      {"layer_norm_epsilon", c.layer_norm_epsilon},
-      {"seed", s.seed},
   };
   if (c.embd_pdrop == c.attn_pdrop && c.attn_pdrop == c.resid_pdrop)
     j["dropout"] = c.embd_pdrop;
   else
-    j["dropout"] = {{"embd", c.embd_pdrop}, {"attn", c.attn_pdrop}, {"resid", c.resid_pdrop}};
-  if (!s.preset.empty()) j["preset"] = s.preset;
+    j["dropout"] = {{"attn", c.attn_pdrop}, {"embd", c.embd_pdrop}, {"resid", c.resid_pdrop}};
+  j["granularity"] = granularity_word(c.granularity);
   if (!s.hf_dir.empty()) j["hf_dir"] = s.hf_dir;
+  j["kernels"] = kernels_word(c.kernels);
+  j["layer_norm_epsilon"] = c.layer_norm_epsilon;
+  j["n_positions"] = c.n_positions;
+  if (!s.preset.empty()) j["preset"] = s.preset;
+  j["seed"] = s.seed;
   return j;
 }
 

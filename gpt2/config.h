@@ -121,7 +121,9 @@ struct Gpt2Spec {
   std::string preset;  // informational
 };
 
-nlohmann::json gpt2_spec_to_json(const Gpt2Spec& spec);
+// Keys in the order of docs/formats.md section 2.9: the dimensions, then the rest
+// alphabetically (Note [Key order in written files] in solver/json_printer.h).
+nlohmann::ordered_json gpt2_spec_to_json(const Gpt2Spec& spec);
 // Throws std::invalid_argument naming the field when the object is not a GPT-2 spec.
 Gpt2Spec gpt2_spec_from_json(const nlohmann::json& model);
 

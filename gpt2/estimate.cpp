@@ -280,26 +280,30 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
   est.profile.model["dtype"] = info(o.dtype).json_name;
   est.profile.device = {{"kind", "cuda"},
                         {"name", std::string(o.gpu.name) + " (modeled)"},
-                        {"gpu", std::string(o.gpu.word)},
-                        {"memory_bytes", o.gpu.memory_bytes},
-                        {"peak_flop_per_s", peak},
                         {"fp32_flop_per_s", o.gpu.fp32_flop_per_s},
+                        {"gpu", std::string(o.gpu.word)},
+                        {"link", std::string(o.gpu.link_name)},
+                        {"memory_bytes", o.gpu.memory_bytes},
                         {"memory_bytes_per_s", o.gpu.memory_bytes_per_s},
-                        {"link", std::string(o.gpu.link_name)}};
+                        {"peak_flop_per_s", peak}};
   return est;
 }
 
-nlohmann::json estimate_json(const Estimate& est, const EstimateOptions& o) {
-  nlohmann::json j = solver::profile_to_json(est.profile);
+nlohmann::ordered_json estimate_json(const Estimate& est, const EstimateOptions& o) {
+  const nlohmann::ordered_json profile = solver::profile_to_json(est.profile);
+  // The note goes right after the version, as docs/formats.md section 2.9 orders it;
+  // update() keeps the keys it replaces in place and appends the others in order.
+  nlohmann::ordered_json j = {{"format", profile.at("format")}, {"version", profile.at("version")}};
   j["note"] = "MODELED, not measured: bytes from gpt2/analytic.h scaled to " + std::string(info(o.dtype).word) +
               " (Note [Activation dtype] in gpt2/estimate.h), times from a per-op roofline of the " +
               std::string(o.gpu.name) + " datasheet peaks (Note [Roofline]; backward = 2 x forward), link = " +
               std::string(o.gpu.link_name) + " achieved bandwidth. Regenerate with: " + o.command;
+  j.update(profile);
   j["command"] = o.command;
   for (size_t i = 0; i < est.bytes.size(); ++i) {
-    nlohmann::json& s = j["stages"][i];
-    s["fwd_flop"] = est.fwd_flop[i];
+    nlohmann::ordered_json& s = j["stages"][i];
     s["fwd_bytes_moved"] = est.fwd_bytes_moved[i];
+    s["fwd_flop"] = est.fwd_flop[i];
     s["fwd_tmp_grad_bytes"] = est.bytes[i].fwd_tmp_grad_bytes;
     s["fwd_tmp_nograd_bytes"] = est.bytes[i].fwd_tmp_nograd_bytes;
   }

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpt2/gpu_specs.h"
 #include "gpt2/config.h"
-#include "solver/io.h"
+#include "gpt2/gpu_specs.h"
+#include "solver/profile_json.h"
 
 namespace memopt::gpt2 {
 
@@ -109,6 +109,6 @@ struct Estimate {
   std::vector<StageBytes> bytes;
 };
 Estimate estimate_gpt2(const EstimateOptions& options);
-nlohmann::json estimate_json(const Estimate& estimate, const EstimateOptions& options);
+nlohmann::ordered_json estimate_json(const Estimate& estimate, const EstimateOptions& options);
 
 }  // namespace memopt::gpt2

@@ -68,13 +68,13 @@ std::unique_ptr<StageTracer> make_stage_tracer(Backend backend) {
   return std::make_unique<StageTracer>();
 }
 
-nlohmann::json device_json(Backend backend, int threads) {
+nlohmann::ordered_json device_json(Backend backend, int threads) {
   require_backend(backend);
 #if MEMOPT_WITH_CUDA
   if (backend == Backend::Cuda)
-    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"threads", threads}, {"index", 0}};
+    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"index", 0}, {"threads", threads}};
 #endif
-  return {{"kind", "cpu"}, {"name", common::cpu_model_name()}, {"threads", threads}, {"cores", common::hardware_threads()}};
+  return {{"kind", "cpu"}, {"name", common::cpu_model_name()}, {"cores", common::hardware_threads()}, {"threads", threads}};
 }
 
 }  // namespace memopt::measure

@@ -28,8 +28,8 @@ void require_backend(Backend backend);
 std::unique_ptr<Timer> make_timer(Backend backend);
 std::unique_ptr<MemoryMeter> make_memory_meter(Backend backend);  // CPU: the counting allocator
 std::unique_ptr<StageTracer> make_stage_tracer(Backend backend);  // CPU: ranges only, no device activity
-// The profile's "device": {"kind": "cpu"|"cuda", "name", "threads", ...}; the CPU's
-// "name" is its model name (common/host.h) and "cores" its hardware threads.
-nlohmann::json device_json(Backend backend, int threads);
+// The profile's "device": {"kind": "cpu"|"cuda", "name", then the rest alphabetically};
+// the CPU's "name" is its model name (common/host.h) and "cores" its hardware threads.
+nlohmann::ordered_json device_json(Backend backend, int threads);
 
 }  // namespace memopt::measure

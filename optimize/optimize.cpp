@@ -10,6 +10,8 @@
 
 #include "solver/baselines.h"
 #include "solver/budget.h"
+#include "solver/json_printer.h"
+#include "solver/schedule_json.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
 

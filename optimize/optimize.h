@@ -21,10 +21,9 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/staged_model.h"
 #include "profiler/profiler.h"
 #include "runtime/executor.h"
-#include "model/staged_model.h"
-#include "solver/io.h"
 #include "solver/schedule.h"
 
 namespace memopt {

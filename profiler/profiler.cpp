@@ -201,8 +201,8 @@ namespace {
 // The one place a measurement becomes a profile, whatever the backend: the chain,
 // what rebuilds the model, the device, the static bytes and where each parameter
 // lives (Note [Parameter homes]: what `memopt plan` needs to size ZeRO's partitions).
-MeasuredProfile assemble_profile(Measurement m, const model::StagedModel& model, nlohmann::json model_json,
-                                 nlohmann::json device_json) {
+MeasuredProfile assemble_profile(Measurement m, const model::StagedModel& model, nlohmann::ordered_json model_json,
+                                 nlohmann::ordered_json device_json) {
   MeasuredProfile out;
   solver::Profile& p = out.profile;
   p.chain = std::move(m.chain);
@@ -228,7 +228,7 @@ MeasuredProfile assemble_profile(Measurement m, const model::StagedModel& model,
 }  // namespace
 
 MeasuredProfile profile_cpu_detailed(model::StagedModel& model, const model::Batch& batch,
-                                     nlohmann::json model_json, const ProfileOptions& options) {
+                                     nlohmann::ordered_json model_json, const ProfileOptions& options) {
   measure::CpuMemoryMeter meter;
   measure::CpuTimer timer;
   return assemble_profile(measure_chain(model, batch, meter, timer, options), model, std::move(model_json),
@@ -236,7 +236,7 @@ MeasuredProfile profile_cpu_detailed(model::StagedModel& model, const model::Bat
 }
 
 DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, const model::Batch& batch,
-                         nlohmann::json model_json, const ProfileOptions& options) {
+                         nlohmann::ordered_json model_json, const ProfileOptions& options) {
   auto meter = measure::make_memory_meter(backend);
   auto timer = measure::make_timer(backend);
   auto tracer = measure::make_stage_tracer(backend);  // CPU: ranges only
@@ -249,14 +249,14 @@ DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, co
   return out;
 }
 
-solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::ordered_json model_json,
                             const ProfileOptions& options) {
   return profile_cpu_detailed(model, batch, std::move(model_json), options).profile;
 }
 
-nlohmann::json profile_json(const MeasuredProfile& measured) {
-  nlohmann::json j = solver::profile_to_json(measured.profile);
-  nlohmann::json& stages = j.at("stages");
+nlohmann::ordered_json profile_json(const MeasuredProfile& measured) {
+  nlohmann::ordered_json j = solver::profile_to_json(measured.profile);
+  nlohmann::ordered_json& stages = j.at("stages");
   for (size_t i = 0; i < measured.details.size() && i < stages.size(); ++i) {
     const StageDetail& d = measured.details[i];
     stages[i]["fwd_nograd_ms"] = d.fwd_nograd_ms;

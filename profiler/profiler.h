@@ -14,7 +14,7 @@
 #include "measure/timer.h"
 #include "model/staged_model.h"
 #include "solver/chain.h"
-#include "solver/io.h"
+#include "solver/profile_json.h"
 
 namespace memopt::profiler {
 
@@ -119,7 +119,7 @@ struct MeasuredProfile {
 // measure_chain with the CPU timer and counting allocator, wrapped as a profile:
 // model_json describes how to rebuild the model (e.g. gpt2::gpt2_spec_to_json).
 MeasuredProfile profile_cpu_detailed(model::StagedModel& model, const model::Batch& batch,
-                                     nlohmann::json model_json, const ProfileOptions& options);
+                                     nlohmann::ordered_json model_json, const ProfileOptions& options);
 // measure_chain on a backend's timer, memory meter and stage tracer (backend.h); the
 // model and batch must already be on that device. `trace` is the device work of
 // each stage op as the tracer attributed it (CPU: ranges without device activity).
@@ -128,14 +128,14 @@ struct DeviceProfile {
   measure::TraceReport trace;
 };
 DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, const model::Batch& batch,
-                         nlohmann::json model_json, const ProfileOptions& options);
+                         nlohmann::ordered_json model_json, const ProfileOptions& options);
 // The same without the details.
-solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::json model_json,
+solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::ordered_json model_json,
                             const ProfileOptions& options);
 
 // The JSON of docs/formats.md section 2 plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
 // "fwd_tmp_nograd_bytes" (Note [One forward tmp is not enough]); readers that do not
-// know them ignore them.
-nlohmann::json profile_json(const MeasuredProfile& measured);
+// know them ignore them. Those three follow the documented keys, alphabetically.
+nlohmann::ordered_json profile_json(const MeasuredProfile& measured);
 
 }  // namespace memopt::profiler

@@ -12,6 +12,7 @@
 #include "solver/baselines.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
+#include "solver/units.h"
 
 namespace memopt::report {
 

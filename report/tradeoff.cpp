@@ -17,6 +17,7 @@
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::report {
 

@@ -13,7 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
 #include "solver/solve.h"
 #include "solver/summary.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "solver/io.h"
+#include "solver/profile_json.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {

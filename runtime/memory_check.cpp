@@ -4,7 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "solver/io.h"
+#include "solver/schedule.h"
+#include "solver/units.h"
 
 namespace memopt::runtime {
 namespace {

@@ -4,8 +4,8 @@
 #include <stdexcept>
 
 #include "solver/baselines.h"
-#include "solver/io.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 

@@ -5,18 +5,20 @@
 #include <stdexcept>
 #include <string>
 
-#include "solver/io.h"
 #include "solver/pipeline_partition.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 
 std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const DistributedLayout& l, int64_t device_bytes,
                                                 const SolveOptions& solve_options, const std::string& source) {
-  if (l.world_size < 1) throw std::invalid_argument("--world-size: must be at least 1");
+  if (l.world_size < 1)
+    throw LayoutError("the world size must be at least 1 rank (got " + std::to_string(l.world_size) + ")");
   if (l.pipeline_stages < 1 || l.world_size % l.pipeline_stages != 0)
-    throw std::invalid_argument("--pipeline-stages " + std::to_string(l.pipeline_stages) +
-                                " must divide --world-size " + std::to_string(l.world_size));
-  if (l.micro_batches < 1) throw std::invalid_argument("--micro-batches: must be at least 1");
+    throw LayoutError("the number of pipeline stages (" + std::to_string(l.pipeline_stages) +
+                      ") must divide the world size (" + std::to_string(l.world_size) + " ranks)");
+  if (l.micro_batches < 1)
+    throw LayoutError("the number of micro-batches must be at least 1 (got " + std::to_string(l.micro_batches) + ")");
   const int D = l.world_size / l.pipeline_stages, P = l.pipeline_stages;
   if (l.batch_rows < 1) throw std::invalid_argument(source + ": /model/batch: missing; the plan splits the profiled batch");
   if (l.batch_rows % (static_cast<int64_t>(D) * l.micro_batches) != 0)
@@ -38,10 +40,10 @@ std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const Distri
     s.in_flight = std::min(P - k, l.micro_batches);
     s.activation_budget_bytes = device_bytes - s.zero.static_bytes();
     if (s.activation_budget_bytes <= 0)
-      throw std::invalid_argument("pipeline stage " + std::to_string(k) + ": ZeRO-" + std::to_string(l.zero_stage) +
-                                  " leaves " + format_bytes(s.zero.static_bytes()) + " per rank on a device of " +
-                                  format_bytes(device_bytes) + ", nothing for activations; raise --zero-stage, "
-                                  "--world-size or --pipeline-stages");
+      throw LayoutError("pipeline stage " + std::to_string(k) + ": ZeRO-" + std::to_string(l.zero_stage) + " leaves " +
+                        format_bytes(s.zero.static_bytes()) + " per rank on a device of " + format_bytes(device_bytes) +
+                        ", nothing for activations; raise the ZeRO stage, the world size or the number of pipeline "
+                        "stages");
     s.micro_batch_budget_bytes = s.activation_budget_bytes / s.in_flight;
     SolveOptions o = solve_options;
     o.budget_bytes = s.micro_batch_budget_bytes;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "solver/chain.h"
@@ -31,8 +33,15 @@ struct PipelineStagePlan {
   Schedule schedule;              // solved for micro_batch_budget_bytes
 };
 
-// Throws std::invalid_argument for a layout that does not divide (naming the flag)
-// and InfeasibleBudget (from solve) when a stage's budget is too small.
+// A layout memopt cannot plan: counts below 1, ranks that do not divide into the
+// pipeline stages, or static bytes that leave a device nothing for activations. The
+// message names the quantities; the CLI says which of its flags set them.
+struct LayoutError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws LayoutError, std::invalid_argument for a profile without what the plan
+// needs, and InfeasibleBudget (from solve) when a stage's budget is too small.
 std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const DistributedLayout& layout,
                                                 int64_t device_bytes, const SolveOptions& solve_options,
                                                 const std::string& source);

@@ -181,7 +181,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   double compute_end = 0;  // the compute cursor: end of the previous compute op
   double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
   const auto need_link = [&](int p) -> std::string {
-    if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one or solve with --bandwidth";
+    if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one to the profile";
     return "";
   };
 

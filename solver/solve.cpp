@@ -5,10 +5,10 @@
 #include <functional>
 
 #include "solver/baselines.h"
-#include "solver/io.h"
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 
 namespace memopt::solver {
 
@@ -104,9 +104,9 @@ std::string check_problem_size(const Chain& chain, const SolveOptions& options) 
   const int64_t table_bytes = pairs * (int64_t{options.slots} + 1) * 4;
   if (table_bytes > kMaxTableBytes) {
     const int64_t max_slots = kMaxTableBytes / (pairs * 4) - 1;
-    return "--slots " + std::to_string(options.slots) + " on " + std::to_string(L) + " stages needs a DP table of " +
-           format_bytes(table_bytes) + ", more than the " + format_bytes(kMaxTableBytes) +
-           " memopt allows; use --slots " + std::to_string(max_slots) + " or fewer (default 500)";
+    return "the DP table of " + std::to_string(options.slots) + " slots on " + std::to_string(L) + " stages needs " +
+           format_bytes(table_bytes) + ", more than the " + format_bytes(kMaxTableBytes) + " memopt allows; use " +
+           std::to_string(max_slots) + " slots or fewer (the default is " + std::to_string(SolveOptions{}.slots) + ")";
   }
   return "";
 }
@@ -136,7 +136,7 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (options.solver == SolverKind::OffloadAll && !chain.link)
-    throw std::invalid_argument("offload-all needs the host<->device bandwidth: the profile has no `link`; pass --bandwidth");
+    throw std::invalid_argument("offload-all needs the host<->device bandwidth, but the profile has no `link`");
   const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
   const std::string_view name = info(options.solver).word;
   if (!ops) {
@@ -146,7 +146,7 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
                       format_bytes(options.budget_bytes) + " (" + std::to_string(options.budget_bytes) + " B). ";
     if (min_budget > 0)
       msg += "The smallest budget that works is " + format_bytes(min_budget) + " (" + std::to_string(min_budget) +
-             " B): solve for at least that (--budget " + std::to_string(min_budget) + ", or --budget min)";
+             " B): solve for at least that";
     else if (options.find_min_budget)
       msg += "No budget up to 256x the store-all peak works";
     msg += "; storing everything peaks at " + format_bytes(store_all_peak) + " (" + std::to_string(store_all_peak) + " B).";
@@ -161,7 +161,8 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
                              std::to_string(options.budget_bytes) + " B";
     // rotor's recurrence is known to do this (docs/formats.md section 6.8); ours never may.
     if (options.solver == SolverKind::RotorCompat)
-      throw std::runtime_error(over + ": rotor's published recurrence checks the wrong gradient in its keep branch; use --solver optimal");
+      throw std::runtime_error(over + ": rotor's published recurrence checks the wrong gradient in its keep branch; use the "
+                               "optimal solver");
     throw std::logic_error("bug: " + over);
   }
   Schedule s;

@@ -67,7 +67,7 @@ inline constexpr int kMaxStages = 512;
 inline constexpr int64_t kMaxTableBytes = int64_t{4} << 30;
 
 // Empty when `solve` can take this chain with these options, otherwise what is too
-// large and the fix (fewer stages, fewer --slots). solve() and min_feasible_budget()
+// large and the fix (fewer stages, fewer slots). solve() and min_feasible_budget()
 // throw ProblemTooLarge with it; the CLI checks it before printing anything.
 std::string check_problem_size(const Chain& chain, const SolveOptions& options);
 struct ProblemTooLarge : std::invalid_argument {

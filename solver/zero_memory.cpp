@@ -29,8 +29,8 @@ ZeroBuckets zero_buckets(const Chain& chain, const std::string& source, int64_t 
 }
 
 ZeroMemory zero_memory(const ZeroBuckets& z, int D, int K, int64_t e) {
-  if (D < 1) throw std::invalid_argument("--world-size: must be at least 1");
-  if (K < 0 || K > 3) throw std::invalid_argument("--zero-stage: must be 0, 1, 2 or 3");
+  if (D < 1) throw std::invalid_argument("the world size must be at least 1 rank (got " + std::to_string(D) + ")");
+  if (K < 0 || K > 3) throw std::invalid_argument("the ZeRO stage must be 0, 1, 2 or 3 (got " + std::to_string(K) + ")");
   const int L = static_cast<int>(z.numel.size());
   std::vector<int64_t> P(L), S(L);
   int64_t sum_P = 0, sum_S = 0, max_P = 0, max_S = 0;

@@ -10,14 +10,15 @@
 #include <string>
 
 #include "gpt2/estimate.h"
+#include "report/fit_chart.h"
+#include "report/tradeoff.h"
 #include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
-#include "solver/io.h"
+#include "solver/json_printer.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 #include "tools/commands.h"
-#include "report/fit_chart.h"
-#include "report/tradeoff.h"
 
 namespace memopt::tools {
 using namespace memopt::report;

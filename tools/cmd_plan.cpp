@@ -3,10 +3,14 @@
 //   memopt plan --profile P.json --gpu-memory 16GiB --world-size 4 --zero-stage 3 --out S.json
 //   memopt plan ... --pipeline-stages 2 --micro-batches 4 --out S.json   (S.stage0.json, S.stage1.json)
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "solver/distributed_plan.h"
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
+#include "solver/schedule_json.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {
@@ -34,7 +38,21 @@ void run_plan(const PlanArgs& a) {
   SolveOptions options;
   options.solver = *kind;
   options.slots = a.slots;
-  const auto plans = plan_distributed(profile.chain, layout, device, options, a.profile_path);
+  // The planner names quantities; say which flags set them.
+  const std::string layout_flags = "--gpu-memory, --world-size, --zero-stage, --pipeline-stages and --micro-batches";
+  const auto plans = [&] {
+    try {
+      return plan_distributed(profile.chain, layout, device, options, a.profile_path);
+    } catch (const LayoutError& e) {
+      throw LayoutError(std::string(e.what()) + "; " + layout_flags + " set the layout");
+    } catch (const InfeasibleBudget& e) {
+      throw InfeasibleBudget(std::string(e.what()) + " " + layout_flags + " set the budget.", e.min_budget_bytes,
+                             e.store_all_peak_bytes);
+    } catch (const ProblemTooLarge& e) {
+      const std::string what = e.what();
+      throw ProblemTooLarge(what.starts_with("/") ? what : "--slots " + std::to_string(a.slots) + ": " + what);
+    }
+  }();
   const int D = a.world_size / a.pipeline_stages;
   std::printf("layout   %d rank(s) = %d data-parallel x %d pipeline stage(s); ZeRO-%d; %d micro-batch(es) of %lld rows\n",
               a.world_size, D, a.pipeline_stages, a.zero_stage, a.micro_batches,
@@ -73,10 +91,13 @@ void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("plan", "Per-rank static bytes under ZeRO/pipeline, the activation budget left, and its schedules");
   cmd->add_option("--profile", a->profile_path, "profile.json (with per-stage param_bytes)")->required();
   cmd->add_option("--gpu-memory", a->gpu_memory, "device memory per rank: 16GiB, 80GB, ...")->required();
-  cmd->add_option("--world-size", a->world_size, "ranks")->capture_default_str();
-  cmd->add_option("--zero-stage", a->zero_stage, "0 (data parallel), 1, 2 or 3")->capture_default_str();
-  cmd->add_option("--pipeline-stages", a->pipeline_stages, "pipeline stages P (divides --world-size)")->capture_default_str();
-  cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per step M")->capture_default_str();
+  const CLI::Range at_least_one(1, std::numeric_limits<int>::max());
+  cmd->add_option("--world-size", a->world_size, "ranks")->capture_default_str()->check(at_least_one);
+  cmd->add_option("--zero-stage", a->zero_stage, "0 (data parallel), 1, 2 or 3")->capture_default_str()->check(CLI::Range(0, 3));
+  cmd->add_option("--pipeline-stages", a->pipeline_stages, "pipeline stages P (divides --world-size)")
+      ->capture_default_str()
+      ->check(at_least_one);
+  cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per step M")->capture_default_str()->check(at_least_one);
   cmd->add_option("--solver", a->solver, "solver for each stage's schedule")->capture_default_str();
   cmd->add_option("--slots", a->slots, "the DP's memory slots")->capture_default_str();
   cmd->add_option("--out", a->out_path, "schedule.json (S.stage<k>.json per pipeline stage when P > 1)");

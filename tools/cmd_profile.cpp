@@ -12,13 +12,15 @@
 
 #include <unistd.h>
 
-#include "profiler/profiler.h"
-#include "runtime/copy_engine.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
+#include "profiler/profiler.h"
+#include "runtime/copy_engine.h"
 #include "solver/baselines.h"
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {

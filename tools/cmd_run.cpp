@@ -9,8 +9,12 @@
 #include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
 #include "solver/atomic_file.h"
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
+#include "solver/schedule_check.h"
+#include "solver/schedule_json.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {

@@ -5,8 +5,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
+#include "solver/schedule_check.h"
+#include "solver/schedule_json.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 #include "tools/report_table.h"
 

@@ -6,10 +6,14 @@
 
 #include "solver/baselines.h"
 #include "solver/budget.h"
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
+#include "solver/schedule_json.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
 #include "solver/summary.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 #include "tools/report_table.h"
 
@@ -46,7 +50,8 @@ void run_solve(const SolveArgs& args) {
   SolveOptions options{0, *kind, args.slots, args.threads};
   // Before anything runs: a chain too large for the DP must not hang the comparison table.
   if (std::string e = check_problem_size(chain, options); !e.empty())
-    throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
+    throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e
+                                                   : "--slots " + std::to_string(args.slots) + ": " + e);
   const int64_t store_all_peak = store_all_peak_bytes(chain);
   try {
     options.budget_bytes = budget_from_text(args.budget_text, chain, options);
@@ -60,7 +65,23 @@ void run_solve(const SolveArgs& args) {
 
   print_solver_comparison(chain, options);
 
-  const Schedule schedule = solve(chain, options);  // throws with the smallest budget that works
+  // The solver names quantities; say which flag sets them.
+  const Schedule schedule = [&] {
+    try {
+      return solve(chain, options);
+    } catch (const InfeasibleBudget& e) {
+      if (e.min_budget_bytes <= 0) throw;
+      throw InfeasibleBudget(std::string(e.what()) + " Pass --budget " + std::to_string(e.min_budget_bytes) +
+                                 ", or --budget min.",
+                             e.min_budget_bytes, e.store_all_peak_bytes);
+    } catch (const std::invalid_argument& e) {
+      if (*kind != SolverKind::OffloadAll || chain.link) throw;
+      throw std::invalid_argument(std::string(e.what()) + "; pass --bandwidth to give it one");
+    } catch (const std::runtime_error& e) {
+      if (*kind != SolverKind::RotorCompat) throw;
+      throw std::runtime_error(std::string(e.what()) + " (--solver optimal)");
+    }
+  }();
   std::printf("\nstages under %s:\n", schedule.solver.c_str());
   print_stage_activity(chain, schedule.ops);
   if (!args.out_path.empty()) {

@@ -9,14 +9,17 @@
 #include <sstream>
 #include <string>
 
+#include "report/tradeoff.h"
 #include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
 #include "solver/simulate.h"
+#include "solver/units.h"
 #include "tools/commands.h"
 #include "tools/report_table.h"
-#include "report/tradeoff.h"
 #ifdef MEMOPT_WITH_TORCH
 #include "runtime/measured_run.h"
 #endif
@@ -76,7 +79,8 @@ void run_tradeoff(const TradeoffArgs& args) {
   options.solvers = parse_solvers(args.solvers);
   for (const SolverKind kind : options.solvers)
     if (std::string e = check_problem_size(profile.chain, {0, kind, args.slots, args.threads}); !e.empty())
-      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e : e);
+      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e
+                                                     : "--slots " + std::to_string(args.slots) + ": " + e);
   const int64_t store_all_peak = store_all_peak_bytes(profile.chain);
   options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
   print_profile_header(args.profile_path, profile, store_all_peak);

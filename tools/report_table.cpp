@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "solver/summary.h"
+#include "solver/units.h"
 
 namespace memopt::tools {
 

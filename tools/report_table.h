@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
 #include "solver/solve.h"
 
 namespace memopt::tools {

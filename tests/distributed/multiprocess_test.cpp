@@ -31,7 +31,9 @@
 #include "model/hf_weights.h"
 #include "solver/baselines.h"
 #include "solver/distributed_plan.h"
-#include "solver/io.h"
+#include "solver/profile_json.h"
+#include "solver/schedule.h"
+#include "solver/schedule_json.h"
 
 namespace memopt::distributed {
 namespace {

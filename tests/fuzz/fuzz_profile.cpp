@@ -8,7 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
 
 using namespace memopt::solver;
 

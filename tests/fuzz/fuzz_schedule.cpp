@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "solver/io.h"
+#include "solver/json_printer.h"
+#include "solver/schedule_json.h"
 #include "solver/simulate.h"
 
 using namespace memopt::solver;

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include "gpt2/analytic.h"
-#include "profiler/profiler.h"
 #include "model/gpt2.h"
-#include "solver/io.h"
+#include "profiler/profiler.h"
+#include "solver/json_printer.h"
+#include "solver/profile_json.h"
 
 namespace memopt::profiler {
 namespace {
@@ -84,7 +85,7 @@ TEST_P(ProfileTest, RoundTripsThroughTheSolversReader) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / ("profile." + std::to_string(::getpid()) + ".json")).string();
   // With the extra per-stage fields, which the reader must ignore.
-  const nlohmann::json written = profile_json(measured);
+  const nlohmann::ordered_json written = profile_json(measured);
   EXPECT_TRUE(written.at("stages").at(0).contains("fwd_tmp_nograd_bytes"));
   solver::write_json_atomic(path, written);
   const solver::Profile q = solver::read_profile(path);

@@ -13,6 +13,7 @@
 #include "solver/baselines.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
+#include "solver/units.h"
 #include "tests/runtime/runtime_fixture.h"
 
 namespace memopt::runtime {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -164,6 +165,33 @@ TEST(DistributedPlan, BudgetPerMicroBatchFollowsInFlightCount) {
   EXPECT_THROW(plan_distributed(c, {3, 1, 2, 4, 4}, 100000, o, "test"), std::invalid_argument);
   EXPECT_THROW(plan_distributed(c, {2, 1, 1, 3, 4}, 100000, o, "test"), std::invalid_argument);
   EXPECT_THROW(plan_distributed(c, {1, 0, 1, 1, 4}, 100, o, "test"), std::invalid_argument);
+}
+
+TEST(DistributedPlan, LayoutErrorsNameTheQuantityNotAFlag) {
+  const Chain c = gpt2_like_chain();
+  const SolveOptions o;
+  const auto message = [&](const DistributedLayout& l, int64_t device_bytes) -> std::string {
+    try {
+      plan_distributed(c, l, device_bytes, o, "test");
+    } catch (const LayoutError& e) {
+      return e.what();
+    }
+    return "no LayoutError";
+  };
+  EXPECT_EQ(message({0, 0, 1, 1, 4}, 100000), "the world size must be at least 1 rank (got 0)");
+  EXPECT_EQ(message({3, 0, 2, 1, 4}, 100000), "the number of pipeline stages (2) must divide the world size (3 ranks)");
+  EXPECT_EQ(message({2, 0, 1, 0, 4}, 100000), "the number of micro-batches must be at least 1 (got 0)");
+  const std::string no_room = message({1, 0, 1, 1, 4}, 100);
+  EXPECT_TRUE(no_room.starts_with("pipeline stage 0: ZeRO-0 leaves ")) << no_room;
+  EXPECT_TRUE(no_room.ends_with("raise the ZeRO stage, the world size or the number of pipeline stages")) << no_room;
+  const ZeroBuckets z = zero_buckets(c, "test");
+  EXPECT_THROW(zero_memory(z, 0, 0), std::invalid_argument);
+  try {
+    zero_memory(z, 2, 4);
+    FAIL() << "accepted ZeRO stage 4";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "the ZeRO stage must be 0, 1, 2 or 3 (got 4)");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,14 @@
+// format_error.h: the error memopt's file readers throw, one line naming the file,
+// the place in it and the fix: "<file>: <JSON path>: <what is wrong>; <fix>"
+// (docs/formats.md sections 2.7 and 3.4).
+#pragma once
+
+#include <stdexcept>
+
+namespace memopt::solver {
+
+struct FormatError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace memopt::solver

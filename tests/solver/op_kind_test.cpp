@@ -1,0 +1,48 @@
+// op_kind_test.cpp: the op table of schedule.h -- one entry per kind, words that
+// round-trip, and nothing else accepted.
+//   ctest --test-dir build -R 'OpKind'
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <gtest/gtest.h>
+
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+namespace {
+
+TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
+  std::set<std::string_view> words;
+  for (const OpKindInfo& k : kOpKinds) {
+    EXPECT_EQ(info(k.kind).kind, k.kind);
+    EXPECT_EQ(info(k.kind).word, k.word);
+    EXPECT_EQ(op_kind_from_word(k.word), k.kind);
+    EXPECT_TRUE(words.insert(k.word).second) << "duplicate word " << k.word;
+  }
+  EXPECT_EQ(words.size(), 9u);
+  EXPECT_FALSE(info(OpKind::OffloadSaved).is_compute);
+  EXPECT_FALSE(info(OpKind::PrefetchSaved).is_compute);
+  EXPECT_EQ(op_kind_from_word("offload_saved"), OpKind::OffloadSaved);
+  EXPECT_FALSE(info(OpKind::Loss).has_index);
+  EXPECT_FALSE(info(OpKind::Offload).is_compute);
+  EXPECT_FALSE(info(OpKind::Prefetch).is_compute);
+  EXPECT_TRUE(info(OpKind::Bwd).is_compute);
+}
+
+TEST(OpKind, UnknownWordsAreRejected) {
+  EXPECT_EQ(op_kind_from_word("fwd"), std::nullopt);
+  EXPECT_EQ(op_kind_from_word("FWD_KEEP"), std::nullopt);  // words are exact
+  EXPECT_EQ(op_kind_from_word(""), std::nullopt);
+  EXPECT_EQ(op_kind_from_word("loss "), std::nullopt);
+}
+
+TEST(OpKind, ToStringPrintsWordAndIndex) {
+  EXPECT_EQ(to_string(Op{OpKind::FwdKeep, 3}), "fwd_keep 3");
+  EXPECT_EQ(to_string(Op{OpKind::FwdCkpt, 0}), "fwd_ckpt 0");
+  EXPECT_EQ(to_string(Op{OpKind::Loss, -1}), "loss");
+  EXPECT_EQ(to_string(Op{OpKind::Prefetch, 12}), "prefetch 12");
+}
+
+}  // namespace
+}  // namespace memopt::solver
