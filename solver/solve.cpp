@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "solver/baselines.h"
+#include "solver/budget.h"
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
@@ -113,7 +114,7 @@ std::string check_problem_size(const Chain& chain, const SolveOptions& options) 
 
 int64_t min_feasible_budget(const Chain& chain, const SolveOptions& options) {
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
-  const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  const int64_t store_all_peak = store_all_peak_bytes(chain);
   // Slot rounding can make the DP miss at exactly the store-all peak; look upwards.
   int64_t hi = std::max<int64_t>(store_all_peak, 1);
   int doublings = 0;
@@ -140,7 +141,7 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
   const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
   const std::string_view name = info(options.solver).word;
   if (!ops) {
-    const int64_t store_all_peak = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    const int64_t store_all_peak = store_all_peak_bytes(chain);
     const int64_t min_budget = options.find_min_budget ? min_feasible_budget(chain, options) : -1;
     std::string msg = "no " + std::string(name) + " schedule fits a budget of " +
                       format_bytes(options.budget_bytes) + " (" + std::to_string(options.budget_bytes) + " B). ";

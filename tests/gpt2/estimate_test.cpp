@@ -3,12 +3,14 @@
 // roofline time equals its hand-computed closed form, the GPU table and its errors,
 // and the real CLI's error for an unknown GPU.
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "gpt2/analytic.h"
 #include "gpt2/estimate.h"
+#include "solver/json_printer.h"
 
 namespace memopt::gpt2 {
 namespace {
@@ -118,6 +120,22 @@ TEST(Estimate, ProfileIsModeledWithLinkStaticAndJson) {
   const solver::Profile back = solver::profile_from_json(j, "estimate");
   EXPECT_EQ(back.chain.stages.size(), est.profile.chain.stages.size());
   EXPECT_EQ(back.chain.stages[1].saved_bytes, est.profile.chain.stages[1].saved_bytes);
+}
+
+// The bundled example profile (tests/data) is what `memopt estimate` writes for the
+// command it records, to the last digit: regenerate it with that command when the
+// estimator changes.
+TEST(Estimate, BundledExampleIsTheEstimatorsOutput) {
+  const std::string file = std::string(MEMOPT_SOURCE_DIR) + "/tests/data/gpt2_small_example.profile.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  const nlohmann::ordered_json committed = nlohmann::ordered_json::parse(in);
+  const std::string command = committed.at("command");
+  ASSERT_NE(command.find("--preset small --gpu a100-40gb --batch 8 --seq 1024"), std::string::npos) << command;
+  const Gpt2Preset preset = *gpt2_preset("small");
+  EstimateOptions o{preset.config, {8, 1024}, *gpu_spec("a100-40gb"), Dtype::Fp32, "small", command};
+  const nlohmann::ordered_json fresh = estimate_json(estimate_gpt2(o), o);
+  EXPECT_EQ(solver::format_json(fresh), solver::format_json(committed));
 }
 
 TEST(GpuTable, LookupAndErrors) {
