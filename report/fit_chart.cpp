@@ -186,7 +186,13 @@ nlohmann::json to_json(const FitReport& r) {
           {"largest_seq", r.largest_seq}};
 }
 
-std::string fit_readme(const FitReport& r, const std::vector<std::pair<std::string, std::string>>& figures) {
+std::vector<Figure> fit_figures(const std::string& dir) {
+  return existing_figures(dir, {{"fit_chart.png",
+                                 "Modeled activation memory of each strategy versus batch size (left) and sequence "
+                                 "length (right); the dashed line is the GPU's memory minus static bytes and reserve."}});
+}
+
+std::string fit_readme(const FitReport& r, const std::vector<Figure>& figures) {
   std::ostringstream o;
   const std::string preset = r.model.value("preset", std::string("custom"));
   std::string gpu = r.device.value("name", std::string("?"));
@@ -210,10 +216,7 @@ std::string fit_readme(const FitReport& r, const std::vector<std::pair<std::stri
     << " with store-all and " << r.largest_seq.at("optimal<=10%") << " with optimal at <= "
     << fmt("%.0f", 100 * r.max_overhead) << "% overhead.\n\n";
   o << "## Reproduce\n\n```sh\n" << r.command << "\n```\n\n";
-  if (!figures.empty()) {
-    o << "## Figures\n\n";
-    for (const auto& [file, caption] : figures) o << "![" << caption << "](" << file << ")\n\n" << caption << "\n\n";
-  }
+  o << figures_markdown(figures);
   o << "## Largest batch (seq " << T << ") and sequence (batch " << B << ") per strategy\n\n"
     << "| strategy | largest batch | largest seq | overhead at batch " << B << ", seq " << T << " |\n|---|---|---|---|\n";
   for (const std::string& s : r.strategies) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpt2/estimate.h"
+#include "report/figures.h"
 
 namespace memopt::report {
 
@@ -51,6 +52,10 @@ struct FitReport {
 std::vector<std::string> fit_strategies();
 FitReport fit_chart(const FitOptions& options, const std::function<void(const std::string&)>& progress = {});
 nlohmann::json to_json(const FitReport& report);
-std::string fit_readme(const FitReport& report, const std::vector<std::pair<std::string, std::string>>& figures);
+// The figure tools/plot_fit.py draws into a fit report folder, when it exists in `dir`,
+// with its caption.
+std::vector<Figure> fit_figures(const std::string& dir);
+// README.md for the fit report folder, showing `figures` with their captions.
+std::string fit_readme(const FitReport& report, const std::vector<Figure>& figures);
 
 }  // namespace memopt::report

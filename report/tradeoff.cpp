@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -303,7 +301,18 @@ const TradeoffPoint* find_point(const TradeoffReport& r, const std::string& solv
 
 }  // namespace
 
-std::string tradeoff_readme(const TradeoffReport& r, const std::vector<std::pair<std::string, std::string>>& figures) {
+std::vector<Figure> tradeoff_figures(const std::string& dir) {
+  return existing_figures(
+      dir, {{"overhead_vs_budget.png",
+             "Time overhead over store-all versus activation budget, one colour per solver: lines are predicted by "
+             "the simulator, markers are measured (when --run)."},
+            {"stage_map.png", "What the optimal plan does to each stage at each budget (predicted plan)."},
+            {"predicted_vs_measured.png",
+             "Measured against predicted activation peak and step time, one point per distinct schedule; the "
+             "diagonal is a perfect prediction."}});
+}
+
+std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& figures) {
   const bool any_measured = r.measured_base.has_value();
   const double ref = static_cast<double>(r.store_all_peak_bytes);
   auto pct = [&](int64_t b) { return fmt("%.0f%%", 100.0 * static_cast<double>(b) / ref); };
@@ -368,10 +377,7 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<std::pair
     << "\n- Overhead = time / (every stage forward and backward once) - 1; store-all's predicted time is "
     << fmt("%.3f ms", r.base_time_ms) << ".\n\n";
 
-  if (!figures.empty()) {
-    o << "## Figures\n\n";
-    for (const auto& [file, caption] : figures) o << "![" << caption << "](" << file << ")\n\n" << caption << "\n\n";
-  }
+  o << figures_markdown(figures);
 
   o << "## Table\n\nOverhead and peak per solver and budget (" << (any_measured ? "predicted / measured" : "predicted")
     << "; `-` = no plan of that solver fits).\n\n| budget |";
@@ -403,15 +409,6 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<std::pair
   }
   o << ".\n\nAll numbers: `tradeoff.json` (format memopt.tradeoff, version 1).\n";
   return o.str();
-}
-
-std::string run_plot_script(const std::string& python, const std::string& script, const std::string& json_path,
-                            const std::string& out_dir, bool* ran) {
-  auto quote = [](const std::string& s) { return "'" + s + "'"; };
-  const std::string cmd = quote(python) + " " + quote(script) + " " + quote(json_path) + " --out " + quote(out_dir);
-  *ran = false;
-  if (std::filesystem::exists(python) && std::filesystem::exists(script)) *ran = std::system(cmd.c_str()) == 0;
-  return cmd;
 }
 
 }  // namespace memopt::report

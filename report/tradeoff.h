@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/figures.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/solve.h"
@@ -100,16 +101,15 @@ nlohmann::json to_json(const TradeoffReport& report);
 // Throws std::invalid_argument naming the field when j is not a tradeoff.json.
 TradeoffReport tradeoff_from_json(const nlohmann::json& j);
 
-// README.md for the report folder: the claim, the command, the machine, the table;
-// `figures` are file names in the folder, with a caption each.
-std::string tradeoff_readme(const TradeoffReport& report, const std::vector<std::pair<std::string, std::string>>& figures);
+// The figures tools/plot_tradeoff.py draws into a report folder that exist in `dir`,
+// with their captions.
+std::vector<Figure> tradeoff_figures(const std::string& dir);
+
+// README.md for the report folder: the claim, the command, the machine, the table, and
+// `figures` (files in the folder) with their captions.
+std::string tradeoff_readme(const TradeoffReport& report, const std::vector<Figure>& figures);
 
 // {"cpu": lscpu's model name, "cores": n, "os": uname}, read from /proc and uname.
 nlohmann::json this_machine();
-
-// The figure script: `python plot_script json --out dir`; returns the command line,
-// and runs it when `python` exists. `ran` tells whether it succeeded.
-std::string run_plot_script(const std::string& python, const std::string& script, const std::string& json_path,
-                            const std::string& out_dir, bool* ran);
 
 }  // namespace memopt::report

@@ -1,6 +1,6 @@
 // cmd_estimate.cpp: `memopt estimate` -- a MODELED profile of GPT-2 on a GPU this
 // machine does not have (gpt2/estimate.h), and with --fit-chart the report of
-// how large a batch or sequence fits with each strategy (tools/fit_chart.h).
+// how large a batch or sequence fits with each strategy (report/fit_chart.h).
 //   memopt estimate --model gpt2 --preset xl --gpu h100-80gb --batch 8 --seq 1024 --dtype bf16 --out xl.json
 //   memopt estimate --preset small --gpu v100-16gb --batch 8 --seq 1024 --dtype fp16 --fit-chart --out-dir DIR
 #include <cstdio>
@@ -118,12 +118,7 @@ void run_estimate(const EstimateArgs& args) {
                                             json_path, args.out_dir, &plotted);
     if (!plotted) std::fprintf(stderr, "fit-chart: figures not made; to make them run:\n  %s\n", cmd.c_str());
   }
-  std::vector<std::pair<std::string, std::string>> figures;
-  if (std::filesystem::exists(args.out_dir + "/fit_chart.png"))
-    figures.emplace_back("fit_chart.png",
-                         "Modeled activation memory of each strategy versus batch size (left) and sequence length "
-                         "(right); the dashed line is the GPU's memory minus static bytes and reserve.");
-  solver::write_file_atomic(args.out_dir + "/README.md", fit_readme(report, figures));
+  solver::write_file_atomic(args.out_dir + "/README.md", fit_readme(report, fit_figures(args.out_dir)));
   std::printf("largest batch at seq %lld: store-all %lld, optimal<=%.0f%% %lld (modeled)\nreport: %s/README.md\n",
               static_cast<long long>(o.workload.seq_len), static_cast<long long>(report.largest_batch["store-all"]),
               100 * args.max_overhead, static_cast<long long>(report.largest_batch["optimal<=10%"]),

@@ -130,21 +130,8 @@ void run_tradeoff(const TradeoffArgs& args) {
                         args.out_dir, &plotted);
     if (!plotted) std::fprintf(stderr, "tradeoff: figures not made; to make them run:\n  %s\n", cmd.c_str());
   }
-  std::vector<std::pair<std::string, std::string>> figures;
-  const std::pair<const char*, const char*> known[] = {
-      {"overhead_vs_budget.png",
-       "Time overhead over store-all versus activation budget, one colour per solver: lines are predicted by the "
-       "simulator, markers are measured (when --run)."},
-      {"stage_map.png", "What the optimal plan does to each stage at each budget (predicted plan)."},
-      {"predicted_vs_measured.png", "Measured against predicted activation peak and step time, one point per "
-                                    "distinct schedule; the diagonal is a perfect prediction."}};
-  for (const auto& [file, caption] : known)
-    if (std::filesystem::exists(args.out_dir + "/" + file)) figures.emplace_back(file, caption);
-  {
-    const std::string readme = tradeoff_readme(report, figures);
-    const std::string path = args.out_dir + "/README.md";
-    write_file_atomic(path, readme);
-  }
+  const std::vector<Figure> figures = tradeoff_figures(args.out_dir);
+  write_file_atomic(args.out_dir + "/README.md", tradeoff_readme(report, figures));
   std::printf("\nreport: %s/README.md (tradeoff.json, %zu figure%s)\n", args.out_dir.c_str(), figures.size(),
               figures.size() == 1 ? "" : "s");
 }
