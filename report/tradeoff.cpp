@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/host.h"
+#include "report/solver_comparison.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/simulate.h"
@@ -151,10 +152,12 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
       TradeoffPoint p;
       p.solver = std::string(info(kind).word);
       p.budget_bytes = budget;
-      SolveOptions so{budget, kind, options.slots, options.threads, false};
-      try {
-        const Schedule s = solve(chain, so);
-        p.status = "ok";
+      const SolveAttempt attempt = attempt_solve(chain, {budget, kind, options.slots, options.threads, false});
+      // A plan over its own budget (rotor-compat) is refused, as `memopt solve` refuses it.
+      if (attempt.outcome == Outcome::OverBudget) throw std::runtime_error(attempt.error);
+      p.status = outcome_word(attempt.outcome);
+      if (attempt.schedule) {
+        const Schedule& s = *attempt.schedule;
         p.predicted_peak_bytes = s.predicted.peak_bytes;
         p.predicted_time_ms = s.predicted.time_ms;
         p.num_ops = static_cast<int>(s.ops.size());
@@ -170,10 +173,6 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
             measured_ops[key] = *m;
           }
         }
-      } catch (const InfeasibleBudget&) {
-        p.status = "infeasible";
-      } catch (const std::invalid_argument&) {
-        p.status = "needs-link";  // offloading without a link bandwidth
       }
       r.points.push_back(p);
       if (progress) progress(static_cast<int>(r.points.size()), total, r.points.back());

@@ -50,7 +50,7 @@ struct MeasuredPoint {
 struct TradeoffPoint {
   std::string solver;
   int64_t budget_bytes = 0;
-  std::string status;  // "ok", "infeasible" (no plan of this solver fits), "needs-link" (offload without bandwidth)
+  std::string status;  // outcome_word (solver_comparison.h): "ok", "infeasible", "needs-link"
   int64_t predicted_peak_bytes = 0;
   double predicted_time_ms = 0;
   int num_ops = 0;

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "report/solver_comparison.h"
 #include "solver/summary.h"
 #include "solver/units.h"
 
@@ -27,24 +28,25 @@ void print_profile_header(const std::string& path, const Profile& profile, int64
 void print_solver_comparison(const Chain& chain, const SolveOptions& options) {
   const double base_ms = sum_fwd_bwd_ms(chain);
   std::printf("  %-18s %-6s %12s %10s %12s\n", "solver", "fits", "time (ms)", "overhead", "peak");
-  for (const auto& k : kSolverKinds) {
-    SolveOptions o = options;
-    o.solver = k.kind;
-    o.find_min_budget = false;
-    const char* mark = k.kind == options.solver ? "*" : " ";
-    try {
-      const Schedule s = solve(chain, o);
-      std::printf("%s %-18s %-6s %12.2f %9.1f%% %12s\n", mark, std::string(k.word).c_str(), "yes",
-                  s.predicted.time_ms, 100.0 * (s.predicted.time_ms / base_ms - 1.0),
-                  format_bytes(s.predicted.peak_bytes).c_str());
-    } catch (const InfeasibleBudget&) {
-      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "no", "-", "-", "-");
-    } catch (const std::invalid_argument&) {
-      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "-", "-", "-",
-                  "needs a link");
-    } catch (const std::runtime_error&) {
-      std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, std::string(k.word).c_str(), "over", "-", "-",
-                  "over budget");
+  for (const report::SolverRow& row : report::compare_solvers(chain, options)) {
+    const char* mark = row.kind == options.solver ? "*" : " ";
+    const std::string word(info(row.kind).word);
+    switch (row.attempt.outcome) {
+      case report::Outcome::Fits: {
+        const Schedule& s = *row.attempt.schedule;
+        std::printf("%s %-18s %-6s %12.2f %9.1f%% %12s\n", mark, word.c_str(), "yes", s.predicted.time_ms,
+                    100.0 * (s.predicted.time_ms / base_ms - 1.0), format_bytes(s.predicted.peak_bytes).c_str());
+        break;
+      }
+      case report::Outcome::Infeasible:
+        std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "no", "-", "-", "-");
+        break;
+      case report::Outcome::NeedsLink:
+        std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "-", "-", "-", "needs a link");
+        break;
+      case report::Outcome::OverBudget:
+        std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "over", "-", "-", "over budget");
+        break;
     }
   }
   std::printf("  (overhead over running every stage forward and backward once, i.e. store-all's time)\n");

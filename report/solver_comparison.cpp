@@ -1,0 +1,50 @@
+// solver_comparison.cpp: one solve and its outcome; every solver at one budget.
+#include "report/solver_comparison.h"
+
+#include <stdexcept>
+
+namespace memopt::report {
+
+using namespace memopt::solver;
+
+const char* outcome_word(Outcome outcome) {
+  for (const auto& row : kOutcomes)
+    if (row.value == outcome) return row.word;
+  return "?";
+}
+
+SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
+  SolveAttempt a;
+  try {
+    a.schedule = solve(chain, options);
+    a.outcome = Outcome::Fits;
+  } catch (const InfeasibleBudget& e) {
+    a.outcome = Outcome::Infeasible;
+    a.error = e.what();
+  } catch (const ProblemTooLarge&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    // Once the chain and the budget are valid, what solve refuses is offloading without a link.
+    a.outcome = Outcome::NeedsLink;
+    a.error = e.what();
+  } catch (const std::logic_error&) {
+    throw;  // a bug, never an answer
+  } catch (const std::runtime_error& e) {
+    a.outcome = Outcome::OverBudget;  // rotor-compat's published recurrence
+    a.error = e.what();
+  }
+  return a;
+}
+
+std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& options) {
+  std::vector<SolverRow> rows;
+  for (const auto& k : kSolverKinds) {
+    SolveOptions o = options;
+    o.solver = k.kind;
+    o.find_min_budget = false;
+    rows.push_back({k.kind, attempt_solve(chain, o)});
+  }
+  return rows;
+}
+
+}  // namespace memopt::report
