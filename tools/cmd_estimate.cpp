@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "gpt2/estimate.h"
@@ -33,23 +32,8 @@ struct EstimateArgs {
   bool fit_chart = false, no_plot = false;
   double max_overhead = 0.10;
   int slots = 500, threads = 0;
+  std::string command;  // as invoked, recorded in the profile and the report
 };
-
-std::string command_line(const EstimateArgs& a, const gpt2::EstimateOptions& o) {
-  std::ostringstream s;
-  s << "build/tools/memopt estimate --model " << a.model << " --preset " << a.preset << " --gpu " << a.gpu
-    << " --batch " << o.workload.batch << " --seq " << o.workload.seq_len << " --dtype " << a.dtype
-    << " --granularity " << a.granularity << " --attention " << a.attention;
-  if (a.dropout != 0.1) s << " --dropout " << a.dropout;
-  if (!a.out_path.empty()) s << " --out " << a.out_path;
-  if (a.fit_chart) {
-    s << " --fit-chart --out-dir " << a.out_dir;
-    if (a.reserve != "1GiB") s << " --reserve " << a.reserve;
-    if (a.max_overhead != 0.10) s << " --max-overhead " << a.max_overhead;
-  }
-  if (a.slots != 500) s << " --slots " << a.slots;
-  return s.str();
-}
 
 gpt2::EstimateOptions options_from_args(const EstimateArgs& a) {
   using namespace memopt::gpt2;
@@ -60,7 +44,7 @@ gpt2::EstimateOptions options_from_args(const EstimateArgs& a) {
   if (!gpu) throw std::invalid_argument("--gpu: unknown GPU '" + a.gpu + "'; known GPUs: " + gpt2::gpu_words());
   const auto dtype = gpt2::dtype_from_word(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, fp16 or bf16");
-  gpt2::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, ""};
+  gpt2::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, a.command};
   o.config.set_dropout(a.dropout);
   if (a.batch > 0) o.workload.batch = a.batch;
   if (a.seq > 0) o.workload.seq_len = a.seq;
@@ -80,8 +64,7 @@ void run_estimate(const EstimateArgs& args) {
   using solver::format_bytes;
   if (args.out_path.empty() && !args.fit_chart) throw std::invalid_argument("give --out P.json, --fit-chart, or both");
   if (args.fit_chart && args.out_dir.empty()) throw std::invalid_argument("--fit-chart needs --out-dir DIR");
-  gpt2::EstimateOptions o = options_from_args(args);
-  o.command = command_line(args, o);
+  const gpt2::EstimateOptions o = options_from_args(args);
   const gpt2::Estimate est = gpt2::estimate_gpt2(o);
   const solver::Chain& chain = est.profile.chain;
   const int64_t store_all_peak = solver::store_all_peak_bytes(chain);
@@ -127,8 +110,9 @@ void run_estimate(const EstimateArgs& args) {
 
 }  // namespace
 
-void add_estimate_command(CLI::App& app) {
+void add_estimate_command(CLI::App& app, const std::string& command_line) {
   auto args = std::make_shared<EstimateArgs>();
+  args->command = command_line;
   CLI::App* cmd = app.add_subcommand("estimate", "MODELED profile of GPT-2 on a GPU (analytic bytes, roofline times)");
   cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
   cmd->add_option("--preset", args->preset, std::string("model size: ") + gpt2::kPresetNames)->capture_default_str();

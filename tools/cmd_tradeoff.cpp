@@ -33,20 +33,8 @@ struct TradeoffArgs {
   std::string profile_path, budgets = "20%:100%:5%", bandwidth, solvers, out_dir;
   int slots = 500, threads = 0, steps = 3, run_threads = 0;
   bool run = false, check = false, no_plot = false;
+  std::string command;  // as invoked, recorded in the report
 };
-
-// The command line that reproduces this report, flags in canonical order.
-std::string command_line(const TradeoffArgs& a) {
-  std::ostringstream o;
-  o << "build/tools/memopt tradeoff --profile " << a.profile_path << " --budgets " << a.budgets;
-  if (!a.bandwidth.empty()) o << " --bandwidth " << a.bandwidth;
-  if (!a.solvers.empty()) o << " --solvers " << a.solvers;
-  if (a.slots != 500) o << " --slots " << a.slots;
-  if (a.run) o << " --run --steps " << a.steps << (a.check ? " --check" : "");
-  if (a.run_threads > 0) o << " --run-threads " << a.run_threads;
-  o << " --out " << a.out_dir;
-  return o.str();
-}
 
 std::vector<solver::SolverKind> parse_solvers(const std::string& text) {
   if (text.empty()) return default_tradeoff_solvers();
@@ -116,7 +104,7 @@ void run_tradeoff(const TradeoffArgs& args) {
     std::fprintf(stderr, "\n");
   };
   TradeoffReport report = sweep(profile, options, measure, progress);
-  report.command = command_line(args);
+  report.command = args.command;
   report.profile_path = args.profile_path;
   report.machine = this_machine();
 
@@ -138,8 +126,9 @@ void run_tradeoff(const TradeoffArgs& args) {
 
 }  // namespace
 
-void add_tradeoff_command(CLI::App& app) {
+void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
   auto args = std::make_shared<TradeoffArgs>();
+  args->command = command_line;
   CLI::App* cmd = app.add_subcommand("tradeoff", "Every solver at every budget: time vs memory report (+ measured with --run)");
   cmd->add_option("--profile", args->profile_path, "profile.json (memopt profile or memopt estimate)")->required();
   cmd->add_option("--budgets", args->budgets,

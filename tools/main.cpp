@@ -13,16 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"memopt: fit transformer training into a memory budget by recomputing and offloading activations"};
   app.require_subcommand(1);
+  // Note [Program name in a recorded command]
+  const std::string command_line = memopt::common::command_line("memopt", argc, argv);
   memopt::tools::add_solve_command(app);
   memopt::tools::add_simulate_command(app);
-  memopt::tools::add_tradeoff_command(app);
+  memopt::tools::add_tradeoff_command(app, command_line);
   memopt::tools::add_plan_command(app);
-  memopt::tools::add_estimate_command(app);
+  memopt::tools::add_estimate_command(app, command_line);
 #ifdef MEMOPT_WITH_TORCH
   memopt::tools::add_profile_command(app);
   memopt::tools::add_run_command(app);

@@ -12,9 +12,10 @@ memopt=${MEMOPT:-build/tools/memopt}
 date=${1:-$(date +%F)}
 dir=results/$date-offload-tiny-cpu
 mkdir -p "$dir"
-profile_cmd="$memopt profile --preset tiny --link 16GB/s --out $dir/gpt2_tiny_link16.profile.json"
-$profile_cmd > "$dir/profile.txt"
+profile_args="profile --preset tiny --link 16GB/s --out $dir/gpt2_tiny_link16.profile.json"
+"$memopt" $profile_args > "$dir/profile.txt"
 "$memopt" tradeoff --profile "$dir/gpt2_tiny_link16.profile.json" --budgets 30%,50%,70%,100% \
   --solvers optimal,recompute-only,offload-all,store-all --run --steps 7 --check --out "$dir"
-printf '\n## Profile\n\nThe profile was made with:\n\n```sh\n%s\n```\n' "$profile_cmd" >> "$dir/README.md"
+# Recorded as `memopt ...`, like the report's own command: never this machine's path.
+printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$profile_args" >> "$dir/README.md"
 echo "report in $dir/README.md"

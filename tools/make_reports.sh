@@ -10,27 +10,28 @@ cd "$(dirname "$0")/.."
 memopt=${MEMOPT:-build/tools/memopt}
 date=${1:-$(date +%F)}
 
-note_profile() {  # README, command that made the profile
-  printf '\n## Profile\n\nThe profile was made with:\n\n```sh\n%s\n```\n' "$2" >> "$1/README.md"
+note_profile() {  # README, the memopt arguments that made the profile
+  # Recorded as `memopt ...`, like the reports' own commands: never this machine's path.
+  printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$2" >> "$1/README.md"
 }
 
 dir=results/$date-tradeoff-tiny-cpu
 mkdir -p "$dir"
-cmd="$memopt profile --model gpt2 --preset tiny --out $dir/gpt2_tiny.profile.json"
-$cmd > "$dir/profile.txt"
+args="profile --model gpt2 --preset tiny --out $dir/gpt2_tiny.profile.json"
+"$memopt" $args > "$dir/profile.txt"
 # 2 GB/s: an emulated host link slow enough that offloading is a real trade on this CPU.
 "$memopt" tradeoff --profile "$dir/gpt2_tiny.profile.json" --budgets 20%:100%:5% --bandwidth 2GB/s \
   --run --steps 5 --check --out "$dir"
-note_profile "$dir" "$cmd"
+note_profile "$dir" "$args"
 
 for combo in "small v100-16gb fp16" "small h100-80gb bf16" "xl v100-16gb fp16" "xl h100-80gb bf16"; do
   set -- $combo
   dir=results/$date-modeled-gpt2-$1-$2
   mkdir -p "$dir"
-  cmd="$memopt estimate --model gpt2 --preset $1 --gpu $2 --batch 8 --seq 1024 --dtype $3 --out $dir/gpt2_$1_$2.profile.json"
-  $cmd
+  args="estimate --model gpt2 --preset $1 --gpu $2 --batch 8 --seq 1024 --dtype $3 --out $dir/gpt2_$1_$2.profile.json"
+  "$memopt" $args
   "$memopt" tradeoff --profile "$dir/gpt2_$1_$2.profile.json" --budgets 10%:100%:5% --out "$dir"
-  note_profile "$dir" "$cmd"
+  note_profile "$dir" "$args"
   printf '\nHow large a batch fits on this GPU: [fit/README.md](fit/README.md).\n' >> "$dir/README.md"
   "$memopt" estimate --model gpt2 --preset "$1" --gpu "$2" --batch 8 --seq 1024 --dtype "$3" --fit-chart --out-dir "$dir/fit"
 done
