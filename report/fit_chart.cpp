@@ -23,7 +23,8 @@ namespace {
 solver::Chain chain_for(const gpt2::EstimateOptions& base, int64_t batch, int64_t seq) {
   gpt2::EstimateOptions o = base;
   o.workload = {batch, seq};
-  o.config.n_positions = std::max(o.config.n_positions, seq);  // the position table grows with T
+  // The position table grows with T: Note [Growing the position table] in gpt2/spec_choices.cpp.
+  o.config.n_positions = std::max(o.config.n_positions, seq);
   return gpt2::estimate_gpt2(o).profile.chain;
 }
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "gpt2/estimate.h"
+#include "gpt2/spec_choices.h"
 #include "report/fit_chart.h"
-#include "report/tradeoff.h"
 #include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
@@ -18,6 +18,7 @@
 #include "solver/simulate.h"
 #include "solver/units.h"
 #include "tools/commands.h"
+#include "tools/gpt2_flags.h"
 
 namespace memopt::tools {
 using namespace memopt::report;
@@ -25,9 +26,8 @@ using namespace memopt::report;
 namespace {
 
 struct EstimateArgs {
-  std::string model = "gpt2", preset = "small", gpu, dtype = "fp32", granularity = "block", attention = "explicit";
-  int64_t batch = 0, seq = 0;
-  double dropout = 0.1;
+  gpt2::Gpt2Choices choices;  // --preset small unless given; gpt2/spec_choices.h
+  std::string gpu, dtype = "fp32";
   std::string out_path, out_dir, reserve = "1GiB";
   bool fit_chart = false, no_plot = false;
   double max_overhead = 0.10;
@@ -36,28 +36,15 @@ struct EstimateArgs {
 };
 
 gpt2::EstimateOptions options_from_args(const EstimateArgs& a) {
-  using namespace memopt::gpt2;
-  if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
-  const auto preset = gpt2_preset(a.preset);
-  if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
+  gpt2::Gpt2Choices choices = a.choices;
+  choices.grow_positions = true;  // Note [Growing the position table]
+  const gpt2::Gpt2Spec spec = gpt2::build_gpt2_spec(choices, gpt2_flag);
   const auto gpu = gpt2::gpu_spec(a.gpu);
   if (!gpu) throw std::invalid_argument("--gpu: unknown GPU '" + a.gpu + "'; known GPUs: " + gpt2::gpu_words());
   const auto dtype = gpt2::dtype_from_word(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype: '" + a.dtype + "' is not fp32, fp16 or bf16");
-  gpt2::EstimateOptions o{preset->config, preset->workload, *gpu, *dtype, a.preset, a.command};
-  o.config.set_dropout(a.dropout);
-  if (a.batch > 0) o.workload.batch = a.batch;
-  if (a.seq > 0) o.workload.seq_len = a.seq;
-  // GPT-2's position table holds 1024; a longer --seq models a table grown to fit.
-  o.config.n_positions = std::max(o.config.n_positions, o.workload.seq_len);
-  const auto g = granularity_from_word(a.granularity);
-  if (!g) throw std::invalid_argument("--granularity: '" + a.granularity + "' is not block or sublayer");
-  o.config.granularity = *g;
-  const auto attn = attention_from_word(a.attention);
-  if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
-  o.config.attention = *attn;
   gpt2::peak_flop_per_s(*gpu, *dtype);  // throws for bf16 on a V100
-  return o;
+  return {spec.config, spec.workload, *gpu, *dtype, spec.preset, a.command};
 }
 
 void run_estimate(const EstimateArgs& args) {
@@ -68,7 +55,7 @@ void run_estimate(const EstimateArgs& args) {
   const gpt2::Estimate est = gpt2::estimate_gpt2(o);
   const solver::Chain& chain = est.profile.chain;
   const int64_t store_all_peak = solver::store_all_peak_bytes(chain);
-  std::printf("MODELED (not measured): gpt2 %s on %s, %s, B=%lld, T=%lld, %d stages\n", args.preset.c_str(),
+  std::printf("MODELED (not measured): gpt2 %s on %s, %s, B=%lld, T=%lld, %d stages\n", o.preset.c_str(),
               std::string(o.gpu.name).c_str(), args.dtype.c_str(), static_cast<long long>(o.workload.batch),
               static_cast<long long>(o.workload.seq_len), chain.length());
   std::printf("  store-all activation peak %s, static %s, GPU memory %s\n", format_bytes(store_all_peak).c_str(),
@@ -112,18 +99,13 @@ void run_estimate(const EstimateArgs& args) {
 
 void add_estimate_command(CLI::App& app, const std::string& command_line) {
   auto args = std::make_shared<EstimateArgs>();
+  args->choices.preset = "small";
   args->command = command_line;
   CLI::App* cmd = app.add_subcommand("estimate", "MODELED profile of GPT-2 on a GPU (analytic bytes, roofline times)");
-  cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
-  cmd->add_option("--preset", args->preset, std::string("model size: ") + gpt2::kPresetNames)->capture_default_str();
+  add_gpt2_flags(cmd, args->choices);
   cmd->add_option("--gpu", args->gpu, "GPU to model: " + gpt2::gpu_words())->required();
-  cmd->add_option("--batch", args->batch, "sequences per batch B (preset default)");
-  cmd->add_option("--seq", args->seq, "tokens per sequence T (preset default)");
   cmd->add_option("--dtype", args->dtype, "fp32|fp16|bf16 (fp16/bf16: mixed precision, Note [Activation dtype])")
       ->capture_default_str();
-  cmd->add_option("--granularity", args->granularity, "block|sublayer")->capture_default_str();
-  cmd->add_option("--attention", args->attention, "explicit|sdpa")->capture_default_str();
-  cmd->add_option("--dropout", args->dropout, "dropout probability everywhere GPT-2 has it")->capture_default_str();
   cmd->add_option("--out", args->out_path, "where to write the modeled profile.json");
   cmd->add_flag("--fit-chart", args->fit_chart, "also report how large a batch and sequence fit per strategy");
   cmd->add_option("--out-dir", args->out_dir, "folder of the fit-chart report");

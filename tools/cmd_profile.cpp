@@ -6,12 +6,12 @@
 //   memopt profile --preset tiny --kernels memopt --out m.json   # memopt's mask-free dropout, fused GELU
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
 
 #include <unistd.h>
 
+#include "gpt2/spec_choices.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
 #include "profiler/profiler.h"
@@ -22,23 +22,18 @@
 #include "solver/simulate.h"
 #include "solver/units.h"
 #include "tools/commands.h"
+#include "tools/gpt2_flags.h"
 
 namespace memopt::tools {
 namespace {
 
 struct ProfileArgs {
-  std::string model = "gpt2", preset = "tiny", granularity = "block", attention = "explicit", kernels = "aten";
-  int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, n_positions = 0, batch = 0, seq = 0;
-  double dropout = 0.1;
+  gpt2::Gpt2Choices choices;  // --preset tiny unless given; gpt2/spec_choices.h
   int repeat = 5, threads = 1;
-  uint64_t seed = 1234;
   std::string hf_dir, out_path;
   std::string link = "measured";  // the copy engine's cap, or "measured" (uncapped)
   std::string device = "cpu";     // measure::Backend's word
   std::string trace_out;          // the per-stage device trace as JSON
-  // Which dimension flags were given (CLI::Option::count), so that a preset or an
-  // --hf-dir config supplies the rest.
-  CLI::Option *o_n_layer, *o_n_embd, *o_n_head, *o_vocab, *o_n_positions, *o_batch, *o_seq, *o_dropout;
 };
 
 // Redraws "profiling [#####.....] 3/6 stages" on stderr, only on a terminal and only
@@ -67,67 +62,11 @@ class ProgressBar {
 };
 
 gpt2::Gpt2Spec spec_from_args(const ProfileArgs& a) {
-  using namespace memopt::gpt2;
-  using model::read_hf_gpt2_config;
-  if (a.model != "gpt2") throw std::invalid_argument("--model: '" + a.model + "' is not supported; use gpt2");
-  const auto preset = gpt2_preset(a.preset);
-  if (!preset) throw std::invalid_argument("--preset: unknown preset '" + a.preset + "'; choose one of " + kPresetNames);
-  Gpt2Spec spec;
-  spec.preset = a.preset;
-  spec.seed = a.seed;
-  spec.workload = preset->workload;
-  Gpt2Config& c = spec.config;
-  // Dimensions: from config.json with --hf-dir (flags may only repeat them), else the
-  // preset with the flags on top.
-  struct Dim { const char* flag; CLI::Option* given; int64_t value; int64_t* field; };
-  const Dim dims[] = {{"--n-layer", a.o_n_layer, a.n_layer, &c.n_layer},
-                      {"--n-embd", a.o_n_embd, a.n_embd, &c.n_embd},
-                      {"--n-head", a.o_n_head, a.n_head, &c.n_head},
-                      {"--vocab", a.o_vocab, a.vocab, &c.vocab_size},
-                      {"--n-positions", a.o_n_positions, a.n_positions, &c.n_positions}};
-  if (!a.hf_dir.empty()) {
-    c = read_hf_gpt2_config(a.hf_dir);
-    spec.hf_dir = std::filesystem::absolute(a.hf_dir).string();  // the runtime may run elsewhere
-    spec.preset.clear();
-    for (const Dim& d : dims)
-      if (d.given->count() && d.value != *d.field)
-        throw std::invalid_argument(std::string(d.flag) + " " + std::to_string(d.value) + " conflicts with " +
-                                    a.hf_dir + "/config.json, which says " + std::to_string(*d.field) +
-                                    "; drop the flag (--hf-dir fixes the model's dimensions)");
-  } else {
-    c = preset->config;
-    for (const Dim& d : dims)
-      if (d.given->count()) *d.field = d.value;
-    // A model whose dimensions differ from the preset's is not that preset: titles and
-    // profiles must not call it so.
-    const Gpt2Config& p = preset->config;
-    if (c.n_layer != p.n_layer || c.n_embd != p.n_embd || c.n_head != p.n_head || c.vocab_size != p.vocab_size ||
-        c.n_positions != p.n_positions)
-      spec.preset.clear();
-    c.set_dropout(0.1);  // GPT-2's
-  }
-  if (a.o_dropout->count()) c.set_dropout(a.dropout);
-  if (a.o_batch->count()) spec.workload.batch = a.batch;
-  if (a.o_seq->count()) spec.workload.seq_len = a.seq;
-  if (!a.hf_dir.empty() && !a.o_seq->count()) spec.workload.seq_len = std::min(spec.workload.seq_len, c.n_positions);
-
-  const auto g = granularity_from_word(a.granularity);
-  if (!g) throw std::invalid_argument("--granularity: '" + a.granularity + "' is not block or sublayer");
-  c.granularity = *g;
-  const auto attn = attention_from_word(a.attention);
-  if (!attn) throw std::invalid_argument("--attention: '" + a.attention + "' is not explicit or sdpa");
-  c.attention = *attn;
-  const auto k = kernels_from_word(a.kernels);
-  if (!k) throw std::invalid_argument("--kernels: '" + a.kernels + "' is not memopt or aten");
-  c.kernels = *k;
-  if (spec.workload.seq_len > c.n_positions) {
-    const std::string source = a.hf_dir.empty() ? "the " + a.preset + " preset" : a.hf_dir + "/config.json";
-    throw std::invalid_argument("--seq " + std::to_string(spec.workload.seq_len) + " exceeds n_positions " +
-                                std::to_string(c.n_positions) + " of " + source +
-                                (a.hf_dir.empty() ? "; add --n-positions " + std::to_string(spec.workload.seq_len)
-                                                  : "; use a shorter --seq"));
-  }
-  if (std::string e = validate(c, spec.workload); !e.empty()) throw std::invalid_argument("invalid model: " + e);
+  gpt2::Gpt2Choices choices = a.choices;
+  // With --hf-dir the model's dimensions are its config.json's.
+  if (!a.hf_dir.empty())
+    choices.base = gpt2::BaseConfig{model::read_hf_gpt2_config(a.hf_dir), a.hf_dir + "/config.json", a.hf_dir};
+  const gpt2::Gpt2Spec spec = gpt2::build_gpt2_spec(choices, gpt2_flag);
   if (a.repeat < 1) throw std::invalid_argument("--repeat: must be at least 1");
   if (a.threads < 1) throw std::invalid_argument("--threads: must be at least 1");
   return spec;
@@ -227,30 +166,12 @@ void run_profile(const ProfileArgs& args) {
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand("profile", "Measure a model's stages on this CPU (or a GPU: --device cuda) into profile.json");
-  cmd->add_option("--model", args->model, "model family (gpt2)")->capture_default_str();
-  cmd->add_option("--preset", args->preset, std::string("model size: ") + gpt2::kPresetNames)
-      ->capture_default_str();
-  args->o_n_layer = cmd->add_option("--n-layer", args->n_layer, "transformer blocks (overrides the preset)");
-  args->o_n_embd = cmd->add_option("--n-embd", args->n_embd, "width C (overrides the preset)");
-  args->o_n_head = cmd->add_option("--n-head", args->n_head, "attention heads H; must divide C");
-  args->o_vocab = cmd->add_option("--vocab", args->vocab, "vocabulary size V");
-  args->o_n_positions = cmd->add_option("--n-positions", args->n_positions, "position table size (>= --seq)");
-  args->o_batch = cmd->add_option("--batch", args->batch, "sequences per batch B (preset default)");
-  args->o_seq = cmd->add_option("--seq", args->seq, "tokens per sequence T (preset default)");
-  cmd->add_option("--granularity", args->granularity, "block|sublayer: a stage per block or per half-block")
-      ->capture_default_str();
-  cmd->add_option("--attention", args->attention, "explicit|sdpa: materialized T x T scores or the fused kernel")
-      ->capture_default_str();
-  cmd->add_option("--kernels", args->kernels,
-                  "memopt|aten: memopt's mask-free Philox dropout and fused bias+GELU, or ATen's "
-                  "(memopt run follows the profile's choice)")
-      ->capture_default_str();
-  args->o_dropout = cmd->add_option("--dropout", args->dropout, "dropout probability everywhere GPT-2 has it")
-                        ->capture_default_str();
+  add_gpt2_flags(cmd, args->choices);
+  add_gpt2_model_flags(cmd, args->choices);
   cmd->add_option("--repeat", args->repeat, "measured runs per stage (times are medians)")->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads while measuring (one plays the GPU's stream)")
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of the random weights and batch")->capture_default_str();
+  cmd->add_option("--seed", args->choices.seed, "seed of the random weights and batch")->capture_default_str();
   cmd->add_option("--hf-dir", args->hf_dir, "load a local Hugging Face GPT-2 (config.json + model.safetensors)");
   cmd->add_option("--link", args->link,
                   "host<->device link the copy engine emulates, e.g. 16GB/s; `measured` copies uncapped")

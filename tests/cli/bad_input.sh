@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bad_input.sh: every class of bad input the memopt CLI can be given gets one
-# clear message -- the file, the field or op index, and the fix -- and a non-zero exit,
-# never a crash, a hang or a partial file. Drives the real binary.
+# clear message -- the file, the field, op index or flag, and the fix -- and a non-zero
+# exit, never a crash, a hang or a partial file. Drives the real binary.
 #   tests/cli/bad_input.sh path/to/memopt
 set -uo pipefail
 memopt=$1
@@ -99,6 +99,15 @@ expect_error budget_percent "--budget" "out of range" -- $(solve "$P" 0%)
 expect_error budget_below_min "smallest budget that works" "--budget min" -- $(solve "$P" 1KiB)
 expect_error bandwidth_unit "--bandwidth" "unknown unit" -- $(solve "$P") --bandwidth 3parsecs
 expect_error unknown_solver "--solver" "optimal" -- $(solve "$P") --solver fastest
+# The GPT-2 a modeled profile is of: each bad choice names its flag.
+est() { echo estimate --gpu v100-16gb --out "$dir/e.json"; }
+expect_error estimate_model "--model: 'llama' is not supported; use gpt2" -- $(est) --model llama
+expect_error estimate_preset "--preset: unknown preset 'huge'" "tiny, small, medium, large, xl" -- $(est) --preset huge
+expect_error estimate_granularity "--granularity: 'layer' is not block or sublayer" -- $(est) --granularity layer
+expect_error estimate_attention "--attention: 'flash' is not explicit or sdpa" -- $(est) --attention flash
+expect_error estimate_batch "batch must be positive, got 0" -- $(est) --batch 0
+expect_error estimate_dropout "dropout" "outside [0, 1)" -- $(est) --dropout 1.5
+expect_error estimate_gpu "--gpu: unknown GPU 'tpu'" "h100-80gb" -- estimate --gpu tpu --out "$dir/e.json"
 expect_error out_dir_missing "$dir/no/such/s.json" "directory exists" -- solve --profile "$P" --budget 100% --out "$dir/no/such/s.json"
 
 # Flags the parser itself refuses read like every other error, naming the command's help.
