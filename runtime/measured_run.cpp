@@ -37,12 +37,16 @@ struct ProfiledModel::Impl {
         threads(threads_flag > 0 ? threads_flag : profile.device.value("threads", 1)) {}
 };
 
-ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads) {
+ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads, int64_t device_memory_bytes) {
   const std::string dtype = profile.model.value("dtype", std::string("float32"));
   if (dtype != "float32")
     throw std::invalid_argument("the profile's model is " + dtype +
                                 "; this testbed trains float32 only (a modeled GPU profile cannot be run here)");
+  // Installed before the model is built, so that its parameters and the batch count
+  // against the device like everything else.
+  if (device_memory_bytes > 0) measure::counting_cpu_allocator();
   impl_ = std::make_unique<Impl>(profile, threads);
+  if (device_memory_bytes > 0) measure::counting_cpu_allocator().set_limit_bytes(device_memory_bytes);
 }
 ProfiledModel::~ProfiledModel() = default;
 
@@ -108,6 +112,20 @@ ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const sol
   out.median_peak_bytes = static_cast<int64_t>(common::median_after_first(peaks));
   out.median_time_ms = common::median_after_first(times);
   return out;
+}
+
+nlohmann::json run_summary_json(const std::string& profile_source, const std::string& schedule_source,
+                                const solver::Schedule& schedule, const solver::SimResult& predicted,
+                                const ScheduleMeasurement& measured) {
+  nlohmann::json line = {{"profile", profile_source},
+                         {"schedule", schedule_source},
+                         {"solver", schedule.solver},
+                         {"budget_bytes", schedule.budget_bytes},
+                         {"predicted", {{"peak_bytes", predicted.peak_bytes}, {"time_ms", predicted.time_ms}}},
+                         {"measured", {{"peak_bytes", measured.median_peak_bytes}, {"time_ms", measured.median_time_ms}}},
+                         {"steps", measured.steps.size()}};
+  if (measured.max_abs_grad_diff) line["max_abs_grad_diff"] = *measured.max_abs_grad_diff;
+  return line;
 }
 
 }  // namespace memopt::runtime

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
+#include "solver/simulate.h"
 
 namespace memopt::runtime {
 
@@ -45,10 +48,13 @@ struct ScheduleMeasurement {
 // The model of a profile, built once (its "model" object: gpt2::gpt2_spec_from_json),
 // with the compute threads the profile was measured with unless `threads` > 0.
 // Schedules with offload ops run through a CPU copy engine emulating the chain's
-// link (Chain::link); without a link they are refused.
+// link (Chain::link); without a link they are refused. With `device_memory_bytes` > 0
+// the CPU plays a device of that capacity (Note [Device memory limit]): the model's
+// parameters and batch count against it, and a plan that does not fit is refused
+// before its first step.
 class ProfiledModel {
  public:
-  explicit ProfiledModel(const solver::Profile& profile, int threads = 0);
+  explicit ProfiledModel(const solver::Profile& profile, int threads = 0, int64_t device_memory_bytes = 0);
   ~ProfiledModel();
   ProfiledModel(const ProfiledModel&) = delete;
   ProfiledModel& operator=(const ProfiledModel&) = delete;
@@ -65,5 +71,11 @@ class ProfiledModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// One line of `memopt run --summary-out`: which profile and schedule ran, and the
+// peak and time predicted (`predicted`: the simulator's) and measured (the medians).
+nlohmann::json run_summary_json(const std::string& profile_source, const std::string& schedule_source,
+                                const solver::Schedule& schedule, const solver::SimResult& predicted,
+                                const ScheduleMeasurement& measured);
 
 }  // namespace memopt::runtime

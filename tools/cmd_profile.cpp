@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpt2/spec_choices.h"
+#include "model/device.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
 #include "profiler/profiler.h"
@@ -128,11 +129,7 @@ void run_profile(const ProfileArgs& args) {
   const gpt2::Gpt2Spec spec = spec_from_args(args);
   model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
   model::Batch batch = model::make_gpt2_batch(spec);
-  if (on_cuda) {
-    model.module().to(device);
-    batch.input = batch.input.to(device);
-    if (batch.targets.defined()) batch.targets = batch.targets.to(device);
-  }
+  if (on_cuda) model::move_to(model, batch, device);
   profiler::ProfileOptions options;
   options.repeat = args.repeat;
   options.threads = args.threads;

@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
 #include "solver/atomic_file.h"
 #include "solver/profile_json.h"
@@ -44,12 +43,8 @@ void run_run(const RunArgs& args) {
   }
   // Checked against the profile before the model is built: a bad schedule costs nothing.
   const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
-  // Installed before the model is built, so its parameters count against the device.
-  if (device_limit > 0) measure::counting_cpu_allocator();
-  runtime::ProfiledModel model(profile, args.threads);
+  runtime::ProfiledModel model(profile, args.threads, device_limit);
   model.check_fits(schedule, args.schedule_path);
-  // The model's parameters and the batch count against the device like everything else.
-  if (device_limit > 0) measure::counting_cpu_allocator().set_limit_bytes(device_limit);
 
   // The kernels are the profile's (Note [Kernel choice]): its saved bytes depend on them.
   std::printf("model    %s (%s kernels), %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
@@ -84,17 +79,9 @@ void run_run(const RunArgs& args) {
   std::printf("\nmedian%s: peak %s (%.3fx predicted), time %.2f ms (%.3fx predicted)\n",
               args.steps > 1 ? " of steps 2.." : "", format_bytes(r.median_peak_bytes).c_str(),
               peak / static_cast<double>(sim.peak_bytes), time, time / sim.time_ms);
-  if (!args.summary_path.empty()) {
-    nlohmann::json line = {{"profile", args.profile_path},
-                           {"schedule", args.schedule_path},
-                           {"solver", schedule.solver},
-                           {"budget_bytes", schedule.budget_bytes},
-                           {"predicted", {{"peak_bytes", sim.peak_bytes}, {"time_ms", sim.time_ms}}},
-                           {"measured", {{"peak_bytes", r.median_peak_bytes}, {"time_ms", time}}},
-                           {"steps", args.steps}};
-    if (r.max_abs_grad_diff) line["max_abs_grad_diff"] = *r.max_abs_grad_diff;
-    append_line_atomic(args.summary_path, line.dump());
-  }
+  if (!args.summary_path.empty())
+    append_line_atomic(args.summary_path,
+                       runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r).dump());
 }
 
 }  // namespace
