@@ -50,6 +50,11 @@ std::vector<solver::SolverKind> parse_solvers(const std::string& text) {
 
 void run_tradeoff(const TradeoffArgs& args) {
   using namespace memopt::solver;
+#ifndef MEMOPT_WITH_TORCH
+  if (args.run)
+    throw std::invalid_argument("--run: this memopt was built without LibTorch (MEMOPT_TORCH=OFF); rebuild with "
+                                "MEMOPT_TORCH=ON (scripts/build.sh), or drop --run for predicted numbers only");
+#endif
   Profile profile = read_profile(args.profile_path);
   if (!args.bandwidth.empty()) {
     double bw = 0;
@@ -89,8 +94,6 @@ void run_tradeoff(const TradeoffArgs& args) {
       return MeasuredPoint{m.median_peak_bytes, m.median_time_ms, args.steps, m.max_abs_grad_diff, ""};
     };
   }
-#else
-  if (args.run) throw std::invalid_argument("--run: this memopt was built without LibTorch (MEMOPT_TORCH=OFF)");
 #endif
   const auto progress = [&](int done, int total, const TradeoffPoint& p) {
     std::fprintf(stderr, "[%3d/%d] %6.1f%% %-16s %-10s", done, total,

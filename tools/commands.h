@@ -22,4 +22,8 @@ void add_run_command(CLI::App& app);
 #ifdef MEMOPT_WITH_DISTRIBUTED
 void add_train_command(CLI::App& app);
 #endif
+// The commands this build leaves out (profile, run, train), each failing with the
+// option that builds it instead of a parse error.
+void add_missing_commands(CLI::App& app);
+
 }  // namespace memopt::tools

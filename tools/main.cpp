@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
 #ifdef MEMOPT_WITH_DISTRIBUTED
   memopt::tools::add_train_command(app);
 #endif
+  memopt::tools::add_missing_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
