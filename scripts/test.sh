@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh: README command 2 -- installs what is missing, builds, runs every test; then
-# the sanitizer build of the solver, profiler and runtime suites (build-asan/) and each
-# fuzz target for a bounded time (build-fuzz/).
-#   scripts/test.sh        MEMOPT_SANITIZE=0 skips the sanitizer build,
+# the build without LibTorch and its tests (build-notorch/), the sanitizer build of the
+# solver, profiler and runtime suites (build-asan/) and each fuzz target for a bounded
+# time (build-fuzz/).
+#   scripts/test.sh        MEMOPT_NO_TORCH=0 skips the build without LibTorch,
+#                          MEMOPT_SANITIZE=0 the sanitizer build,
 #                          MEMOPT_FUZZ_SECONDS=0 the fuzzing (default 20 s per target)
 # Also configures the `cuda` preset into build-cuda/ and builds only its CUDA targets
 # and their tests (memopt_cuda_ci), so a CUDA compile or link error fails; without a
@@ -11,7 +13,7 @@
 # instead (.ci/run sets it); 0 leaves the CUDA build out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# ccache hashes paths under the checkout relative to it, for all four builds below.
+# ccache hashes paths under the checkout relative to it, for all five builds below.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 jobs=${MEMOPT_JOBS:-$(nproc)}
 scripts/setup.sh
@@ -34,5 +36,6 @@ fi
 cd build
 ctest --output-on-failure -j "$jobs" --timeout 900
 cd ..
+if [ "${MEMOPT_NO_TORCH:-1}" != 0 ]; then scripts/test_no_torch.sh; fi
 if [ "${MEMOPT_SANITIZE:-1}" != 0 ]; then scripts/test_sanitize.sh; fi
 if [ "${MEMOPT_FUZZ_SECONDS:-20}" != 0 ]; then scripts/test_fuzz.sh; fi
