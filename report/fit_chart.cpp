@@ -161,9 +161,9 @@ FitReport fit_chart(const FitOptions& o, const std::function<void(const std::str
   return r;
 }
 
-nlohmann::json to_json(const FitReport& r) {
+nlohmann::ordered_json to_json(const FitReport& r) {
   auto rows = [](const std::vector<FitRow>& v) {
-    nlohmann::json a = nlohmann::json::array();
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
     for (const FitRow& row : v)
       a.push_back({{"batch", row.batch}, {"seq", row.seq}, {"peak_bytes", row.peak_bytes}, {"overhead", row.overhead}});
     return a;

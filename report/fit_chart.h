@@ -51,7 +51,7 @@ struct FitReport {
 // recompute-all, optimal<=10%, optimal.
 std::vector<std::string> fit_strategies();
 FitReport fit_chart(const FitOptions& options, const std::function<void(const std::string&)>& progress = {});
-nlohmann::json to_json(const FitReport& report);
+nlohmann::ordered_json to_json(const FitReport& report);
 // The figure tools/plot_fit.py draws into a fit report folder, when it exists in `dir`,
 // with its caption.
 std::vector<Figure> fit_figures(const std::string& dir);

@@ -45,8 +45,8 @@ std::string percent_label(int64_t bytes, int64_t reference) {
   return buf;
 }
 
-nlohmann::json measured_json(const MeasuredPoint& m) {
-  nlohmann::json j = {{"peak_bytes", m.peak_bytes}, {"time_ms", m.time_ms}, {"steps", m.steps}};
+nlohmann::ordered_json measured_json(const MeasuredPoint& m) {
+  nlohmann::ordered_json j = {{"peak_bytes", m.peak_bytes}, {"time_ms", m.time_ms}, {"steps", m.steps}};
   if (m.max_abs_grad_diff) j["max_abs_grad_diff"] = *m.max_abs_grad_diff;
   if (!m.same_ops_as.empty()) j["same_ops_as"] = m.same_ops_as;
   return j;
@@ -192,14 +192,14 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   return r;
 }
 
-nlohmann::json to_json(const TradeoffReport& r) {
-  nlohmann::json points = nlohmann::json::array();
+nlohmann::ordered_json to_json(const TradeoffReport& r) {
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const TradeoffPoint& p : r.points) {
-    nlohmann::json j = {{"solver", p.solver}, {"budget_bytes", p.budget_bytes}, {"status", p.status}};
+    nlohmann::ordered_json j = {{"solver", p.solver}, {"budget_bytes", p.budget_bytes}, {"status", p.status}};
     if (p.status == "ok") {
       j["predicted"] = {{"peak_bytes", p.predicted_peak_bytes}, {"time_ms", p.predicted_time_ms}};
       j["num_ops"] = p.num_ops;
-      nlohmann::json stages = nlohmann::json::array();
+      nlohmann::ordered_json stages = nlohmann::ordered_json::array();
       for (const StagePlan& s : p.stages)
         stages.push_back({{"category", s.category}, {"num_recomputes", s.num_recomputes}, {"description", s.description}});
       j["stages"] = stages;
@@ -207,7 +207,7 @@ nlohmann::json to_json(const TradeoffReport& r) {
     if (p.measured) j["measured"] = measured_json(*p.measured);
     points.push_back(j);
   }
-  nlohmann::json j = {{"format", "memopt.tradeoff"},
+  nlohmann::ordered_json j = {{"format", "memopt.tradeoff"},
                       {"version", 1},
                       {"command", r.command},
                       {"profile", r.profile_path},
@@ -223,7 +223,7 @@ nlohmann::json to_json(const TradeoffReport& r) {
                       {"solvers", r.solvers},
                       {"min_budget_bytes", r.min_budget_bytes},
                       {"points", points}};
-  j["link_bytes_per_s"] = r.link_bytes_per_s ? nlohmann::json(*r.link_bytes_per_s) : nlohmann::json(nullptr);
+  j["link_bytes_per_s"] = r.link_bytes_per_s ? nlohmann::ordered_json(*r.link_bytes_per_s) : nlohmann::ordered_json(nullptr);
   if (r.measured_base) j["measured_base"] = measured_json(*r.measured_base);
   return j;
 }

@@ -97,7 +97,7 @@ std::vector<solver::SolverKind> default_tradeoff_solvers();
 TradeoffReport sweep(const solver::Profile& profile, const TradeoffOptions& options, const MeasureFn& measure = {},
                      const ProgressFn& progress = {});
 
-nlohmann::json to_json(const TradeoffReport& report);
+nlohmann::ordered_json to_json(const TradeoffReport& report);
 // Throws std::invalid_argument naming the field when j is not a tradeoff.json.
 TradeoffReport tradeoff_from_json(const nlohmann::json& j);
 

@@ -10,6 +10,18 @@
 
 namespace memopt::solver {
 
+int data_parallel_ranks(const DistributedLayout& layout) { return layout.world_size / layout.pipeline_stages; }
+
+int64_t micro_batch_rows(const DistributedLayout& layout) {
+  return layout.batch_rows / (static_cast<int64_t>(data_parallel_ranks(layout)) * layout.micro_batches);
+}
+
+std::string stage_schedule_path(const std::string& out_path, int stage, int num_stages) {
+  if (num_stages <= 1) return out_path;
+  const auto dot = out_path.rfind(".json");
+  return (dot == std::string::npos ? out_path : out_path.substr(0, dot)) + ".stage" + std::to_string(stage) + ".json";
+}
+
 std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const DistributedLayout& l, int64_t device_bytes,
                                                 const SolveOptions& solve_options, const std::string& source) {
   if (l.world_size < 1)
@@ -19,13 +31,13 @@ std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const Distri
                       ") must divide the world size (" + std::to_string(l.world_size) + " ranks)");
   if (l.micro_batches < 1)
     throw LayoutError("the number of micro-batches must be at least 1 (got " + std::to_string(l.micro_batches) + ")");
-  const int D = l.world_size / l.pipeline_stages, P = l.pipeline_stages;
+  const int D = data_parallel_ranks(l), P = l.pipeline_stages;
   if (l.batch_rows < 1) throw std::invalid_argument(source + ": /model/batch: missing; the plan splits the profiled batch");
   if (l.batch_rows % (static_cast<int64_t>(D) * l.micro_batches) != 0)
     throw std::invalid_argument(source + ": the batch of " + std::to_string(l.batch_rows) + " rows does not split into " +
                                 std::to_string(D) + " data-parallel ranks x " + std::to_string(l.micro_batches) +
                                 " micro-batches");
-  const int64_t rows = l.batch_rows / (static_cast<int64_t>(D) * l.micro_batches);
+  const int64_t rows = micro_batch_rows(l);
   std::vector<int> bounds = balanced_cuts(stage_costs(chain), P);
   bounds.insert(bounds.begin(), 0);
   bounds.push_back(chain.length());

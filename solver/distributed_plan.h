@@ -23,6 +23,17 @@ struct DistributedLayout {
   int64_t batch_rows = 0;    // the profile's B, split into D x M micro-batches
 };
 
+// D = world_size / pipeline_stages data-parallel ranks, and the rows of one
+// micro-batch, batch_rows / (D x M). Valid once plan_distributed accepted the layout.
+int data_parallel_ranks(const DistributedLayout& layout);
+int64_t micro_batch_rows(const DistributedLayout& layout);
+
+// Where pipeline stage `stage` of a plan with `num_stages` stages is written when the
+// plan goes to `out_path`: out_path itself for one stage, else S.stage<k>.json for
+// S.json (S.stage<k> + the rest when out_path has no ".json"). `memopt train
+// --schedule` takes these files in stage order.
+std::string stage_schedule_path(const std::string& out_path, int stage, int num_stages);
+
 struct PipelineStagePlan {
   int begin = 0, end = 0;         // chain stages [begin, end)
   Chain chain;                    // its sub-chain at the micro-batch's rows (modeled scaling)

@@ -53,10 +53,9 @@ void run_plan(const PlanArgs& a) {
       throw ProblemTooLarge(what.starts_with("/") ? what : "--slots " + std::to_string(a.slots) + ": " + what);
     }
   }();
-  const int D = a.world_size / a.pipeline_stages;
   std::printf("layout   %d rank(s) = %d data-parallel x %d pipeline stage(s); ZeRO-%d; %d micro-batch(es) of %lld rows\n",
-              a.world_size, D, a.pipeline_stages, a.zero_stage, a.micro_batches,
-              static_cast<long long>(layout.batch_rows / (int64_t{D} * a.micro_batches)));
+              a.world_size, data_parallel_ranks(layout), a.pipeline_stages, a.zero_stage, a.micro_batches,
+              static_cast<long long>(micro_batch_rows(layout)));
   std::printf("device   %s per rank\n\n", format_bytes(device).c_str());
   for (size_t k = 0; k < plans.size(); ++k) {
     const PipelineStagePlan& p = plans[k];
@@ -73,11 +72,7 @@ void run_plan(const PlanArgs& a) {
                 p.schedule.solver.c_str(), format_bytes(p.schedule.predicted.peak_bytes).c_str(),
                 p.schedule.predicted.time_ms);
     if (!a.out_path.empty()) {
-      std::string path = a.out_path;
-      if (plans.size() > 1) {
-        const auto dot = path.rfind(".json");
-        path = (dot == std::string::npos ? path : path.substr(0, dot)) + ".stage" + std::to_string(k) + ".json";
-      }
+      const std::string path = stage_schedule_path(a.out_path, static_cast<int>(k), static_cast<int>(plans.size()));
       write_json_atomic(path, schedule_to_json(p.schedule));
       std::printf("  wrote                   %s\n", path.c_str());
     }

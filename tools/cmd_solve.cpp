@@ -15,6 +15,7 @@
 #include "solver/summary.h"
 #include "solver/units.h"
 #include "tools/commands.h"
+#include "tools/profile_flags.h"
 #include "tools/report_table.h"
 
 namespace memopt::tools {
@@ -31,16 +32,7 @@ struct SolveArgs {
 void run_solve(const SolveArgs& args) {
   using namespace memopt::solver;
   Profile profile = read_profile(args.profile_path);
-  if (args.bandwidth == "none") {
-    profile.chain.link.reset();  // solve as if nothing could be offloaded
-  } else if (!args.bandwidth.empty()) {
-    try {
-      const double b = parse_bandwidth(args.bandwidth);
-      profile.chain.link = Link{b, b};
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
-    }
-  }
+  apply_bandwidth_flag(profile, args.bandwidth);
   const Chain& chain = profile.chain;
   const auto kind = solver_kind_from_word(args.solver);
   if (!kind) throw std::invalid_argument("--solver: unknown solver '" + args.solver + "'; choose one of " + solver_words());
@@ -49,9 +41,7 @@ void run_solve(const SolveArgs& args) {
 
   SolveOptions options{0, *kind, args.slots, args.threads};
   // Before anything runs: a chain too large for the DP must not hang the comparison table.
-  if (std::string e = check_problem_size(chain, options); !e.empty())
-    throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e
-                                                   : "--slots " + std::to_string(args.slots) + ": " + e);
+  check_problem_size_flags(chain, options, args.profile_path);
   const int64_t store_all_peak = store_all_peak_bytes(chain);
   try {
     options.budget_bytes = budget_from_text(args.budget_text, chain, options);

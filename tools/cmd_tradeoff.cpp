@@ -19,6 +19,7 @@
 #include "solver/simulate.h"
 #include "solver/units.h"
 #include "tools/commands.h"
+#include "tools/profile_flags.h"
 #include "tools/report_table.h"
 #ifdef MEMOPT_WITH_TORCH
 #include "runtime/measured_run.h"
@@ -56,24 +57,14 @@ void run_tradeoff(const TradeoffArgs& args) {
                                 "MEMOPT_TORCH=ON (scripts/build.sh), or drop --run for predicted numbers only");
 #endif
   Profile profile = read_profile(args.profile_path);
-  if (!args.bandwidth.empty()) {
-    double bw = 0;
-    try {
-      bw = parse_bandwidth(args.bandwidth);
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
-    }
-    profile.chain.link = Link{bw, bw};
-  }
+  apply_bandwidth_flag(profile, args.bandwidth);
   if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
   TradeoffOptions options;
   options.slots = args.slots;
   options.threads = args.threads;
   options.solvers = parse_solvers(args.solvers);
   for (const SolverKind kind : options.solvers)
-    if (std::string e = check_problem_size(profile.chain, {0, kind, args.slots, args.threads}); !e.empty())
-      throw std::invalid_argument(e.starts_with("/") ? args.profile_path + ": " + e
-                                                     : "--slots " + std::to_string(args.slots) + ": " + e);
+    check_problem_size_flags(profile.chain, {0, kind, args.slots, args.threads}, args.profile_path);
   const int64_t store_all_peak = store_all_peak_bytes(profile.chain);
   options.budgets_bytes = parse_budget_list(args.budgets, store_all_peak);
   print_profile_header(args.profile_path, profile, store_all_peak);
@@ -136,7 +127,7 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
   cmd->add_option("--profile", args->profile_path, "profile.json (memopt profile or memopt estimate)")->required();
   cmd->add_option("--budgets", args->budgets,
                   "first:last:step or a comma list; % of the store-all peak or sizes (1GiB)")->capture_default_str();
-  cmd->add_option("--bandwidth", args->bandwidth, "host link for offloading, e.g. 16GB/s (overrides the profile's)");
+  cmd->add_option("--bandwidth", args->bandwidth, "host link for offloading, e.g. 16GB/s, or none (overrides the profile's)");
   cmd->add_option("--solvers", args->solvers, "comma list (default: optimal,recompute-only,sqrt,recompute-blocks,"
                                               "recompute-all,store-all,offload-all)");
   cmd->add_option("--slots", args->slots, "memory discretisation of the DP")->capture_default_str();

@@ -159,6 +159,11 @@ TEST_F(SweepTest, JsonRoundTrips) {
   const nlohmann::json again = to_json(tradeoff_from_json(nlohmann::json::parse(j.dump())));
   EXPECT_EQ(j, again);
   EXPECT_THROW(tradeoff_from_json({{"format", "memopt.profile"}}), std::invalid_argument);
+  // The file reads top-down: what it is, then how it was made, then the numbers.
+  const nlohmann::ordered_json written = to_json(r);
+  std::vector<std::string> keys;
+  for (auto it = written.begin(); it != written.end() && keys.size() < 4; ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"format", "version", "command", "profile"}));
 }
 
 TEST_F(SweepTest, ReadmeLabelsPredictedAndMeasured) {

@@ -167,6 +167,20 @@ TEST(DistributedPlan, BudgetPerMicroBatchFollowsInFlightCount) {
   EXPECT_THROW(plan_distributed(c, {1, 0, 1, 1, 4}, 100, o, "test"), std::invalid_argument);
 }
 
+TEST(DistributedPlan, MicroBatchRowsAndStageFiles) {
+  DistributedLayout l;
+  l.world_size = 8;
+  l.pipeline_stages = 2;
+  l.micro_batches = 4;
+  l.batch_rows = 32;
+  EXPECT_EQ(data_parallel_ranks(l), 4);
+  EXPECT_EQ(micro_batch_rows(l), 2);  // 32 rows over 4 ranks x 4 micro-batches
+  EXPECT_EQ(stage_schedule_path("out/S.json", 0, 1), "out/S.json");
+  EXPECT_EQ(stage_schedule_path("out/S.json", 0, 2), "out/S.stage0.json");
+  EXPECT_EQ(stage_schedule_path("out/S.json", 1, 2), "out/S.stage1.json");
+  EXPECT_EQ(stage_schedule_path("plan", 3, 4), "plan.stage3.json");
+}
+
 TEST(DistributedPlan, LayoutErrorsNameTheQuantityNotAFlag) {
   const Chain c = gpt2_like_chain();
   const SolveOptions o;

@@ -1,0 +1,23 @@
+// profile_flags.h: the flags several commands apply to a profile they read --
+// --bandwidth, which overrides its host link, and --slots, whose problem-size check
+// must name the flag (or the profile's field) the user can change.
+#pragma once
+
+#include <string>
+
+#include "solver/profile_json.h"
+#include "solver/solve.h"
+
+namespace memopt::tools {
+
+// "" keeps the profile's link; "none" drops it (solve as if nothing could be
+// offloaded); anything else is a bandwidth for both directions ("16GB/s", "1e10").
+// Throws std::invalid_argument prefixed "--bandwidth: ".
+void apply_bandwidth_flag(solver::Profile& profile, const std::string& bandwidth_text);
+
+// check_problem_size for `options`, thrown as std::invalid_argument naming what to
+// change: the profile's field (the check's message starts with its JSON path) or --slots.
+void check_problem_size_flags(const solver::Chain& chain, const solver::SolveOptions& options,
+                              const std::string& profile_path);
+
+}  // namespace memopt::tools
