@@ -2,7 +2,8 @@
 # make_reports.sh: regenerates the trade-off and fit reports committed in results/ --
 # one MEASURED report of the tiny GPT-2 on this machine, and MODELED reports of GPT-2
 # small and xl on a V100-16GB (fp16) and an H100-80GB (bf16).
-#   tools/make_reports.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
+#   tools/make_reports.sh [DATE]     (after scripts/build.sh; DATE defaults to today;
+#                                     MEMOPT_MEASURED=0 remakes only the modeled ones)
 # Each report's README names the command that made it; this script only strings
 # them together and notes, in each README, how its profile was made.
 set -euo pipefail
@@ -15,6 +16,7 @@ note_profile() {  # README, the memopt arguments that made the profile
   printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$2" >> "$1/README.md"
 }
 
+if [ "${MEMOPT_MEASURED:-1}" != 0 ]; then  # MEMOPT_MEASURED=0: the modeled reports only
 dir=results/$date-tradeoff-tiny-cpu
 mkdir -p "$dir"
 args="profile --model gpt2 --preset tiny --out $dir/gpt2_tiny.profile.json"
@@ -23,6 +25,7 @@ args="profile --model gpt2 --preset tiny --out $dir/gpt2_tiny.profile.json"
 "$memopt" tradeoff --profile "$dir/gpt2_tiny.profile.json" --budgets 20%:100%:5% --bandwidth 2GB/s \
   --run --steps 5 --check --out "$dir"
 note_profile "$dir" "$args"
+fi
 
 for combo in "small v100-16gb fp16" "small h100-80gb bf16" "xl v100-16gb fp16" "xl h100-80gb bf16"; do
   set -- $combo
