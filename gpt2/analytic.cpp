@@ -453,7 +453,7 @@ class Gpt2Ops {
       s.give(0, s.make(qkv_bytes));
     });
     t.drop(qkv);  // the c_attn output was a temporary; the views hold its storage
-    // Note [Gradient layouts]
+    // Which views copy their gradient: Note [Gradient layouts].
     const Id q = heads(parts[0], !flash), k = heads(parts[1], false), v = heads(parts[2], !flash);
     for (Id part : parts) t.drop(part);
     Id y = -2;  // (B, H, T, D) attention output
