@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "common/command_line.h"
+#include "solver/atomic_file.h"
+#include "solver/json_printer.h"
 
 namespace memopt::report {
 
@@ -30,6 +32,22 @@ std::string run_plot_script(const std::string& python, const std::string& script
   *ran = false;
   if (std::filesystem::exists(python) && std::filesystem::exists(script)) *ran = std::system(cmd.c_str()) == 0;
   return cmd;
+}
+
+std::vector<Figure> write_report_folder(const ReportFolder& folder, const nlohmann::ordered_json& json,
+                                        const std::function<std::string(const std::vector<Figure>&)>& readme,
+                                        const std::function<void(const std::string& command)>& undrawn) {
+  std::filesystem::create_directories(folder.dir);
+  const std::string json_path = (std::filesystem::path(folder.dir) / folder.json_name).string();
+  solver::write_json_atomic(json_path, json);
+  if (folder.draw) {
+    bool drawn = false;
+    const std::string command = run_plot_script(folder.python, folder.plot_script, json_path, folder.dir, &drawn);
+    if (!drawn) undrawn(command);
+  }
+  const std::vector<Figure> figures = folder.figures_in(folder.dir);
+  solver::write_file_atomic((std::filesystem::path(folder.dir) / "README.md").string(), readme(figures));
+  return figures;
 }
 
 }  // namespace memopt::report

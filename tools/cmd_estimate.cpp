@@ -4,14 +4,12 @@
 //   memopt estimate --model gpt2 --preset xl --gpu h100-80gb --batch 8 --seq 1024 --dtype bf16 --out xl.json
 //   memopt estimate --preset small --gpu v100-16gb --batch 8 --seq 1024 --dtype fp16 --fit-chart --out-dir DIR
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "gpt2/estimate.h"
 #include "gpt2/spec_choices.h"
 #include "report/fit_chart.h"
-#include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/json_printer.h"
@@ -79,16 +77,13 @@ void run_estimate(const EstimateArgs& args) {
   }
   FitReport report = fit_chart(fo, [](const std::string& what) { std::fprintf(stderr, "fit-chart: %s\n", what.c_str()); });
   report.command = o.command;
-  std::filesystem::create_directories(args.out_dir);
-  const std::string json_path = args.out_dir + "/fit.json";
-  solver::write_json_atomic(json_path, to_json(report));
-  bool plotted = false;
-  if (!args.no_plot) {
-    const std::string cmd = run_plot_script(MEMOPT_PYTHON, std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_fit.py",
-                                            json_path, args.out_dir, &plotted);
-    if (!plotted) std::fprintf(stderr, "fit-chart: figures not made; to make them run:\n  %s\n", cmd.c_str());
-  }
-  solver::write_file_atomic(args.out_dir + "/README.md", fit_readme(report, fit_figures(args.out_dir)));
+  const ReportFolder folder{args.out_dir, "fit.json", MEMOPT_PYTHON, std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_fit.py",
+                            !args.no_plot, fit_figures};
+  write_report_folder(
+      folder, to_json(report), [&](const std::vector<Figure>& f) { return fit_readme(report, f); },
+      [](const std::string& cmd) {
+        std::fprintf(stderr, "fit-chart: figures not made; to make them run:\n  %s\n", cmd.c_str());
+      });
   std::printf("largest batch at seq %lld: store-all %lld, optimal<=%.0f%% %lld (modeled)\nreport: %s/README.md\n",
               static_cast<long long>(o.workload.seq_len), static_cast<long long>(report.largest_batch["store-all"]),
               100 * args.max_overhead, static_cast<long long>(report.largest_batch["optimal<=10%"]),

@@ -4,16 +4,13 @@
 //   memopt tradeoff --profile P.json --budgets 20%:100%:5% --out DIR
 //   memopt tradeoff --profile P.json --budgets 30%:100%:10% --run --steps 3 --out DIR
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "report/tradeoff.h"
-#include "solver/atomic_file.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
-#include "solver/json_printer.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/simulate.h"
@@ -102,18 +99,13 @@ void run_tradeoff(const TradeoffArgs& args) {
   report.profile_path = args.profile_path;
   report.machine = this_machine();
 
-  std::filesystem::create_directories(args.out_dir);
-  const std::string json_path = args.out_dir + "/tradeoff.json";
-  write_json_atomic(json_path, to_json(report));
-  bool plotted = false;
-  if (!args.no_plot) {
-    const std::string cmd =
-        run_plot_script(MEMOPT_PYTHON, std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_tradeoff.py", json_path,
-                        args.out_dir, &plotted);
-    if (!plotted) std::fprintf(stderr, "tradeoff: figures not made; to make them run:\n  %s\n", cmd.c_str());
-  }
-  const std::vector<Figure> figures = tradeoff_figures(args.out_dir);
-  write_file_atomic(args.out_dir + "/README.md", tradeoff_readme(report, figures));
+  const ReportFolder folder{args.out_dir, "tradeoff.json", MEMOPT_PYTHON,
+                            std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_tradeoff.py", !args.no_plot, tradeoff_figures};
+  const std::vector<Figure> figures = write_report_folder(
+      folder, to_json(report), [&](const std::vector<Figure>& f) { return tradeoff_readme(report, f); },
+      [](const std::string& cmd) {
+        std::fprintf(stderr, "tradeoff: figures not made; to make them run:\n  %s\n", cmd.c_str());
+      });
   std::printf("\nreport: %s/README.md (tradeoff.json, %zu figure%s)\n", args.out_dir.c_str(), figures.size(),
               figures.size() == 1 ? "" : "s");
 }
