@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "distributed/comm.h"
-#include "runtime/executor.h"
 #include "model/staged_model.h"
+#include "runtime/executor.h"
 #include "solver/schedule.h"
 
 namespace memopt::distributed {

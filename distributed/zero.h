@@ -17,8 +17,8 @@
 
 #include "distributed/comm.h"
 #include "distributed/flat_adamw.h"
-#include "runtime/executor.h"
 #include "model/staged_model.h"
+#include "runtime/executor.h"
 
 namespace memopt::distributed {
 

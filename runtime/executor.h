@@ -13,9 +13,9 @@
 #include <ATen/core/Tensor.h>
 
 #include "measure/stage_tracer.h"
+#include "model/staged_model.h"
 #include "runtime/copy_engine.h"
 #include "runtime/saved_state.h"
-#include "model/staged_model.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {

@@ -1,8 +1,6 @@
 // measured_run.cpp: the measured training steps behind `memopt run` and `memopt tradeoff --run`.
 #include "runtime/measured_run.h"
 
-#include "solver/simulate.h"
-
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 
@@ -13,10 +11,10 @@
 
 #include "common/stats.h"
 #include "measure/cpu_allocator.h"
+#include "model/gpt2.h"
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
-#include "model/gpt2.h"
 #include "runtime/memory_check.h"
 #include "runtime/train_step.h"
 #include "solver/simulate.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "measure/memory_meter.h"
-#include "runtime/executor.h"
 #include "model/staged_model.h"
+#include "runtime/executor.h"
 #include "runtime/train_step.h"
 
 namespace memopt::runtime {

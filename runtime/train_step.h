@@ -8,8 +8,8 @@
 #include <ATen/core/Tensor.h>
 
 #include "measure/memory_meter.h"
-#include "runtime/executor.h"
 #include "model/staged_model.h"
+#include "runtime/executor.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {

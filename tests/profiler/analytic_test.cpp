@@ -10,8 +10,8 @@
 
 #include "gpt2/analytic.h"
 #include "measure/cpu_allocator.h"
-#include "profiler/profiler.h"
 #include "model/gpt2.h"
+#include "profiler/profiler.h"
 
 namespace memopt::profiler {
 namespace {

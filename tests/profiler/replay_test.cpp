@@ -10,8 +10,8 @@
 #include <ATen/ATen.h>
 
 #include "measure/cpu_allocator.h"
-#include "profiler/profiler.h"
 #include "model/gpt2.h"
+#include "profiler/profiler.h"
 #include "solver/baselines.h"
 #include "solver/simulate.h"
 

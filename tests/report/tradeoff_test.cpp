@@ -7,10 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "report/tradeoff.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/simulate.h"
-#include "report/tradeoff.h"
 #include "tests/report/synthetic_profile.h"
 
 namespace memopt::report {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "measure/cpu_allocator.h"
+#include "model/gpt2.h"
 #include "profiler/profiler.h"
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
-#include "model/gpt2.h"
 #include "runtime/train_step.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"

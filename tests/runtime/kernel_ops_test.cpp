@@ -9,8 +9,8 @@
 
 #include "kernels/cpu/reference.h"
 #include "measure/cpu_allocator.h"
-#include "runtime/executor.h"
 #include "model/kernel_ops.h"
+#include "runtime/executor.h"
 #include "tests/model/test_util.h"
 
 namespace memopt::runtime {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "measure/cpu_allocator.h"
-#include "profiler/profiler.h"
 #include "model/gpt2.h"
+#include "profiler/profiler.h"
 #include "runtime/train_step.h"
 
 namespace memopt::runtime::testing {
