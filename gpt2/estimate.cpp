@@ -269,7 +269,8 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
     est.fwd_flop.push_back(flop);
     est.fwd_bytes_moved.push_back(moved);
   }
-  chain.link = solver::Link{o.gpu.link_bytes_per_s, o.gpu.link_bytes_per_s};
+  const LinkSpec link = gpu_link(o.gpu);
+  chain.link = solver::Link{link.bytes_per_s, link.bytes_per_s};
   est.profile.measured = false;
   est.profile.static_bytes = gpt2_static_bytes(o.config, o.dtype);
   gpt2::Gpt2Spec spec;
@@ -282,7 +283,7 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
                         {"name", std::string(o.gpu.name) + " (modeled)"},
                         {"fp32_flop_per_s", o.gpu.fp32_flop_per_s},
                         {"gpu", std::string(o.gpu.word)},
-                        {"link", std::string(o.gpu.link_name)},
+                        {"link", std::string(link.name)},
                         {"memory_bytes", o.gpu.memory_bytes},
                         {"memory_bytes_per_s", o.gpu.memory_bytes_per_s},
                         {"peak_flop_per_s", peak}};
@@ -297,7 +298,7 @@ nlohmann::ordered_json estimate_json(const Estimate& est, const EstimateOptions&
   j["note"] = "MODELED, not measured: bytes from gpt2/analytic.h scaled to " + std::string(info(o.dtype).word) +
               " (Note [Activation dtype] in gpt2/estimate.h), times from a per-op roofline of the " +
               std::string(o.gpu.name) + " datasheet peaks (Note [Roofline]; backward = 2 x forward), link = " +
-              std::string(o.gpu.link_name) + " achieved bandwidth. Regenerate with: " + o.command;
+              std::string(gpu_link(o.gpu).name) + " achieved bandwidth. Regenerate with: " + o.command;
   j.update(profile);
   j["command"] = o.command;
   for (size_t i = 0; i < est.bytes.size(); ++i) {

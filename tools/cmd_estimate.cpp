@@ -59,7 +59,7 @@ void run_estimate(const EstimateArgs& args) {
   std::printf("  store-all activation peak %s, static %s, GPU memory %s\n", format_bytes(store_all_peak).c_str(),
               format_bytes(est.profile.static_bytes).c_str(), format_bytes(o.gpu.memory_bytes).c_str());
   std::printf("  one step (roofline, forward + 2x backward) %.2f ms; link %s at %.3g bytes/s\n",
-              solver::sum_fwd_bwd_ms(chain), std::string(o.gpu.link_name).c_str(), o.gpu.link_bytes_per_s);
+              solver::sum_fwd_bwd_ms(chain), std::string(gpt2::gpu_link(o.gpu).name).c_str(), gpt2::gpu_link(o.gpu).bytes_per_s);
   if (!args.out_path.empty()) {
     solver::write_json_atomic(args.out_path, gpt2::estimate_json(est, o));
     std::printf("wrote %s\n", args.out_path.c_str());

@@ -149,6 +149,12 @@ TEST(GpuTable, LookupAndErrors) {
   EXPECT_FALSE(gpu_spec("tpu-v4"));
   for (const GpuSpec& g : kGpuSpecs) EXPECT_NE(gpu_words().find(std::string(g.word)), std::string::npos);
   EXPECT_EQ(peak_flop_per_s(*v100, Dtype::Fp16), 125e12);
+  // Every GPU's link is a row of the link table; aliases land on a row of the GPU table.
+  for (const GpuSpec& g : kGpuSpecs) EXPECT_TRUE(link_spec(g.link_word)) << g.word;
+  for (const auto& [alias, target] : kGpuAliases) EXPECT_EQ(gpu_spec(alias)->word, target);
+  EXPECT_EQ(gpu_link(*gpu_spec("gh200")).bytes_per_s, 360e9);
+  EXPECT_EQ(gpu_link(*gpu_spec("h100-sxm")).name, "PCIe 5.0 x16");
+  EXPECT_FALSE(link_spec("pcie6"));
   try {
     peak_flop_per_s(*v100, Dtype::Bf16);
     FAIL() << "V100 has no bf16";
