@@ -1,9 +1,10 @@
-// cpu_allocator.cpp: the counting CPU allocator and its one-time installation.
+// cpu_allocator.cpp: the counting, caching CPU allocator and its one-time installation.
 #include "measure/cpu_allocator.h"
 
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
+#include <vector>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -15,64 +16,107 @@ namespace {
 // Some ATen kernels (gelu's, for one) take scratch memory through
 // Allocator::raw_allocate, which insists that a DataPtr's context is its data
 // pointer and frees it later through raw_deleter(). So the counted DataPtr carries
-// the data pointer as its context, and what it must free and uncount is looked up
+// the data pointer as its context, and what it must uncount and cache is looked up
 // in a table keyed by that pointer.
 struct Counted {
   c10::DataPtr inner;  // the base allocator's own DataPtr: destroying it frees the memory
-  int64_t num_bytes;
+  int64_t num_bytes;   // requested
+  int64_t block_bytes; // its size class (Note [A caching testbed allocator])
 };
 
-std::mutex& table_mutex() {
+// Everything below is guarded by state_mutex(); the counters are atomics so that
+// meters read them without the lock.
+std::mutex& state_mutex() {
   static std::mutex m;
   return m;
 }
-std::unordered_map<void*, Counted>& table() {
-  static auto* t = new std::unordered_map<void*, Counted>();  // never destroyed: see counting_cpu_allocator()
+// Never destroyed: see counting_cpu_allocator().
+std::unordered_map<void*, Counted>& in_use() {
+  static auto* t = new std::unordered_map<void*, Counted>();
+  return *t;
+}
+std::unordered_map<int64_t, std::vector<c10::DataPtr>>& cached() {
+  static auto* t = new std::unordered_map<int64_t, std::vector<c10::DataPtr>>();
   return *t;
 }
 
+void raise_peak(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+int64_t CountingCpuAllocator::block_bytes(int64_t num_bytes) {
+  return (num_bytes + kBlockRoundBytes - 1) / kBlockRoundBytes * kBlockRoundBytes;
+}
 
 c10::DataPtr CountingCpuAllocator::allocate(size_t num_bytes) {
   // Checked before allocating; two threads racing past the limit together may overshoot
   // it by one allocation each, which a capacity emulation can afford.
   if (const int64_t limit = limit_bytes(); limit > 0) {
-    const int64_t in_use = current_bytes();
-    TORCH_CHECK_WITH(OutOfMemoryError, in_use + static_cast<int64_t>(num_bytes) <= limit,
-                     "CPU testbed device memory: cannot allocate ", num_bytes, " bytes with ", in_use,
+    const int64_t in_use_bytes = current_bytes();
+    TORCH_CHECK_WITH(OutOfMemoryError, in_use_bytes + static_cast<int64_t>(num_bytes) <= limit,
+                     "CPU testbed device memory: cannot allocate ", num_bytes, " bytes with ", in_use_bytes,
                      " in use of the limit of ", limit, " bytes");
   }
-  c10::DataPtr inner = base_->allocate(num_bytes);
+  const auto n = static_cast<int64_t>(num_bytes);
+  if (n == 0) {
+    c10::DataPtr inner = base_->allocate(0);
+    return {nullptr, nullptr, &CountingCpuAllocator::release, inner.device()};
+  }
+  const int64_t block = block_bytes(n);
+  c10::DataPtr inner;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex());
+    auto it = cached().find(block);
+    if (it != cached().end() && !it->second.empty()) {
+      inner = std::move(it->second.back());
+      it->second.pop_back();
+    }
+  }
+  if (!inner) {
+    inner = base_->allocate(static_cast<size_t>(block));  // outside the lock: the system may be slow
+    if (inner.get() == nullptr) return {nullptr, nullptr, &CountingCpuAllocator::release, inner.device()};
+    num_system_allocations_.fetch_add(1, std::memory_order_relaxed);
+    raise_peak(peak_reserved_bytes_, reserved_bytes_.fetch_add(block, std::memory_order_relaxed) + block);
+  }
   void* data = inner.get();
   const c10::Device device = inner.device();
-  const auto n = static_cast<int64_t>(num_bytes);
-  if (data == nullptr) return {nullptr, nullptr, &CountingCpuAllocator::release, device};
   {
-    std::lock_guard<std::mutex> lock(table_mutex());
-    table().emplace(data, Counted{std::move(inner), n});
+    std::lock_guard<std::mutex> lock(state_mutex());
+    in_use().emplace(data, Counted{std::move(inner), n, block});
   }
-  const int64_t now = current_bytes_.fetch_add(n, std::memory_order_relaxed) + n;
-  int64_t peak = peak_bytes_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_bytes_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  raise_peak(peak_bytes_, current_bytes_.fetch_add(n, std::memory_order_relaxed) + n);
   num_allocations_.fetch_add(1, std::memory_order_relaxed);
   return {data, data, &CountingCpuAllocator::release, device};
 }
 
 void CountingCpuAllocator::release(void* data) {
   if (data == nullptr) return;
-  c10::DataPtr inner;
   int64_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(table_mutex());
-    auto it = table().find(data);
-    if (it == table().end()) return;
-    inner = std::move(it->second.inner);
+    std::lock_guard<std::mutex> lock(state_mutex());
+    auto it = in_use().find(data);
+    if (it == in_use().end()) return;
     n = it->second.num_bytes;
-    table().erase(it);
+    cached()[it->second.block_bytes].push_back(std::move(it->second.inner));
+    in_use().erase(it);
   }
   counting_cpu_allocator().current_bytes_.fetch_sub(n, std::memory_order_relaxed);
-  // ~inner hands the memory back to the base allocator, outside the lock.
+}
+
+void CountingCpuAllocator::empty_cache() {
+  std::unordered_map<int64_t, std::vector<c10::DataPtr>> freed;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex());
+    freed.swap(cached());
+  }
+  int64_t bytes = 0;
+  for (const auto& [block, ptrs] : freed) bytes += block * static_cast<int64_t>(ptrs.size());
+  reserved_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  // ~freed hands the memory back to the base allocator, outside the lock.
 }
 
 c10::DeleterFnPtr CountingCpuAllocator::raw_deleter() const { return &CountingCpuAllocator::release; }

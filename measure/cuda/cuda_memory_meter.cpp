@@ -13,13 +13,18 @@ class CudaMemoryMeter final : public MemoryMeter {
   explicit CudaMemoryMeter(c10::DeviceIndex device) : device_(device) {}
   int64_t current_bytes() const override { return allocated().current; }
   int64_t peak_bytes() const override { return allocated().peak; }
-  // Also resets the allocator's other peaks (reserved, active): nothing else in
-  // memopt reads them during a measurement.
+  int64_t reserved_bytes() const override { return reserved().current; }
+  int64_t peak_reserved_bytes() const override { return reserved().peak; }
+  // Resets the allocated and reserved peaks (and the active one, which memopt does
+  // not read).
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
 
  private:
   c10::CachingAllocator::Stat allocated() const {
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).allocated_bytes[kAggregate];
+  }
+  c10::CachingAllocator::Stat reserved() const {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).reserved_bytes[kAggregate];
   }
   c10::DeviceIndex device_;
 };

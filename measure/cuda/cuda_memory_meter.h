@@ -1,6 +1,6 @@
 // cuda_memory_meter.h: the MemoryMeter on the CUDA caching allocator's statistics:
-// allocated bytes (what live tensors occupy), not reserved bytes (what the cache
-// holds). reset_peak() resets the allocator's peak, so each measurement starts at
+// allocated bytes (what live tensors occupy) for plans, reserved bytes (what the
+// cache holds from the driver) beside them. reset_peak() resets the allocator's peak, so each measurement starts at
 // the current bytes. Blind to cuBLAS/cuDNN workspaces outside the allocator, as
 // the CPU counter is to oneDNN's scratch (Note [Stage byte accounting]).
 #pragma once
