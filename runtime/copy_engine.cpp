@@ -64,10 +64,10 @@ CpuCopyEngine::Link::~Link() {
 }
 
 void CpuCopyEngine::Link::submit(std::function<void()> work, int64_t num_bytes, std::shared_ptr<CpuTransfer> transfer,
-                                  std::shared_ptr<Transfer> after) {
+                                  std::shared_ptr<Transfer> after, bool release_device_at_end) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back({std::move(work), num_bytes, std::move(transfer), std::move(after)});
+    jobs_.push_back({std::move(work), num_bytes, std::move(transfer), std::move(after), release_device_at_end});
   }
   cv_.notify_all();
 }
@@ -101,6 +101,7 @@ void CpuCopyEngine::Link::run() {
     {
       CpuTransfer& t = *job.transfer;
       std::lock_guard<std::mutex> lock(t.mutex_);
+      if (job.release_device_at_end) t.device_ = at::Tensor();
       t.copy_ms_ = ms;
       t.done_ = true;
       t.cv_.notify_all();
@@ -131,12 +132,10 @@ std::shared_ptr<Transfer> CpuCopyEngine::offload(const at::Tensor& device_tensor
   t->sizes_ = device_tensor.sizes().vec();
   t->device_ = device_tensor;
   CpuTransfer* raw = t.get();
-  d2h_.submit(
-      [raw] {
-        std::memcpy(raw->host_, raw->device_.data_ptr(), static_cast<size_t>(raw->num_bytes_));
-        raw->device_ = at::Tensor();  // the device copy is freed when its transfer ends
-      },
-      t->num_bytes_, t);
+  // The device copy is freed when the transfer ends on the emulated link, not when
+  // memcpy is done reading it (Link::run).
+  d2h_.submit([raw] { std::memcpy(raw->host_, raw->device_.data_ptr(), static_cast<size_t>(raw->num_bytes_)); },
+              t->num_bytes_, t, /*after=*/nullptr, /*release_device_at_end=*/true);
   return t;
 }
 

@@ -136,9 +136,10 @@ class CpuCopyEngine final : public CopyEngine {
     explicit Link(double bytes_per_s);
     ~Link();
     // `after`, when set, must finish before this copy starts (a prefetch waits for
-    // its offload).
+    // its offload). With `release_device_at_end` (an offload) the transfer lets go of
+    // its device tensor when the copy ends on the emulated link.
     void submit(std::function<void()> work, int64_t num_bytes, std::shared_ptr<CpuTransfer> transfer,
-                std::shared_ptr<Transfer> after = nullptr);
+                std::shared_ptr<Transfer> after = nullptr, bool release_device_at_end = false);
     void drain();
 
    private:
@@ -148,6 +149,7 @@ class CpuCopyEngine final : public CopyEngine {
       int64_t num_bytes;
       std::shared_ptr<CpuTransfer> transfer;
       std::shared_ptr<Transfer> after;
+      bool release_device_at_end = false;
     };
     double bytes_per_s_;
     std::mutex mutex_;

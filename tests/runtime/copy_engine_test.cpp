@@ -1,10 +1,15 @@
 // copy_engine_test.cpp: the host pool's bookkeeping (HostArena, shared by the CPU and
-// CUDA engines), the CPU engine through the factory, and the factory's errors.
+// CUDA engines), the CPU engine through the factory -- its emulated link's rate and
+// when it lets go of device memory -- and the factory's errors.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
+#include <chrono>
+#include <thread>
+
 #include "measure/backend.h"
+#include "measure/cpu_allocator.h"
 #include "runtime/copy_engine.h"
 #include "runtime/host_arena.h"
 
@@ -69,6 +74,50 @@ TEST(CopyEngineFactory, CpuEngineRoundTripsThroughTheHostPool) {
   // The pool was recycled: a second step fits again.
   auto again = engine->prefetch(engine->offload(a));
   EXPECT_TRUE(at::equal(again->take_device_tensor(), a));
+  engine->finish_step();
+}
+
+// A capped link can never beat its cap: the engine sleeps until bytes / rate has
+// passed since the copy started, so achieved <= requested holds exactly (copy_ms is
+// measured over that same interval). From below, only a stalled machine could make a
+// transfer take twice its time, hence the loose lower bound. Rates from 1 MB/s to
+// 1 GB/s, each transfer about 40 ms.
+TEST(CpuCopyEngine, ACappedTransferRunsAtItsRate) {
+  for (const double rate : {1e6, 50e6, 1e9}) {
+    const auto num_bytes = static_cast<int64_t>(rate * 0.04) / 64 * 64;
+    const at::Tensor t = at::ones({num_bytes / 4}, at::kFloat);
+    auto engine = make_copy_engine(c10::Device(c10::kCPU), {rate, rate, HostArena::bytes_for(std::vector<int64_t>{num_bytes})});
+    auto out = engine->offload(t);
+    auto back = engine->prefetch(out);
+    EXPECT_TRUE(at::equal(back->take_device_tensor(), t));
+    engine->finish_step();
+    for (const auto& transfer : {out, back}) {
+      const double achieved = static_cast<double>(num_bytes) / (transfer->copy_ms() / 1e3);
+      EXPECT_LE(achieved, rate) << "requested " << rate;
+      EXPECT_GE(achieved, 0.5 * rate) << "requested " << rate;
+    }
+  }
+}
+
+// The device copy stays allocated until the emulated transfer ends, as on a GPU the
+// source of a copy in flight cannot be reused: memcpy finishing early frees nothing.
+TEST(CpuCopyEngine, AnOffloadFreesItsDeviceCopyWhenTheEmulatedTransferEnds) {
+  measure::CpuMemoryMeter meter;
+  const int64_t num_bytes = 1 << 20;
+  auto engine = make_copy_engine(c10::Device(c10::kCPU), {num_bytes / 2.0, num_bytes / 2.0,
+                                                           HostArena::bytes_for(std::vector<int64_t>{num_bytes})});
+  const int64_t before = meter.current_bytes();
+  std::shared_ptr<Transfer> out;
+  {
+    at::Tensor t = at::ones({num_bytes / 4}, at::kFloat);
+    out = engine->offload(t);
+  }  // the caller let go; the transfer holds the device copy
+  // memcpy of 1 MiB takes well under a millisecond; the emulated link takes 2 s.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(out->done());
+  EXPECT_EQ(meter.current_bytes() - before, num_bytes);
+  out->wait();
+  EXPECT_EQ(meter.current_bytes(), before);
   engine->finish_step();
 }
 
