@@ -198,6 +198,13 @@ double roofline_ms(const RooflineOp& op, double peak, double memory_bytes_per_s)
   return 1e3 * std::max(op.flop / peak, op.bytes_moved / memory_bytes_per_s);
 }
 
+double stage_forward_roofline_ms(const std::vector<RooflineOp>& ops, const GpuSpec& gpu, Dtype dtype) {
+  const double peak = peak_flop_per_s(gpu, dtype);
+  double ms = 0;
+  for (const RooflineOp& op : ops) ms += roofline_ms(op, op.tensor_core ? peak : gpu.fp32_flop_per_s, gpu.memory_bytes_per_s);
+  return ms;
+}
+
 std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& config,
                                                     const gpt2::Gpt2Workload& workload, Dtype dtype) {
   const gpt2::Gpt2Config c = gpu_config(config);
@@ -232,9 +239,9 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
   chain.input_bytes = gpt2_analytic_input_bytes(o.workload);
   for (size_t i = 0; i < est.bytes.size(); ++i) {
     const StageBytes& b = est.bytes[i];
-    double fwd_ms = 0, flop = 0, moved = 0;
+    const double fwd_ms = stage_forward_roofline_ms(ops[i], o.gpu, o.dtype);
+    double flop = 0, moved = 0;
     for (const RooflineOp& op : ops[i]) {
-      fwd_ms += roofline_ms(op, op.tensor_core ? peak : o.gpu.fp32_flop_per_s, o.gpu.memory_bytes_per_s);
       flop += op.flop;
       moved += op.bytes_moved;
     }

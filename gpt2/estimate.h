@@ -82,6 +82,9 @@ struct RooflineOp {
 // trades, are those of the model.
 double roofline_ms(const RooflineOp& op, double peak_flop_per_s, double memory_bytes_per_s);
 double peak_flop_per_s(const GpuSpec& gpu, Dtype dtype);  // throws for bf16 on a GPU without it
+// A stage's forward on `gpu`: the sum of its ops' rooflines, matmuls at the dtype's
+// tensor-core peak and the rest at the fp32 peak.
+double stage_forward_roofline_ms(const std::vector<RooflineOp>& ops, const GpuSpec& gpu, Dtype dtype);
 
 // The forward kernels of every stage, in stage order (model/gpt2.cpp's ops).
 std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& config,

@@ -200,4 +200,18 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+std::string format_bandwidth(double bytes_per_s) {
+  static constexpr const char* kUnits[] = {"B/s", "kB/s", "MB/s", "GB/s", "TB/s"};
+  constexpr int kLast = static_cast<int>(std::size(kUnits)) - 1;
+  double v = bytes_per_s;
+  int u = 0;
+  while (std::fabs(v) >= 999.95 && u < kLast) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
 }  // namespace memopt::solver

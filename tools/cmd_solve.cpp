@@ -25,6 +25,7 @@ struct SolveArgs {
   std::string profile_path, budget_text, out_path;
   std::string solver = "optimal";
   std::string bandwidth;  // overrides the profile's link, both directions
+  std::string emulate;    // or sets it to a GPU's link at this testbed's speed
   int slots = 500;
   int threads = 0;
 };
@@ -33,6 +34,7 @@ void run_solve(const SolveArgs& args) {
   using namespace memopt::solver;
   Profile profile = read_profile(args.profile_path);
   apply_bandwidth_flag(profile, args.bandwidth);
+  apply_emulate_flag(profile, args.emulate, args.bandwidth);
   const Chain& chain = profile.chain;
   const auto kind = solver_kind_from_word(args.solver);
   if (!kind) throw std::invalid_argument("--solver: unknown solver '" + args.solver + "'; choose one of " + solver_words());
@@ -92,6 +94,7 @@ void add_solve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bandwidth", args->bandwidth,
                   "host<->device link for offloading, e.g. 16GB/s (default: the profile's link; none: no offload)");
+  cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_option("--slots", args->slots, "memory discretisation of the DP (finer wastes less budget)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();

@@ -3,12 +3,14 @@
 
 #include <stdexcept>
 
+#include "gpt2/link_emulation.h"
 #include "solver/units.h"
 
 namespace memopt::tools {
 
 void apply_bandwidth_flag(solver::Profile& profile, const std::string& bandwidth_text) {
   if (bandwidth_text.empty()) return;
+  profile.device.erase("link_emulation");  // the link is no longer the emulated one
   if (bandwidth_text == "none") {
     profile.chain.link.reset();
     return;
@@ -18,6 +20,18 @@ void apply_bandwidth_flag(solver::Profile& profile, const std::string& bandwidth
     profile.chain.link = solver::Link{bytes_per_s, bytes_per_s};
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
+  }
+}
+
+void apply_emulate_flag(solver::Profile& profile, const std::string& emulate_text,
+                        const std::string& bandwidth_text) {
+  if (emulate_text.empty()) return;
+  if (!bandwidth_text.empty())
+    throw std::invalid_argument("--emulate and --bandwidth both set the link; give one of them");
+  try {
+    gpt2::apply_link_emulation(profile, gpt2::emulate_link(profile, emulate_text));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--emulate: ") + e.what());
   }
 }
 

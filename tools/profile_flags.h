@@ -1,5 +1,5 @@
 // profile_flags.h: the flags several commands apply to a profile they read --
-// --bandwidth, which overrides its host link, and --slots, whose problem-size check
+// --bandwidth and --emulate, which override its host link, and --slots, whose problem-size check
 // must name the flag (or the profile's field) the user can change.
 #pragma once
 
@@ -14,6 +14,13 @@ namespace memopt::tools {
 // offloaded); anything else is a bandwidth for both directions ("16GB/s", "1e10").
 // Throws std::invalid_argument prefixed "--bandwidth: ".
 void apply_bandwidth_flag(solver::Profile& profile, const std::string& bandwidth_text);
+
+// "" keeps the profile's link; "GPU[:LINK[:DTYPE]]" sets it to that GPU's link at the
+// testbed's speed (Note [Emulated link] in gpt2/link_emulation.h) and records the
+// emulation in the profile. Throws std::invalid_argument prefixed "--emulate: ";
+// with --bandwidth too, refuses both.
+void apply_emulate_flag(solver::Profile& profile, const std::string& emulate_text,
+                        const std::string& bandwidth_text = "");
 
 // check_problem_size for `options`, thrown as std::invalid_argument naming what to
 // change: the profile's field (the check's message starts with its JSON path) or --slots.

@@ -99,6 +99,11 @@ expect_error budget_percent "--budget" "out of range" -- $(solve "$P" 0%)
 expect_error budget_below_min "smallest budget that works" "--budget min" -- $(solve "$P" 1KiB)
 expect_error bandwidth_unit "--bandwidth" "unknown unit" -- $(solve "$P") --bandwidth 3parsecs
 expect_error unknown_solver "--solver" "optimal" -- $(solve "$P") --solver fastest
+# --emulate needs a measured GPT-2 profile (its FLOPs) and known words; with
+# --bandwidth too it refuses both.
+expect_error emulate_gpu "--emulate" "unknown GPU 'tpu'" "known GPUs" -- $(solve "$P") --emulate tpu:pcie5
+expect_error emulate_both "--emulate and --bandwidth" -- $(solve "$P") --emulate h100 --bandwidth 1GB/s
+expect_error emulate_model "--emulate" "needs a GPT-2 profile" -- $(solve "$P") --emulate h100
 # The GPT-2 a modeled profile is of: each bad choice names its flag.
 est() { echo estimate --gpu v100-16gb --out "$dir/e.json"; }
 expect_error estimate_model "--model: 'llama' is not supported; use gpt2" -- $(est) --model llama

@@ -177,5 +177,16 @@ TEST(FormatBytes, HumanUnits) {
   for (const auto& [bytes, text] : cases) EXPECT_EQ(format_bytes(bytes), text) << bytes;
 }
 
+TEST(FormatBandwidth, PowersOfAThousandAndTheyParseBack) {
+  const std::pair<double, const char*> cases[] = {
+      {512, "512 B/s"}, {50e9, "50.0 GB/s"}, {48.34e6, "48.3 MB/s"}, {999.99e6, "1.0 GB/s"}, {2.5e12, "2.5 TB/s"},
+  };
+  for (const auto& [rate, text] : cases) {
+    EXPECT_EQ(format_bandwidth(rate), text) << rate;
+    // What is printed reads back as the same rate to the printed precision.
+    EXPECT_NEAR(parse_bandwidth(text), rate, rate * 0.01) << text;
+  }
+}
+
 }  // namespace
 }  // namespace memopt::solver
