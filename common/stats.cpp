@@ -26,9 +26,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double median_after_first(std::vector<double> v) {
-  if (v.size() > 1) v.erase(v.begin());
-  return median(std::move(v));
-}
+Spread spread(const std::vector<double>& v) { return {median(v), quantile(v, 0.25), quantile(v, 0.75)}; }
+
+bool below_beyond_spread(const Spread& a, const Spread& b) { return a.q75 < b.q25; }
 
 }  // namespace memopt::common

@@ -15,8 +15,16 @@ double median(std::vector<double> v);
 // statistics (the rule NumPy calls "linear"): quantile(v, 0.5) == median(v).
 double quantile(std::vector<double> v, double q);
 
-// The median of v without its first element (the whole of v when it has one): the
-// first step of a training run pays for lazy initialisation.
-double median_after_first(std::vector<double> v);
+// A sample as memopt reports every measured time: its median and interquartile range
+// (quantile() at 0.25 and 0.75). Throws std::invalid_argument on an empty v.
+struct Spread {
+  double median = 0;
+  double q25 = 0;
+  double q75 = 0;
+};
+Spread spread(const std::vector<double>& v);
+
+// a and b differ beyond their spreads: a's whole interquartile range lies below b's.
+bool below_beyond_spread(const Spread& a, const Spread& b);
 
 }  // namespace memopt::common

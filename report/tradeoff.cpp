@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/host.h"
+#include "common/stats.h"
 #include "report/solver_comparison.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
@@ -46,7 +47,10 @@ std::string percent_label(int64_t bytes, int64_t reference) {
 }
 
 nlohmann::ordered_json measured_json(const MeasuredPoint& m) {
-  nlohmann::ordered_json j = {{"peak_bytes", m.peak_bytes}, {"time_ms", m.time_ms}, {"steps", m.steps}};
+  nlohmann::ordered_json j = {{"peak_bytes", m.peak_bytes},   {"reserved_peak_bytes", m.reserved_peak_bytes},
+                              {"time_ms", m.time_ms},         {"time_q25_ms", m.time_q25_ms},
+                              {"time_q75_ms", m.time_q75_ms}, {"steps", m.steps},
+                              {"warmup_steps", m.warmup_steps}};
   if (m.max_abs_grad_diff) j["max_abs_grad_diff"] = *m.max_abs_grad_diff;
   if (!m.same_ops_as.empty()) j["same_ops_as"] = m.same_ops_as;
   return j;
@@ -55,8 +59,12 @@ nlohmann::ordered_json measured_json(const MeasuredPoint& m) {
 MeasuredPoint measured_from_json(const nlohmann::json& j) {
   MeasuredPoint m;
   m.peak_bytes = j.at("peak_bytes").get<int64_t>();
+  m.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
   m.time_ms = j.at("time_ms").get<double>();
+  m.time_q25_ms = j.at("time_q25_ms").get<double>();
+  m.time_q75_ms = j.at("time_q75_ms").get<double>();
   m.steps = j.at("steps").get<int>();
+  m.warmup_steps = j.at("warmup_steps").get<int>();
   if (j.contains("max_abs_grad_diff")) m.max_abs_grad_diff = j["max_abs_grad_diff"].get<double>();
   m.same_ops_as = j.value("same_ops_as", std::string());
   return m;
@@ -136,15 +144,18 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   r.budgets_bytes = options.budgets_bytes;
   for (SolverKind k : options.solvers) r.solvers.emplace_back(info(k).word);
 
-  std::map<std::string, MeasuredPoint> measured_ops;  // ops -> where they were first measured
+  // Every point is solved first; then the distinct schedules, store-all without a
+  // budget first, are measured together (Note [Measurement protocol]).
+  std::vector<Schedule> distinct;
+  std::vector<std::string> first_seen_at;  // where each distinct schedule first appeared
+  std::map<std::string, size_t> index_of;  // ops -> index in distinct
+  std::vector<std::optional<size_t>> point_schedule;
   if (measure) {
     Schedule base{"store-all", r.store_all_peak_bytes, chain.length(), {}, store_all};
     base.predicted = {r.store_all_peak_bytes, r.base_time_ms};
-    if (auto m = measure(base)) {
-      r.measured_base = *m;
-      m->same_ops_as = "store-all@unbudgeted";
-      measured_ops[ops_key(store_all)] = *m;
-    }
+    index_of[ops_key(store_all)] = 0;
+    distinct.push_back(base);
+    first_seen_at.push_back("store-all@unbudgeted");
   }
   const int total = static_cast<int>(options.budgets_bytes.size() * options.solvers.size());
   for (int64_t budget : options.budgets_bytes) {
@@ -156,6 +167,7 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
       // A plan over its own budget (rotor-compat) is refused, as `memopt solve` refuses it.
       if (attempt.outcome == Outcome::OverBudget) throw std::runtime_error(attempt.error);
       p.status = outcome_word(attempt.outcome);
+      point_schedule.emplace_back();
       if (attempt.schedule) {
         const Schedule& s = *attempt.schedule;
         p.predicted_peak_bytes = s.predicted.peak_bytes;
@@ -164,18 +176,31 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
         for (const StageActivity& a : stage_activity(chain, s.ops))
           p.stages.push_back({stage_category(a), a.num_recomputes(), describe(a)});
         if (measure) {
-          const std::string key = ops_key(s.ops);
-          if (auto it = measured_ops.find(key); it != measured_ops.end()) {
-            p.measured = it->second;
-          } else if (auto m = measure(s)) {
-            p.measured = *m;
-            m->same_ops_as = p.solver + "@" + percent_label(budget, r.store_all_peak_bytes);
-            measured_ops[key] = *m;
+          const auto [it, inserted] = index_of.emplace(ops_key(s.ops), distinct.size());
+          if (inserted) {
+            distinct.push_back(s);
+            first_seen_at.push_back(p.solver + "@" + percent_label(budget, r.store_all_peak_bytes));
           }
+          point_schedule.back() = it->second;
         }
       }
       r.points.push_back(p);
       if (progress) progress(static_cast<int>(r.points.size()), total, r.points.back());
+    }
+  }
+  if (measure) {
+    const std::vector<MeasuredPoint> measured = measure(distinct);
+    if (measured.size() != distinct.size()) throw std::logic_error("sweep: one measurement per schedule expected");
+    r.measured_base = measured[0];
+    std::vector<bool> reported(distinct.size(), false);
+    for (size_t k = 0; k < r.points.size(); ++k) {
+      if (!point_schedule[k]) continue;
+      const size_t d = *point_schedule[k];
+      MeasuredPoint m = measured[d];
+      // The first point with these ops carries the measurement; later ones name it.
+      if (d == 0 || reported[d]) m.same_ops_as = first_seen_at[d];
+      reported[d] = true;
+      r.points[k].measured = m;
     }
   }
   if (options.find_min_budgets) {
@@ -192,6 +217,13 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   return r;
 }
 
+bool measured_faster_than_store_all(const TradeoffReport& r, const TradeoffPoint& p) {
+  if (!p.measured || !r.measured_base) return false;
+  const common::Spread point{p.measured->time_ms, p.measured->time_q25_ms, p.measured->time_q75_ms};
+  const MeasuredPoint& b = *r.measured_base;
+  return common::below_beyond_spread(point, {b.time_ms, b.time_q25_ms, b.time_q75_ms});
+}
+
 nlohmann::ordered_json to_json(const TradeoffReport& r) {
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const TradeoffPoint& p : r.points) {
@@ -204,7 +236,10 @@ nlohmann::ordered_json to_json(const TradeoffReport& r) {
         stages.push_back({{"category", s.category}, {"num_recomputes", s.num_recomputes}, {"description", s.description}});
       j["stages"] = stages;
     }
-    if (p.measured) j["measured"] = measured_json(*p.measured);
+    if (p.measured) {
+      j["measured"] = measured_json(*p.measured);
+      j["measured"]["faster_than_store_all"] = measured_faster_than_store_all(r, p);
+    }
     points.push_back(j);
   }
   nlohmann::ordered_json j = {{"format", "memopt.tradeoff"},
@@ -358,6 +393,16 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
         << fmt("%.3f", *pmin) << " to " << fmt("%.3f", *pmax) << " and measured/predicted time " << fmt("%.2f", *tmin)
         << " to " << fmt("%.2f", *tmax) << ".\n";
     }
+    std::vector<std::string> faster;
+    for (const TradeoffPoint& p : r.points)
+      if (p.measured && p.measured->same_ops_as.empty() && measured_faster_than_store_all(r, p))
+        faster.push_back(p.solver + " at " + pct(p.budget_bytes));
+    if (!faster.empty()) {
+      o << "- **Flagged:** measured faster than store-all beyond both interquartile ranges: ";
+      for (size_t k = 0; k < faster.size(); ++k) o << (k ? ", " : "") << faster[k];
+      o << ". A plan that stores less does at least store-all's compute, so this is the testbed (memory "
+           "traffic, caches), not the plan; the table marks these cells with (!).\n";
+    }
   }
   o << "\n## Reproduce\n\n```sh\n" << r.command << "\n```\n\n";
   o << "- Profile: `" << r.profile_path << "`, "
@@ -366,19 +411,36 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
   o << "- This report ran on: " << r.machine.value("cpu", std::string("?")) << ", " << r.machine.value("cores", 0)
     << " cores, " << r.machine.value("os", std::string("?")) << ".\n";
   o << "- Solver: memory discretised in " << r.slots << " slots; link "
-    << (r.link_bytes_per_s ? fmt("%.3g bytes/s", *r.link_bytes_per_s) : std::string("none (offload-all not possible)"))
-    << ".\n";
+    << (r.link_bytes_per_s ? format_bandwidth(*r.link_bytes_per_s) : std::string("none (offload-all not possible)"));
+  if (r.profile_device.contains("link_emulation")) {
+    const nlohmann::json& e = r.profile_device["link_emulation"];
+    o << ", which **emulates** a " << e.value("gpu", "?") << " (" << e.value("dtype", "?") << ") over "
+      << e.value("link", "?") << " (" << format_bandwidth(e.value("link_bytes_per_s", 0.0))
+      << "): the copy link scaled by this machine's compute rate on this model ("
+      << fmt("%.3g", e.value("testbed_flop_per_s", 0.0) / 1e9) << " GFLOP/s) over the GPU's ("
+      << fmt("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md section 2.8";
+  }
+  o << ".\n";
   o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile; "
-    << (any_measured ? "**measured** = real training steps (AdamW) on this machine, median of steps 2..; "
-                       "time overhead is relative to store-all measured the same way (" +
-                           fmt("%.2f ms", r.measured_base->time_ms) + "). Identical schedules are measured once."
+    << (any_measured ? "**measured** = real training steps (AdamW) on this machine: every distinct schedule runs " +
+                           std::to_string(r.measured_base->warmup_steps) +
+                           " warm-up steps, then " + std::to_string(r.measured_base->steps) +
+                           " measured steps in interleaved rounds (A B C A B C ...), all in one process; times are "
+                           "medians with the interquartile range (IQR); time overhead is relative to store-all "
+                           "measured the same way (" +
+                           fmt("%.2f ms", r.measured_base->time_ms) + ", IQR " +
+                           fmt("%.2f", r.measured_base->time_q25_ms) + "-" +
+                           fmt("%.2f ms", r.measured_base->time_q75_ms) +
+                           "). Peaks are allocated bytes, which plans count; the allocator's reserved bytes are in "
+                           "tradeoff.json. Identical schedules are measured once."
                      : "nothing was measured (run with --run to add measured numbers).")
     << "\n- Overhead = time / (every stage forward and backward once) - 1; store-all's predicted time is "
     << fmt("%.3f ms", r.base_time_ms) << ".\n\n";
 
   o << figures_markdown(figures);
 
-  o << "## Table\n\nOverhead and peak per solver and budget (" << (any_measured ? "predicted / measured" : "predicted")
+  o << "## Table\n\nOverhead and peak per solver and budget ("
+    << (any_measured ? "predicted / measured [measured IQR]" : "predicted")
     << "; `-` = no plan of that solver fits).\n\n| budget |";
   for (const std::string& s : r.solvers) o << " " << s << " |";
   o << "\n|---|";
@@ -393,7 +455,12 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
         continue;
       }
       o << " " << overhead(p->predicted_time_ms, r.base_time_ms);
-      if (p->measured && r.measured_base) o << " / " << overhead(p->measured->time_ms, r.measured_base->time_ms);
+      if (p->measured && r.measured_base) {
+        o << " / " << overhead(p->measured->time_ms, r.measured_base->time_ms) << " ["
+          << overhead(p->measured->time_q25_ms, r.measured_base->time_ms) << ", "
+          << overhead(p->measured->time_q75_ms, r.measured_base->time_ms) << "]";
+        if (measured_faster_than_store_all(r, *p)) o << " (!)";
+      }
       o << ", " << format_bytes(p->predicted_peak_bytes);
       if (p->measured) o << " / " << format_bytes(p->measured->peak_bytes);
       o << " |";

@@ -39,10 +39,16 @@ struct StagePlan {
   std::string description;  // solver::describe's words
 };
 
+// A schedule measured by runtime's Note [Measurement protocol]: warm-up steps, then
+// interleaved rounds with every other schedule of the report.
 struct MeasuredPoint {
-  int64_t peak_bytes = 0;   // median of steps 2..
-  double time_ms = 0;
-  int steps = 0;
+  int64_t peak_bytes = 0;           // median over the measured steps (allocated bytes)
+  int64_t reserved_peak_bytes = -1; // the most the allocator held, -1: unknown
+  double time_ms = 0;               // median over the measured steps
+  double time_q25_ms = 0;           // its interquartile range
+  double time_q75_ms = 0;
+  int steps = 0;                    // measured steps
+  int warmup_steps = 0;
   std::optional<double> max_abs_grad_diff;
   std::string same_ops_as;  // non-empty: identical ops were measured at this point ("<solver>@<budget>")
 };
@@ -85,8 +91,9 @@ struct TradeoffOptions {
   bool find_min_budgets = true;
 };
 
-// Measures a schedule (runtime::ProfiledModel::measure in the CLI); nullopt skips it.
-using MeasureFn = std::function<std::optional<MeasuredPoint>(const solver::Schedule&)>;
+// Measures distinct schedules together, one result each in order
+// (runtime::ProfiledModel::measure_interleaved in the CLI). The first is store-all.
+using MeasureFn = std::function<std::vector<MeasuredPoint>(const std::vector<solver::Schedule>&)>;
 // Called after each point with (points done, total, the point).
 using ProgressFn = std::function<void(int, int, const TradeoffPoint&)>;
 
@@ -96,6 +103,11 @@ std::vector<solver::SolverKind> default_tradeoff_solvers();
 
 TradeoffReport sweep(const solver::Profile& profile, const TradeoffOptions& options, const MeasureFn& measure = {},
                      const ProgressFn& progress = {});
+
+// The point was measured faster than store-all beyond both spreads (its time's upper
+// quartile below store-all's lower one): a plan that stores less cannot compute less,
+// so the testbed, not the plan, made that difference; reports flag it.
+bool measured_faster_than_store_all(const TradeoffReport& report, const TradeoffPoint& point);
 
 nlohmann::ordered_json to_json(const TradeoffReport& report);
 // Throws std::invalid_argument naming the field when j is not a tradeoff.json.

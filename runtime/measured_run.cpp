@@ -55,73 +55,107 @@ void ProfiledModel::check_fits(const solver::Schedule& schedule, const std::stri
   check_schedule_fits_model(schedule, impl_->model, source);
 }
 
-ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const solver::Schedule& schedule,
-                                           const MeasureOptions& options, const std::string& source) {
+std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver::Chain& chain,
+                                                                    const std::vector<solver::Schedule>& schedules,
+                                                                    const MeasureOptions& options,
+                                                                    const std::vector<std::string>& sources) {
   if (options.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  if (options.warmup_steps < 0) throw std::invalid_argument("--warmup-steps: must be at least 0");
+  if (sources.size() != schedules.size()) throw std::invalid_argument("measure_interleaved: one source per schedule");
   model::StagedModel& model = impl_->model;
-  check_schedule_fits_model(schedule, model, source);
-  // Offloading schedules copy through an engine that emulates the chain's link.
-  std::unique_ptr<CopyEngine> engine;
-  ExecutorOptions executor_options;
-  if (const std::optional<CopyPlan> copies = plan_copies(chain, schedule.ops, source)) {
-    engine = make_copy_engine(c10::Device(c10::kCPU), copies->engine);
-    executor_options.copy_engine = engine.get();
-    executor_options.offload_done_before = copies->offload_done_before;
-  }
-
-  at::set_num_threads(impl_->threads);
-  // Before the first step: can the device really hold this plan? AdamW's two
-  // moments per parameter are allocated at its first step.
   measure::CpuMemoryMeter meter;
-  check_device_memory(meter, solver::simulate_timeline(chain, schedule.ops).peak_bytes,
-                      unallocated_state_bytes(model, /*optimizer_moments=*/2), source);
+  at::set_num_threads(impl_->threads);
+  // Everything a schedule needs is set up, and checked, before the first step of any.
+  struct Prepared {
+    std::unique_ptr<CopyEngine> engine;
+    ExecutorOptions executor;
+  };
+  std::vector<Prepared> prepared(schedules.size());
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    check_schedule_fits_model(schedules[k], model, sources[k]);
+    // Offloading schedules copy through an engine that emulates the chain's link.
+    if (const std::optional<CopyPlan> copies = plan_copies(chain, schedules[k].ops, sources[k])) {
+      prepared[k].engine = make_copy_engine(c10::Device(c10::kCPU), copies->engine);
+      prepared[k].executor.copy_engine = prepared[k].engine.get();
+      prepared[k].executor.offload_done_before = copies->offload_done_before;
+    }
+    // Can the device really hold this plan? AdamW's two moments per parameter are
+    // allocated at its first step.
+    check_device_memory(meter, solver::simulate_timeline(chain, schedules[k].ops).peak_bytes,
+                        unallocated_state_bytes(model, /*optimizer_moments=*/2), sources[k]);
+  }
   torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(options.lr));
   model.train(true);
-  ScheduleMeasurement out;
-  std::vector<double> peaks, times;
-  for (int step = 1; step <= options.steps; ++step) {
-    zero_grads_in_place(model);
-    const CpuRngState rng_before = cpu_rng_state();
-    const StepResult r = run_step_or_restore(model, schedule.ops, impl_->batch, meter, executor_options, source);
-    if (engine) engine->finish_step();
-    StepMeasurement m;
-    m.step = step;
-    m.loss = r.loss;
-    m.activation_peak_bytes = r.activation_peak_bytes;
-    m.time_ms = r.time_ms;
-    if (options.check) {
-      const auto scheduled = gradients(model);
-      set_cpu_rng_state(rng_before);  // the plain step draws the same dropout masks
+  std::vector<ScheduleMeasurement> out(schedules.size());
+  const int num_rounds = options.warmup_steps + options.steps;
+  for (int round = 0; round < num_rounds; ++round) {
+    for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
-      const StepResult plain = run_plain_step(model, impl_->batch, meter);
-      const GradientDiff diff = compare_gradients(scheduled, gradients(model));
-      m.checked = true;
-      m.max_abs_grad_diff = diff.max_abs_diff;
-      m.max_abs_grad_ref = diff.max_abs_ref;
-      m.loss_diff = std::abs(plain.loss - r.loss);
-      out.max_abs_grad_diff = std::max(out.max_abs_grad_diff.value_or(0.0), diff.max_abs_diff);
+      const CpuRngState rng_before = cpu_rng_state();
+      const StepResult r =
+          run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, prepared[k].executor, sources[k]);
+      if (prepared[k].engine) prepared[k].engine->finish_step();
+      StepMeasurement m;
+      m.step = round + 1;
+      m.warmup = round < options.warmup_steps;
+      m.loss = r.loss;
+      m.activation_peak_bytes = r.activation_peak_bytes;
+      m.reserved_peak_bytes = meter.peak_reserved_bytes();
+      m.time_ms = r.time_ms;
+      if (options.check) {
+        const auto scheduled = gradients(model);
+        set_cpu_rng_state(rng_before);  // the plain step draws the same dropout masks
+        zero_grads_in_place(model);
+        const StepResult plain = run_plain_step(model, impl_->batch, meter);
+        const GradientDiff diff = compare_gradients(scheduled, gradients(model));
+        m.checked = true;
+        m.max_abs_grad_diff = diff.max_abs_diff;
+        m.max_abs_grad_ref = diff.max_abs_ref;
+        m.loss_diff = std::abs(plain.loss - r.loss);
+        out[k].max_abs_grad_diff = std::max(out[k].max_abs_grad_diff.value_or(0.0), diff.max_abs_diff);
+      }
+      if (options.on_step) options.on_step(static_cast<int>(k), m);
+      out[k].steps.push_back(m);
+      optimizer.step();
     }
-    if (options.on_step) options.on_step(m);
-    out.steps.push_back(m);
-    peaks.push_back(static_cast<double>(r.activation_peak_bytes));
-    times.push_back(r.time_ms);
-    optimizer.step();
   }
-  out.median_peak_bytes = static_cast<int64_t>(common::median_after_first(peaks));
-  out.median_time_ms = common::median_after_first(times);
+  for (ScheduleMeasurement& sm : out) {
+    std::vector<double> peaks, times;
+    for (const StepMeasurement& m : sm.steps) {
+      if (m.warmup) continue;
+      peaks.push_back(static_cast<double>(m.activation_peak_bytes));
+      times.push_back(m.time_ms);
+      sm.reserved_peak_bytes = std::max(sm.reserved_peak_bytes, m.reserved_peak_bytes);
+    }
+    sm.median_peak_bytes = static_cast<int64_t>(common::median(peaks));
+    sm.time_ms = common::spread(times);
+  }
   return out;
+}
+
+ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const solver::Schedule& schedule,
+                                           const MeasureOptions& options, const std::string& source) {
+  return measure_interleaved(chain, {schedule}, options, {source}).front();
 }
 
 nlohmann::json run_summary_json(const std::string& profile_source, const std::string& schedule_source,
                                 const solver::Schedule& schedule, const solver::SimResult& predicted,
                                 const ScheduleMeasurement& measured) {
+  int num_measured = 0;
+  for (const StepMeasurement& m : measured.steps) num_measured += m.warmup ? 0 : 1;
   nlohmann::json line = {{"profile", profile_source},
                          {"schedule", schedule_source},
                          {"solver", schedule.solver},
                          {"budget_bytes", schedule.budget_bytes},
                          {"predicted", {{"peak_bytes", predicted.peak_bytes}, {"time_ms", predicted.time_ms}}},
-                         {"measured", {{"peak_bytes", measured.median_peak_bytes}, {"time_ms", measured.median_time_ms}}},
-                         {"steps", measured.steps.size()}};
+                         {"measured",
+                          {{"peak_bytes", measured.median_peak_bytes},
+                           {"reserved_peak_bytes", measured.reserved_peak_bytes},
+                           {"time_ms", measured.time_ms.median},
+                           {"time_q25_ms", measured.time_ms.q25},
+                           {"time_q75_ms", measured.time_ms.q75}}},
+                         {"steps", num_measured},
+                         {"warmup_steps", static_cast<int>(measured.steps.size()) - num_measured}};
   if (measured.max_abs_grad_diff) line["max_abs_grad_diff"] = *measured.max_abs_grad_diff;
   return line;
 }

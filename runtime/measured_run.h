@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/stats.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/simulate.h"
@@ -19,9 +20,11 @@
 namespace memopt::runtime {
 
 struct StepMeasurement {
-  int step = 0;                      // 1-based
+  int step = 0;                      // 1-based among the schedule's steps, warm-up included
+  bool warmup = false;               // a warm-up step: reported, never in the statistics
   double loss = 0;
-  int64_t activation_peak_bytes = 0;
+  int64_t activation_peak_bytes = 0; // allocated bytes (what plans count)
+  int64_t reserved_peak_bytes = -1;  // what the allocator held from the system at most, -1: unknown
   double time_ms = 0;
   bool checked = false;              // the gradient comparison below was made
   double max_abs_grad_diff = 0;      // |scheduled - plain autograd| over all gradients
@@ -29,19 +32,32 @@ struct StepMeasurement {
   double loss_diff = 0;
 };
 
+// Note [Measurement protocol]
+// Step times on a shared 2-core machine move by tens of percent between processes and
+// with the order schedules run in (the first pays for cold allocations), so every
+// measured number in memopt comes from one protocol, in one process:
+//  1. each schedule runs `warmup_steps` unmeasured steps, schedules taking turns, so
+//     the caching allocator (Note [A caching testbed allocator]) holds every block
+//     any of them needs and the CPU caches and branch predictors have seen them all;
+//  2. then `steps` rounds, each running one step of every schedule in the same order
+//     (A B C A B C ...), so that a slow spell of the machine lands on all of them;
+//  3. each schedule's time is the median of its measured steps with the
+//     interquartile range (common::Spread); its peak, the median of their peaks.
+// Schedules are compared only within one such run, never across processes.
 struct MeasureOptions {
-  int steps = 3;
-  bool check = false;   // also run each step by plain autograd and compare gradients
-  double lr = 1e-4;     // AdamW
-  std::function<void(const StepMeasurement&)> on_step;  // progress, printing
+  int warmup_steps = 2;  // per schedule, unmeasured
+  int steps = 5;         // measured steps per schedule: one per round
+  bool check = false;    // also run each step by plain autograd and compare gradients
+  double lr = 1e-4;      // AdamW
+  // Progress, printing: the schedule's index in the list measured, and its step.
+  std::function<void(int, const StepMeasurement&)> on_step;
 };
 
 struct ScheduleMeasurement {
-  std::vector<StepMeasurement> steps;
-  // The first step pays for lazy initialisation: medians of steps 2.. (of the only
-  // step when there is one).
-  int64_t median_peak_bytes = 0;
-  double median_time_ms = 0;
+  std::vector<StepMeasurement> steps;  // warm-up steps first
+  int64_t median_peak_bytes = 0;       // over the measured steps
+  int64_t reserved_peak_bytes = -1;    // max over the measured steps
+  common::Spread time_ms;              // over the measured steps
   std::optional<double> max_abs_grad_diff;  // over the steps, when checked
 };
 
@@ -63,7 +79,14 @@ class ProfiledModel {
   int threads() const;
   // Throws std::invalid_argument when the schedule was not made for this model.
   void check_fits(const solver::Schedule& schedule, const std::string& schedule_source) const;
-  // `schedule_source` names the schedule in errors. A fresh AdamW per call.
+  // Note [Measurement protocol] over `schedules`, one result each, in order;
+  // `sources[k]` names schedule k in errors. One AdamW per call, stepped after every
+  // step. Each schedule that copies gets its own copy engine on the chain's link.
+  std::vector<ScheduleMeasurement> measure_interleaved(const solver::Chain& chain,
+                                                       const std::vector<solver::Schedule>& schedules,
+                                                       const MeasureOptions& options,
+                                                       const std::vector<std::string>& sources);
+  // The protocol on one schedule.
   ScheduleMeasurement measure(const solver::Chain& chain, const solver::Schedule& schedule,
                               const MeasureOptions& options, const std::string& schedule_source = "schedule");
 
@@ -73,7 +96,8 @@ class ProfiledModel {
 };
 
 // One line of `memopt run --summary-out`: which profile and schedule ran, and the
-// peak and time predicted (`predicted`: the simulator's) and measured (the medians).
+// peak and time predicted (`predicted`: the simulator's) and measured (the medians,
+// the time's interquartile range and the reserved peak).
 nlohmann::json run_summary_json(const std::string& profile_source, const std::string& schedule_source,
                                 const solver::Schedule& schedule, const solver::SimResult& predicted,
                                 const ScheduleMeasurement& measured);

@@ -2,7 +2,8 @@
 # demo.sh: README command 1 -- installs what is missing, builds, and runs memopt's
 # main job on the built-in default model, the tiny GPT-2:
 #   profile it -> solve at 100%, 60%, 40% of the store-all peak and at the minimum
-#   -> train 4 steps along each schedule (checking gradients against plain training)
+#   -> train 2 warm-up + 4 measured steps along each schedule (checking gradients
+#      against plain training)
 #   -> print predicted and measured peak and time side by side
 #   -> memopt tradeoff: every solver at 30%..100% of the store-all peak, predicted
 #      and measured, written as a report with figures under out/demo/tradeoff/.
@@ -32,7 +33,7 @@ for budget in 100% 60% 40% min; do
 done
 
 echo
-echo "== predicted (simulator) vs measured (median of steps 2-4) on this machine"
+echo "== predicted (simulator) vs measured (median of 4 steps after 2 warm-up) on this machine"
 .venv/bin/python - "$out/runs.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

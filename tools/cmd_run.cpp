@@ -15,6 +15,7 @@
 #include "solver/simulate.h"
 #include "solver/units.h"
 #include "tools/commands.h"
+#include "tools/profile_flags.h"
 
 namespace memopt::tools {
 namespace {
@@ -22,7 +23,9 @@ namespace {
 struct RunArgs {
   std::string profile_path, schedule_path, summary_path;
   std::string device_memory;  // the CPU testbed's device capacity (Note [Device memory limit])
-  int steps = 3;
+  std::string emulate;        // the copy link at a GPU's ratio (tools/profile_flags.h)
+  int steps = 5;
+  int warmup_steps = 2;
   int threads = 0;  // 0: what the profile was measured with
   bool check = false;
   double lr = 1e-4;
@@ -30,9 +33,11 @@ struct RunArgs {
 
 void run_run(const RunArgs& args) {
   using namespace memopt::solver;
-  const Profile profile = read_profile(args.profile_path);
+  Profile profile = read_profile(args.profile_path);
+  apply_emulate_flag(profile, args.emulate);
   const Schedule schedule = read_schedule(args.schedule_path);
   if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  if (args.warmup_steps < 0) throw std::invalid_argument("--warmup-steps: must be at least 0");
   int64_t device_limit = 0;
   if (!args.device_memory.empty()) {
     try {
@@ -52,13 +57,14 @@ void run_run(const RunArgs& args) {
               profile.model.value("kernels", std::string("aten")).c_str(), model.num_stages(), model.threads(),
               args.schedule_path.c_str(), schedule.solver.c_str(), format_bytes(schedule.budget_bytes).c_str());
   std::printf("predicted: peak %s, time %.2f ms\n\n", format_bytes(sim.peak_bytes).c_str(), sim.time_ms);
-  std::printf("%5s %10s %12s %8s %10s %8s%s\n", "step", "loss", "peak", "/pred", "time (ms)", "/pred",
+  std::printf("%7s %10s %12s %8s %12s %10s %8s%s\n", "step", "loss", "peak", "/pred", "reserved", "time (ms)", "/pred",
               args.check ? "   max |grad - plain grad| (rel)" : "");
   runtime::MeasureOptions options;
   options.steps = args.steps;
+  options.warmup_steps = args.warmup_steps;
   options.check = args.check;
   options.lr = args.lr;
-  options.on_step = [&](const runtime::StepMeasurement& m) {
+  options.on_step = [&](int, const runtime::StepMeasurement& m) {
     std::string check_text;
     if (m.checked) {
       char buf[96];
@@ -66,19 +72,22 @@ void run_run(const RunArgs& args) {
                     m.max_abs_grad_ref > 0 ? m.max_abs_grad_diff / m.max_abs_grad_ref : 0.0, m.loss_diff);
       check_text = buf;
     }
-    std::printf("%5d %10.5f %12s %7.3fx %10.2f %7.3fx%s\n", m.step, m.loss,
+    std::printf("%5d%s %10.5f %12s %7.3fx %12s %10.2f %7.3fx%s\n", m.step, m.warmup ? " w" : "  ", m.loss,
                 format_bytes(m.activation_peak_bytes).c_str(),
-                static_cast<double>(m.activation_peak_bytes) / static_cast<double>(sim.peak_bytes), m.time_ms,
+                static_cast<double>(m.activation_peak_bytes) / static_cast<double>(sim.peak_bytes),
+                m.reserved_peak_bytes >= 0 ? format_bytes(m.reserved_peak_bytes).c_str() : "?", m.time_ms,
                 m.time_ms / sim.time_ms, check_text.c_str());
     if (m.activation_peak_bytes > schedule.budget_bytes)
       std::printf("      measured peak exceeds the budget by %s\n",
                   format_bytes(m.activation_peak_bytes - schedule.budget_bytes).c_str());
   };
   const runtime::ScheduleMeasurement r = model.measure(profile.chain, schedule, options, args.schedule_path);
-  const double peak = static_cast<double>(r.median_peak_bytes), time = r.median_time_ms;
-  std::printf("\nmedian%s: peak %s (%.3fx predicted), time %.2f ms (%.3fx predicted)\n",
-              args.steps > 1 ? " of steps 2.." : "", format_bytes(r.median_peak_bytes).c_str(),
-              peak / static_cast<double>(sim.peak_bytes), time, time / sim.time_ms);
+  const double peak = static_cast<double>(r.median_peak_bytes), time = r.time_ms.median;
+  std::printf("\nmedian of %d steps after %d warm-up (w): peak %s (%.3fx predicted; reserved %s), time %.2f ms "
+              "(IQR %.2f-%.2f; %.3fx predicted)\n",
+              args.steps, args.warmup_steps, format_bytes(r.median_peak_bytes).c_str(),
+              peak / static_cast<double>(sim.peak_bytes), format_bytes(r.reserved_peak_bytes).c_str(), time,
+              r.time_ms.q25, r.time_ms.q75, time / sim.time_ms);
   if (!args.summary_path.empty())
     append_line_atomic(args.summary_path,
                        runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r).dump());
@@ -91,13 +100,16 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Train a few steps along a schedule; measured vs predicted peak and time");
   cmd->add_option("--profile", args->profile_path, "profile.json describing the model")->required();
   cmd->add_option("--schedule", args->schedule_path, "schedule.json from `memopt solve`")->required();
-  cmd->add_option("--steps", args->steps, "training steps (AdamW)")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "measured training steps (AdamW), after the warm-up")->capture_default_str();
+  cmd->add_option("--warmup-steps", args->warmup_steps, "unmeasured steps first (Note [Measurement protocol])")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads (default: the profile's)");
   cmd->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--summary-out", args->summary_path, "append one JSON line with predicted and measured numbers");
   cmd->add_option("--device-memory", args->device_memory,
                   "emulate a device of this capacity on the CPU (e.g. 256MiB): a plan that does not fit is refused "
                   "with the budget to solve for");
+  cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
   cmd->callback([args] { run_run(*args); });
 }

@@ -28,8 +28,8 @@ using namespace memopt::report;
 namespace {
 
 struct TradeoffArgs {
-  std::string profile_path, budgets = "20%:100%:5%", bandwidth, solvers, out_dir;
-  int slots = 500, threads = 0, steps = 3, run_threads = 0;
+  std::string profile_path, budgets = "20%:100%:5%", bandwidth, emulate, solvers, out_dir;
+  int slots = 500, threads = 0, steps = 5, warmup_steps = 2, run_threads = 0;
   bool run = false, check = false, no_plot = false;
   std::string command;  // as invoked, recorded in the report
 };
@@ -55,6 +55,7 @@ void run_tradeoff(const TradeoffArgs& args) {
 #endif
   Profile profile = read_profile(args.profile_path);
   apply_bandwidth_flag(profile, args.bandwidth);
+  apply_emulate_flag(profile, args.emulate, args.bandwidth);
   if (args.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
   TradeoffOptions options;
   options.slots = args.slots;
@@ -74,12 +75,27 @@ void run_tradeoff(const TradeoffArgs& args) {
   std::unique_ptr<runtime::ProfiledModel> model;
   if (args.run) {
     model = std::make_unique<runtime::ProfiledModel>(profile, args.run_threads);
-    measure = [&](const Schedule& s) -> std::optional<MeasuredPoint> {
+    measure = [&](const std::vector<Schedule>& schedules) {
       runtime::MeasureOptions mo;
       mo.steps = args.steps;
+      mo.warmup_steps = args.warmup_steps;
       mo.check = args.check;
-      const runtime::ScheduleMeasurement m = model->measure(profile.chain, s, mo, s.solver + " schedule");
-      return MeasuredPoint{m.median_peak_bytes, m.median_time_ms, args.steps, m.max_abs_grad_diff, ""};
+      const int rounds = args.warmup_steps + args.steps;
+      std::fprintf(stderr, "tradeoff: measuring %zu distinct schedules, %d warm-up + %d measured steps each, "
+                           "interleaved\n", schedules.size(), args.warmup_steps, args.steps);
+      mo.on_step = [&](int k, const runtime::StepMeasurement& m) {
+        if (k + 1 == static_cast<int>(schedules.size()))
+          std::fprintf(stderr, "[round %2d/%d%s] last step %.2f ms\n", m.step, rounds, m.warmup ? ", warm-up" : "",
+                       m.time_ms);
+      };
+      std::vector<std::string> sources;
+      for (const Schedule& s : schedules) sources.push_back(s.solver + " schedule");
+      const auto all = model->measure_interleaved(profile.chain, schedules, mo, sources);
+      std::vector<MeasuredPoint> out;
+      for (const runtime::ScheduleMeasurement& m : all)
+        out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms.median, m.time_ms.q25, m.time_ms.q75,
+                       args.steps, args.warmup_steps, m.max_abs_grad_diff, ""});
+      return out;
     };
   }
 #endif
@@ -120,12 +136,15 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
   cmd->add_option("--budgets", args->budgets,
                   "first:last:step or a comma list; % of the store-all peak or sizes (1GiB)")->capture_default_str();
   cmd->add_option("--bandwidth", args->bandwidth, "host link for offloading, e.g. 16GB/s, or none (overrides the profile's)");
+  cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_option("--solvers", args->solvers, "comma list (default: optimal,recompute-only,sqrt,recompute-blocks,"
                                               "recompute-all,store-all,offload-all)");
   cmd->add_option("--slots", args->slots, "memory discretisation of the DP")->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
   cmd->add_flag("--run", args->run, "also train each distinct schedule on this machine and measure it");
-  cmd->add_option("--steps", args->steps, "training steps per schedule with --run (median of steps 2..)")
+  cmd->add_option("--steps", args->steps, "measured steps per schedule with --run, one per interleaved round")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", args->warmup_steps, "unmeasured steps per schedule first, with --run")
       ->capture_default_str();
   cmd->add_option("--run-threads", args->run_threads, "compute threads when running (default: the profile's)");
   cmd->add_flag("--check", args->check, "with --run, compare every step's gradients with plain autograd");

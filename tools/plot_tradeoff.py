@@ -5,7 +5,10 @@
 
 `memopt tradeoff` runs this itself when the venv exists. Writes, as PNG and SVG:
   overhead_vs_budget     time overhead vs activation budget, one colour per solver,
-                         predicted lines, measured markers (when the report has them)
+                         predicted lines, measured markers with their interquartile
+                         range (when the report has them); a plan measured faster than
+                         store-all beyond both spreads is marked (!) on the axis, never
+                         left off scale
   stage_map              what the optimal plan does to each stage at each budget
   predicted_vs_measured  measured vs predicted peak and time (only with measured points)
 Plotting only: every number comes from tradeoff.json.
@@ -67,6 +70,7 @@ def overhead_plot(r, out):
     mbase = r.get("measured_base", {}).get("time_ms")
     fig, ax = plt.subplots(figsize=(9, 5.5))
     any_measured = False
+    measured_ys, flagged = [], []
     # A solver far above the rest (recompute-all on a deep model: +800%) would flatten
     # every other curve: the axis stops above the others and its legend gives the value.
     lowest = {}
@@ -93,19 +97,32 @@ def overhead_plot(r, out):
         mp = [p for p in pts if "measured" in p]
         if mp and mbase:
             any_measured = True
-            ax.plot([100 * p["budget_bytes"] / ref for p in mp],
-                    [100 * (p["measured"]["time_ms"] / mbase - 1) for p in mp],
-                    "o", mfc="none", mec=c, mew=1.5, ms=10 if solver == "optimal" else 6, zorder=3)
+            mx = [100 * p["budget_bytes"] / ref for p in mp]
+            my = [100 * (p["measured"]["time_ms"] / mbase - 1) for p in mp]
+            lo = [y - 100 * (p["measured"]["time_q25_ms"] / mbase - 1) for p, y in zip(mp, my)]
+            hi = [100 * (p["measured"]["time_q75_ms"] / mbase - 1) - y for p, y in zip(mp, my)]
+            ax.errorbar(mx, my, yerr=[lo, hi], fmt="o", mfc="none", mec=c, ecolor=c, mew=1.5, elinewidth=1,
+                        capsize=2, ms=10 if solver == "optimal" else 6, zorder=3)
+            measured_ys += [y for y in my]
+            for p, x, y in zip(mp, mx, my):
+                if p["measured"].get("faster_than_store_all"):
+                    flagged.append((x, y, solver))
     ax.axhline(0, color="black", lw=0.6)
     if cap is not None:
-        ax.set_ylim(-5, cap)
+        # The cap is set by the predicted curves; every measured point stays on the axis.
+        ax.set_ylim(min([-5] + [y - 3 for y in measured_ys]), max([cap] + [y + 3 for y in measured_ys]))
+    for x, y, solver in flagged:
+        ax.annotate("(!) faster than\nstore-all: testbed", (x, y), textcoords="offset points", xytext=(6, -14),
+                    fontsize=7, color=COLORS.get(solver, "k"))
     unit, uname = size_unit(ref)
     ax.set_xlabel(f"activation budget (% of the store-all peak, {ref / unit:.1f} {uname})")
     ax.set_ylabel("time overhead over store-all (%)")
     title = f"Time vs memory: {model_label(r)}"
     sub = provenance(r) + "\nlines: PREDICTED by memopt's simulator"
     if any_measured:
-        sub += f"; circles: MEASURED training steps on {r['machine'].get('cpu', '?')} (median)"
+        mb = r["measured_base"]
+        sub += (f"; circles: MEASURED on {r['machine'].get('cpu', '?')}, median of {mb['steps']} interleaved "
+                f"steps after {mb['warmup_steps']} warm-up, bars: IQR")
     ax.set_title(title + "\n" + sub, fontsize=9.5)
     handles, labels = ax.get_legend_handles_labels()
     from matplotlib.lines import Line2D
@@ -175,8 +192,12 @@ def predicted_vs_measured(r, out):
         seen = set()
         for p in pts:
             s = p["solver"]
-            ax.plot(p["predicted"][key] / scale, p["measured"][key] / scale, "o", color=COLORS.get(s), ms=6,
-                    alpha=0.8, label=None if s in seen else s)
+            m = p["measured"]
+            yerr = None
+            if key == "time_ms":
+                yerr = [[(m["time_ms"] - m["time_q25_ms"]) / scale], [(m["time_q75_ms"] - m["time_ms"]) / scale]]
+            ax.errorbar(p["predicted"][key] / scale, m[key] / scale, yerr=yerr, fmt="o", color=COLORS.get(s), ms=6,
+                        alpha=0.8, capsize=2, label=None if s in seen else s)
             seen.add(s)
         vals = [p["predicted"][key] / scale for p in pts] + [p["measured"][key] / scale for p in pts]
         lo, hi = min(vals) * 0.9, max(vals) * 1.1
@@ -185,7 +206,7 @@ def predicted_vs_measured(r, out):
         ax.set_ylim(lo, hi)
         what = "activation peak" if key == "peak_bytes" else "step time"
         ax.set_xlabel(f"PREDICTED {what} ({unit}, simulator)")
-        ax.set_ylabel(f"MEASURED {what} ({unit}, median of steps 2..)")
+        ax.set_ylabel(f"MEASURED {what} ({unit}, median; bars: IQR)")
         ax.set_title(f"{what}: measured vs predicted", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7.5)

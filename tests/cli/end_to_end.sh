@@ -17,22 +17,22 @@ if grep -q '"offload\|"prefetch' "$dir/s_none.json"; then
   echo "FAIL: --bandwidth none still offloads" >&2
   exit 1
 fi
-"$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --steps 2 --check --summary-out "$dir/runs.jsonl" \
-  > "$dir/run.txt"
+"$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --warmup-steps 1 --steps 2 --check \
+  --summary-out "$dir/runs.jsonl" > "$dir/run.txt"
 cat "$dir/run.txt"
-# Both steps were printed, each with a gradient difference against plain autograd of
-# exactly zero.
+# The warm-up step and both measured steps were printed, each with a gradient
+# difference against plain autograd of exactly zero.
 num_steps=$(grep -cE '^ +[0-9]+ ' "$dir/run.txt" || true)
 num_exact=$(grep -E '^ +[0-9]+ ' "$dir/run.txt" | grep -c '  0 (0), loss diff 0' || true)
-if [ "$num_steps" != 2 ] || [ "$num_exact" != 2 ]; then
-  echo "FAIL: expected 2 step lines with gradients equal to plain training; got $num_steps lines, $num_exact equal" >&2
+if [ "$num_steps" != 3 ] || [ "$num_exact" != 3 ]; then
+  echo "FAIL: expected 3 step lines with gradients equal to plain training; got $num_steps lines, $num_exact equal" >&2
   exit 1
 fi
 if grep -q "exceeds the budget" "$dir/run.txt"; then
   echo "FAIL: measured peak over budget" >&2
   exit 1
 fi
-python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); assert r["measured"]["peak_bytes"] <= r["budget_bytes"], r' "$dir/runs.jsonl"
+python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); m=r["measured"]; assert m["peak_bytes"] <= r["budget_bytes"], r; assert r["steps"] == 2 and r["warmup_steps"] == 1, r; assert m["time_q25_ms"] <= m["time_ms"] <= m["time_q75_ms"], r; assert m["reserved_peak_bytes"] >= m["peak_bytes"], r' "$dir/runs.jsonl"
 # A device too small for the plan (--device-memory) is refused before any step, with
 # the shortfall.
 if "$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --steps 1 --device-memory 4MiB \

@@ -22,14 +22,9 @@ TEST(Median, OddCountIsTheMiddleValue) {
   EXPECT_EQ(median({7}), 7);
 }
 
-TEST(Median, AfterFirstDropsTheWarmUpValue) {
-  EXPECT_EQ(median_after_first({1000, 90.3, 132.7}), (90.3 + 132.7) / 2);
-  EXPECT_EQ(median_after_first({42}), 42);
-}
-
 TEST(Median, RefusesNoValues) {
   EXPECT_THROW(median({}), std::invalid_argument);
-  EXPECT_THROW(median_after_first({}), std::invalid_argument);
+  EXPECT_THROW(spread({}), std::invalid_argument);
   EXPECT_THROW(quantile({}, 0.5), std::invalid_argument);
   EXPECT_THROW(quantile({1, 2}, 1.5), std::invalid_argument);
 }
@@ -40,6 +35,17 @@ TEST(Quantile, InterpolatesBetweenOrderStatistics) {
   EXPECT_EQ(quantile(v, 1.0), 40);
   EXPECT_DOUBLE_EQ(quantile(v, 0.25), 17.5);  // position 0.75: 10 + 0.75 * 10
   EXPECT_DOUBLE_EQ(quantile(v, 0.75), 32.5);  // position 2.25: 30 + 0.25 * 10
+}
+
+TEST(Spread, IsTheMedianAndTheQuartiles) {
+  const Spread s = spread({10, 40, 20, 30});
+  EXPECT_EQ(s.median, 25);
+  EXPECT_DOUBLE_EQ(s.q25, 17.5);
+  EXPECT_DOUBLE_EQ(s.q75, 32.5);
+  EXPECT_TRUE(below_beyond_spread(spread({1, 2, 3}), spread({4, 5, 6})));
+  // Overlapping ranges are not "beyond the spread", whichever medians they have.
+  EXPECT_FALSE(below_beyond_spread(spread({1, 5, 6}), spread({4, 5, 6})));
+  EXPECT_FALSE(below_beyond_spread(spread({4, 5, 6}), spread({1, 2, 3})));
 }
 
 TEST(Quantile, HalfIsTheMedianOnRandomSamples) {

@@ -128,16 +128,35 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
   EXPECT_LE(r.min_budget_bytes.at("optimal"), r.min_budget_bytes.at("recompute-all"));
 }
 
-TEST_F(SweepTest, EachDistinctScheduleIsMeasuredOnce) {
-  std::map<std::string, int> calls;
-  const MeasureFn measure = [&](const solver::Schedule& s) -> std::optional<MeasuredPoint> {
-    std::string key;
-    for (const solver::Op& op : s.ops) key += solver::to_string(op) + ";";
-    ++calls[key];
-    return MeasuredPoint{s.predicted.peak_bytes, 1.5 * s.predicted.time_ms, 3, std::nullopt, ""};
+// A measurement that reports each schedule's predicted time times `factor`, with a
+// spread of +-5% around it.
+MeasuredPoint scaled(const solver::Schedule& s, double factor) {
+  const double t = factor * s.predicted.time_ms;
+  return {s.predicted.peak_bytes, s.predicted.peak_bytes + 512, t, 0.95 * t, 1.05 * t, 3, 2, std::nullopt, ""};
+}
+
+std::string key_of(const solver::Schedule& s) {
+  std::string key;
+  for (const solver::Op& op : s.ops) key += solver::to_string(op) + ";";
+  return key;
+}
+
+TEST_F(SweepTest, EachDistinctScheduleIsMeasuredOnceAllTogether) {
+  int calls = 0;
+  std::map<std::string, int> seen;
+  const MeasureFn measure = [&](const std::vector<solver::Schedule>& schedules) {
+    ++calls;
+    std::vector<MeasuredPoint> out;
+    for (const solver::Schedule& s : schedules) {
+      ++seen[key_of(s)];
+      out.push_back(scaled(s, 1.5));
+    }
+    EXPECT_EQ(schedules.front().ops, solver::store_all_ops(profile.chain));  // the base comes first
+    return out;
   };
   const TradeoffReport r = sweep(profile, options, measure);
-  for (const auto& [key, n] : calls) EXPECT_EQ(n, 1) << key;
+  EXPECT_EQ(calls, 1);  // one interleaved measurement of everything
+  for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << key;
   ASSERT_TRUE(r.measured_base);
   int reused = 0;
   for (const TradeoffPoint& p : r.points) {
@@ -147,9 +166,40 @@ TEST_F(SweepTest, EachDistinctScheduleIsMeasuredOnce) {
   EXPECT_GT(reused, 0);  // store-all at 100% is the unbudgeted base; the baselines repeat
 }
 
+TEST_F(SweepTest, FlagsAPlanMeasuredFasterThanStoreAllBeyondTheSpread) {
+  // Store-all measures as predicted; every other schedule at half store-all's time,
+  // which is below store-all's spread.
+  const MeasureFn measure = [&](const std::vector<solver::Schedule>& schedules) {
+    const double store_all_ms = schedules.front().predicted.time_ms;
+    std::vector<MeasuredPoint> out;
+    for (const solver::Schedule& s : schedules)
+      out.push_back(scaled(s, s.ops == solver::store_all_ops(profile.chain) ? 1.0 : 0.5 * store_all_ms / s.predicted.time_ms));
+    return out;
+  };
+  const TradeoffReport r = sweep(profile, options, measure);
+  const nlohmann::json j = to_json(r);
+  int flagged = 0, unflagged = 0;
+  for (const nlohmann::json& p : j["points"]) {
+    if (!p.contains("measured")) continue;
+    const bool is_store_all = p["measured"].value("same_ops_as", "") == "store-all@unbudgeted";
+    EXPECT_EQ(p["measured"]["faster_than_store_all"].get<bool>(), !is_store_all) << p.dump();
+    (is_store_all ? unflagged : flagged) += 1;
+  }
+  EXPECT_GT(flagged, 0);
+  EXPECT_GT(unflagged, 0);
+  const std::string md = tradeoff_readme(r, {});
+  EXPECT_NE(md.find("**Flagged:** measured faster than store-all"), std::string::npos) << md;
+  EXPECT_NE(md.find("(!)"), std::string::npos);
+}
+
 TEST_F(SweepTest, JsonRoundTrips) {
-  const MeasureFn measure = [](const solver::Schedule& s) -> std::optional<MeasuredPoint> {
-    return MeasuredPoint{s.predicted.peak_bytes + 7, s.predicted.time_ms * 0.9, 2, 1e-7, ""};
+  const MeasureFn measure = [](const std::vector<solver::Schedule>& schedules) {
+    std::vector<MeasuredPoint> out;
+    for (const solver::Schedule& s : schedules) {
+      out.push_back(scaled(s, 0.9));
+      out.back().max_abs_grad_diff = 1e-7;
+    }
+    return out;
   };
   TradeoffReport r = sweep(profile, options, measure);
   r.command = "memopt tradeoff --profile p.json --out d";

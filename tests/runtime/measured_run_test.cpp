@@ -1,0 +1,84 @@
+// measured_run_test.cpp: the measurement protocol behind `memopt run` and `memopt
+// tradeoff --run` -- warm-up steps, then schedules in interleaved rounds, each
+// schedule's peak equal to the simulator's, and steady-state steps served entirely by
+// the caching allocator (no allocation reaches the system).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "measure/cpu_allocator.h"
+#include "runtime/measured_run.h"
+#include "solver/baselines.h"
+#include "solver/budget.h"
+#include "solver/simulate.h"
+#include "solver/solve.h"
+#include "tests/runtime/runtime_fixture.h"
+
+namespace memopt::runtime {
+namespace {
+
+TEST(MeasurementProtocol, WarmsUpThenInterleavesAndPeaksAreThePredictedOnes) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  const solver::Chain& chain = profile.chain;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  std::vector<solver::Schedule> schedules;
+  for (const auto& [kind, fraction] : {std::pair{solver::SolverKind::StoreAll, 1.0},
+                                       std::pair{solver::SolverKind::RecomputeAll, 1.0},
+                                       std::pair{solver::SolverKind::Optimal, 0.6}})
+    schedules.push_back(
+        solver::solve(chain, {static_cast<int64_t>(fraction * static_cast<double>(store_all)), kind, 500, 1, false}));
+
+  ProfiledModel model(profile);
+  MeasureOptions options;
+  options.warmup_steps = 2;
+  options.steps = 3;
+  std::vector<std::pair<int, int>> order;  // (schedule, step) as run
+  std::vector<int64_t> system_allocations;  // after each step
+  options.on_step = [&](int k, const StepMeasurement& m) {
+    order.emplace_back(k, m.step);
+    system_allocations.push_back(measure::counting_cpu_allocator().num_system_allocations());
+  };
+  const auto results = model.measure_interleaved(chain, schedules, options, {"a", "b", "c"});
+
+  // Rounds: every schedule once per round, in order, warm-up rounds first.
+  std::vector<std::pair<int, int>> expected;
+  for (int step = 1; step <= 5; ++step)
+    for (int k = 0; k < 3; ++k) expected.emplace_back(k, step);
+  EXPECT_EQ(order, expected);
+  ASSERT_EQ(results.size(), 3u);
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE(schedules[k].solver);
+    const ScheduleMeasurement& r = results[k];
+    ASSERT_EQ(r.steps.size(), 5u);
+    EXPECT_TRUE(r.steps[0].warmup && r.steps[1].warmup && !r.steps[2].warmup);
+    // Exact: measured peaks are the simulator's, on every measured step.
+    const int64_t predicted = solver::simulate_timeline(chain, schedules[k].ops).peak_bytes;
+    for (const StepMeasurement& m : r.steps) EXPECT_EQ(m.activation_peak_bytes, predicted) << "step " << m.step;
+    EXPECT_EQ(r.median_peak_bytes, predicted);
+    EXPECT_GE(r.reserved_peak_bytes, r.median_peak_bytes);
+    EXPECT_LE(r.time_ms.q25, r.time_ms.median);
+    EXPECT_LE(r.time_ms.median, r.time_ms.q75);
+  }
+  // After the warm-up every block any schedule needs is cached: the measured rounds
+  // never reach the system for memory.
+  ASSERT_EQ(system_allocations.size(), 15u);
+  EXPECT_EQ(system_allocations[5], system_allocations.back());  // after the last warm-up step
+}
+
+TEST(MeasurementProtocol, RefusesNonsenseCounts) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  ProfiledModel model(profile);
+  const solver::Schedule s = solver::solve(profile.chain, {solver::store_all_peak_bytes(profile.chain),
+                                                           solver::SolverKind::StoreAll, 500, 1, false});
+  MeasureOptions options;
+  options.steps = 0;
+  EXPECT_THROW(model.measure(profile.chain, s, options), std::invalid_argument);
+  options.steps = 1;
+  options.warmup_steps = -1;
+  EXPECT_THROW(model.measure(profile.chain, s, options), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace memopt::runtime
