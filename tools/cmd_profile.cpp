@@ -17,6 +17,7 @@
 #include "model/hf_weights.h"
 #include "profiler/profiler.h"
 #include "runtime/copy_engine.h"
+#include "runtime/stage_timing.h"
 #include "solver/baselines.h"
 #include "solver/json_printer.h"
 #include "solver/profile_json.h"
@@ -24,6 +25,7 @@
 #include "solver/units.h"
 #include "tools/commands.h"
 #include "tools/gpt2_flags.h"
+#include "tools/profile_flags.h"
 
 namespace memopt::tools {
 namespace {
@@ -33,8 +35,10 @@ struct ProfileArgs {
   int repeat = 5, threads = 1;
   std::string hf_dir, out_path;
   std::string link = "measured";  // the copy engine's cap, or "measured" (uncapped)
+  std::string emulate;            // GPU:LINK[:DTYPE]: the cap at that GPU's ratio (Note [Emulated link])
   std::string device = "cpu";     // measure::Backend's word
   std::string trace_out;          // the per-stage device trace as JSON
+  std::string stage_times;  // steps | isolated (runtime/stage_timing.h); "": steps on the CPU, isolated on CUDA
 };
 
 // Redraws "profiling [#####.....] 3/6 stages" on stderr, only on a terminal and only
@@ -126,6 +130,15 @@ void run_profile(const ProfileArgs& args) {
       throw std::invalid_argument(std::string("--link: ") + e.what() + "; or `measured` for the uncapped engine");
     }
   }
+  if (!args.emulate.empty() && (on_cuda || args.link != "measured"))
+    throw std::invalid_argument(on_cuda ? "--emulate: a CUDA device's link is its own; drop --emulate"
+                                        : "--emulate and --link both set the copy link; give one of them");
+  const std::string stage_times = !args.stage_times.empty() ? args.stage_times : on_cuda ? "isolated" : "steps";
+  if (stage_times != "steps" && stage_times != "isolated")
+    throw std::invalid_argument("--stage-times: '" + stage_times + "'; use steps or isolated");
+  if (on_cuda && stage_times == "steps")
+    throw std::invalid_argument("--stage-times steps: times ops on the host's clock, which a GPU's asynchronous "
+                                "kernels do not stop; use --stage-times isolated with --device cuda");
   const gpt2::Gpt2Spec spec = spec_from_args(args);
   model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
   model::Batch batch = model::make_gpt2_batch(spec);
@@ -140,12 +153,43 @@ void run_profile(const ProfileArgs& args) {
     traced = profiler::profile_on(backend, model, batch, gpt2::gpt2_spec_to_json(spec), options);
   }
   profiler::MeasuredProfile& measured = traced.measured;
-  const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap, 64 << 20, 5, device);
-  measured.profile.chain.link = solver::Link{bw.d2h_bytes_per_s, bw.h2d_bytes_per_s};
+  if (stage_times == "steps") {
+    // Note [Stage times from training steps]: the byte fields stay the isolated
+    // protocol's (exact); the times are replaced by those of warm training steps.
+    std::fprintf(stderr, "profile: timing every stage inside training steps (store-all and checkpoint-every-stage, "
+                         "2 warm-up + 5 rounds)\n");
+    runtime::StageTimingOptions timing;
+    timing.threads = args.threads;
+    const runtime::StageTimes t = runtime::time_stages_in_steps(model, batch, measured.profile.chain, timing);
+    runtime::apply_stage_times(measured.profile.chain, t);
+    for (size_t i = 0; i < measured.details.size(); ++i) measured.details[i].fwd_nograd_ms = t.fwd_nograd_ms[i];
+    measured.profile.device["stage_times"] = "training steps";
+  } else {
+    measured.profile.device["stage_times"] = "isolated";
+  }
   print_summary(spec, measured, args.repeat);
-  std::printf("link     d2h %.2f GB/s, h2d %.2f GB/s (%s copy engine, %s)\n", bw.d2h_bytes_per_s / 1e9,
-              bw.h2d_bytes_per_s / 1e9, on_cuda ? "CUDA" : "CPU",
-              cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
+  if (!args.emulate.empty()) {
+    // The emulated rate comes from the stage times just measured; the engine is then
+    // checked at that cap with transfers of about 50 ms each.
+    apply_emulate_flag(measured.profile, args.emulate);
+    const double rate = measured.profile.chain.link->d2h_bytes_per_s;
+    const auto bytes = std::max<int64_t>(64 << 10, static_cast<int64_t>(rate * 0.05) / 64 * 64);
+    const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(rate, rate, bytes, 3, device);
+    const nlohmann::ordered_json& e = measured.profile.device.at("link_emulation");
+    std::printf("link     emulates %s over %s: %s each way (this CPU %.3g GFLOP/s on this model, the GPU %.3g "
+                "TFLOP/s, link %s); the engine reached d2h %s, h2d %s\n",
+                e.at("gpu").get<std::string>().c_str(), e.at("link").get<std::string>().c_str(),
+                solver::format_bandwidth(rate).c_str(), e.at("testbed_flop_per_s").get<double>() / 1e9,
+                e.at("gpu_flop_per_s").get<double>() / 1e12,
+                solver::format_bandwidth(e.at("link_bytes_per_s").get<double>()).c_str(),
+                solver::format_bandwidth(bw.d2h_bytes_per_s).c_str(), solver::format_bandwidth(bw.h2d_bytes_per_s).c_str());
+  } else {
+    const runtime::LinkBandwidth bw = runtime::measure_copy_bandwidth(cap, cap, 64 << 20, 5, device);
+    measured.profile.chain.link = solver::Link{bw.d2h_bytes_per_s, bw.h2d_bytes_per_s};
+    std::printf("link     d2h %.2f GB/s, h2d %.2f GB/s (%s copy engine, %s)\n", bw.d2h_bytes_per_s / 1e9,
+                bw.h2d_bytes_per_s / 1e9, on_cuda ? "CUDA" : "CPU",
+                cap > 0 ? ("capped at " + args.link).c_str() : "uncapped");
+  }
   if (on_cuda) std::printf("\ndevice work per stage op (CUPTI; NVTX ranges memopt/<op>/<stage>)\n%s",
                            measure::format_trace_report(traced.trace).c_str());
   if (!args.trace_out.empty()) {
@@ -173,8 +217,12 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--link", args->link,
                   "host<->device link the copy engine emulates, e.g. 16GB/s; `measured` copies uncapped")
       ->capture_default_str();
+  cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_option("--device", args->device, "cpu|cuda: where to measure (cuda needs the `cuda` build and a GPU)")
       ->capture_default_str();
+  cmd->add_option("--stage-times", args->stage_times,
+                  "steps: time each stage inside warm training steps (the CPU's default); isolated: rotor's "
+                  "protocol, each stage alone (CUDA's)");
   cmd->add_option("--trace-out", args->trace_out, "write the per-stage device trace (CUPTI on cuda) as JSON");
   cmd->add_option("--out", args->out_path, "where to write profile.json");
   cmd->callback([args] { run_profile(*args); });

@@ -1,0 +1,121 @@
+// stage_timing.cpp: Note [Stage times from training steps].
+#include "runtime/stage_timing.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "common/stats.h"
+#include "measure/cpu_allocator.h"
+#include "measure/stage_tracer.h"
+#include "runtime/executor.h"
+#include "runtime/train_step.h"
+#include "solver/baselines.h"
+#include "solver/schedule.h"
+
+namespace memopt::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A stage tracer whose ranges are timed on the wall clock: label -> durations.
+class TimingTracer final : public measure::StageTracer {
+ public:
+  std::map<std::string, std::vector<double>> ms_by_label;
+  bool recording = false;
+
+ protected:
+  void on_begin(uint64_t, const std::string& label) override {
+    label_ = label;
+    start_ = Clock::now();
+  }
+  void on_end(uint64_t) override {
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+    if (recording) ms_by_label[label_].push_back(ms);
+  }
+
+ private:
+  std::string label_;
+  Clock::time_point start_;
+};
+
+double median_of(const TimingTracer& tracer, const std::string& op, const std::string& stage) {
+  const auto it = tracer.ms_by_label.find(measure::range_label(op, stage));
+  if (it == tracer.ms_by_label.end() || it->second.empty())
+    throw std::logic_error("stage timing: no timed " + op + " of stage " + stage);
+  return common::median(it->second);
+}
+
+}  // namespace
+
+StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& batch, const solver::Chain& chain,
+                                const StageTimingOptions& options) {
+  if (chain.length() != model.num_stages())
+    throw std::invalid_argument("stage timing: the chain has " + std::to_string(chain.length()) +
+                                " stages, the model " + std::to_string(model.num_stages()));
+  if (options.rounds < 1 || options.warmup_rounds < 0 || options.threads < 1)
+    throw std::invalid_argument("stage timing: needs rounds >= 1, warmup_rounds >= 0, threads >= 1");
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(options.threads);
+  const CpuRngState rng_before = cpu_rng_state();
+  const bool was_training = model.is_training();
+  model.train(true);
+  std::vector<at::Tensor> grads_before;
+  for (const at::Tensor& p : model.parameters()) grads_before.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  // Store-all times fwd_keep and bwd; checkpointing every stage input times each
+  // stage's no-grad forward once per step.
+  const std::vector<std::vector<solver::Op>> schedules = {solver::store_all_ops(chain),
+                                                          solver::recompute_blocks_ops(chain)};
+  TimingTracer tracers[2];
+  measure::CpuMemoryMeter meter;
+  for (int round = 0; round < options.warmup_rounds + options.rounds; ++round) {
+    for (size_t k = 0; k < schedules.size(); ++k) {
+      tracers[k].recording = round >= options.warmup_rounds;
+      ExecutorOptions executor;
+      executor.tracer = &tracers[k];
+      zero_grads_in_place(model);
+      run_scheduled_step(model, schedules[k], batch, meter, executor);
+      tracers[k].collect();  // drops the ranges; the times are already recorded
+    }
+  }
+  const TimingTracer& store_all = tracers[0];
+  const TimingTracer& checkpointed = tracers[1];
+  StageTimes t;
+  for (int i = 0; i < chain.length(); ++i) {
+    const std::string& name = model.stage(i).name;
+    t.fwd_ms.push_back(median_of(store_all, "fwd_keep", name));
+    t.bwd_ms.push_back(median_of(store_all, "bwd", name));
+    // The last stage is never checkpointed (the loss follows it), so it never runs
+    // without grad in any plan; its no-grad time is then its forward's.
+    const bool timed = checkpointed.ms_by_label.count(measure::range_label("fwd_ckpt", name)) > 0;
+    t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
+  }
+  // As it was: gradients, generator, mode and threads (no optimizer ran).
+  const std::vector<at::Tensor> params = model.parameters();
+  for (size_t k = 0; k < params.size(); ++k) {
+    at::Tensor& g = const_cast<at::Tensor&>(params[k]).mutable_grad();
+    if (grads_before[k].defined()) g.copy_(grads_before[k]);
+    else g.reset();
+  }
+  set_cpu_rng_state(rng_before);
+  model.train(was_training);
+  at::set_num_threads(threads_before);
+  return t;
+}
+
+void apply_stage_times(solver::Chain& chain, const StageTimes& times) {
+  if (static_cast<int>(times.fwd_ms.size()) != chain.length())
+    throw std::invalid_argument("stage timing: times for " + std::to_string(times.fwd_ms.size()) + " stages, chain of " +
+                                std::to_string(chain.length()));
+  for (int i = 0; i < chain.length(); ++i) {
+    chain.stages[i].fwd_ms = times.fwd_ms[i];
+    chain.stages[i].bwd_ms = times.bwd_ms[i];
+    chain.stages[i].fwd_nograd_ms = times.fwd_nograd_ms[i];
+  }
+}
+
+}  // namespace memopt::runtime
