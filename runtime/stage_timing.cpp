@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/optim/adamw.h>
 
 #include <chrono>
 #include <map>
@@ -64,8 +65,14 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
   const CpuRngState rng_before = cpu_rng_state();
   const bool was_training = model.is_training();
   model.train(true);
-  std::vector<at::Tensor> grads_before;
-  for (const at::Tensor& p : model.parameters()) grads_before.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  std::vector<at::Tensor> params_before, grads_before;
+  for (const at::Tensor& p : model.parameters()) {
+    params_before.push_back(p.detach().clone());
+    grads_before.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  // An optimizer steps between the steps, as in training: it walks every parameter
+  // and both moments, which leaves the next step's caches as training leaves them.
+  torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(1e-4));
   // Store-all times fwd_keep and bwd; checkpointing every stage input times each
   // stage's no-grad forward once per step.
   const std::vector<std::vector<solver::Op>> schedules = {solver::store_all_ops(chain),
@@ -80,6 +87,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
       zero_grads_in_place(model);
       run_scheduled_step(model, schedules[k], batch, meter, executor);
       tracers[k].collect();  // drops the ranges; the times are already recorded
+      optimizer.step();
     }
   }
   const TimingTracer& store_all = tracers[0];
@@ -94,12 +102,16 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
     const bool timed = checkpointed.ms_by_label.count(measure::range_label("fwd_ckpt", name)) > 0;
     t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
   }
-  // As it was: gradients, generator, mode and threads (no optimizer ran).
+  // As it was: parameters, gradients, generator, mode and threads.
   const std::vector<at::Tensor> params = model.parameters();
-  for (size_t k = 0; k < params.size(); ++k) {
-    at::Tensor& g = const_cast<at::Tensor&>(params[k]).mutable_grad();
-    if (grads_before[k].defined()) g.copy_(grads_before[k]);
-    else g.reset();
+  {
+    at::NoGradGuard no_grad;
+    for (size_t k = 0; k < params.size(); ++k) {
+      const_cast<at::Tensor&>(params[k]).copy_(params_before[k]);
+      at::Tensor& g = const_cast<at::Tensor&>(params[k]).mutable_grad();
+      if (grads_before[k].defined()) g.copy_(grads_before[k]);
+      else g.reset();
+    }
   }
   set_cpu_rng_state(rng_before);
   model.train(was_training);

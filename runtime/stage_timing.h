@@ -34,10 +34,10 @@ struct StageTimingOptions {
   int threads = 1;  // compute threads (Note [One compute thread] in profiler/profiler.h)
 };
 
-// Runs training steps (forward and backward, no optimizer) along store-all and
-// recompute-blocks for `chain` (the model's profile) in training mode, then restores the
-// parameters' gradients, the RNG state, the thread count and the mode, so the model
-// is as it was.
+// Runs training steps (forward, backward, an AdamW step) along store-all and
+// recompute-blocks for `chain` (the model's profile) in training mode, then restores
+// the parameters and their gradients, the RNG state, the thread count and the mode,
+// so the model is as it was.
 StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& batch, const solver::Chain& chain,
                                 const StageTimingOptions& options = {});
 
