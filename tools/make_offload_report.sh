@@ -22,7 +22,7 @@ warmup=${MEMOPT_WARMUP:-2}
 dir=results/$date-offload-emulated-cpu
 mkdir -p "$dir"
 declare -A shapes=(
-  [8l]="--n-layer 8 --n-embd 256 --n-head 4 --vocab 8192 --batch 4 --seq 256 --granularity sublayer"
+  [8l]="--n-layer 8 --n-embd 256 --n-head 4 --vocab 8192 --n-positions 256 --batch 4 --seq 256 --granularity sublayer"
   [small]="--preset small --vocab 8192 --batch 1 --seq 256 --granularity sublayer"
 )
 for model in ${MEMOPT_OFFLOAD_MODELS:-8l small}; do
