@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh: README command 1 -- installs what is missing, builds, and runs memopt's
 # main job on the built-in default model, the tiny GPT-2:
-#   profile it -> solve at 100%, 60%, 40% of the store-all peak and at the minimum
+#   profile it (copy link emulating an H100 over PCIe 5) -> solve at 100%, 60%, 40% of the store-all peak and at the minimum
 #   -> train 2 warm-up + 4 measured steps along each schedule (checking gradients
 #      against plain training)
 #   -> print predicted and measured peak and time side by side
@@ -19,8 +19,8 @@ rm -f "$out/runs.jsonl"
 profile=$out/gpt2_tiny.profile.json
 
 echo
-echo "== 1. memopt profile: the tiny GPT-2 on this CPU, one compute thread"
-"$memopt" profile --model gpt2 --preset tiny --out "$profile"
+echo "== 1. memopt profile: the tiny GPT-2 on this CPU, one compute thread, the copy link at an H100's PCIe 5 ratio"
+"$memopt" profile --model gpt2 --preset tiny --emulate h100-sxm:pcie5 --out "$profile"
 
 for budget in 100% 60% 40% min; do
   schedule=$out/schedule_${budget%\%}.json
