@@ -45,8 +45,12 @@ HostPool::HostPool(int64_t num_bytes) : arena_(num_bytes) {
   if (num_bytes > 0) {
     // Page-aligned, like pinned memory would be; malloc'd directly so that the
     // counting CPU allocator (the testbed's device) never sees host bytes.
-    base_ = static_cast<std::byte*>(std::aligned_alloc(4096, static_cast<size_t>((num_bytes + 4095) / 4096 * 4096)));
+    const auto rounded = static_cast<size_t>((num_bytes + 4095) / 4096 * 4096);
+    base_ = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
     if (!base_) throw std::runtime_error("copy engine: cannot allocate a host pool of " + std::to_string(num_bytes) + " bytes");
+    // Touched once here, as pinning makes a GPU's host pool resident: a copy never
+    // pays the first-touch page faults of its destination.
+    std::memset(base_, 0, rounded);
   }
 }
 

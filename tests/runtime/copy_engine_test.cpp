@@ -80,10 +80,10 @@ TEST(CopyEngineFactory, CpuEngineRoundTripsThroughTheHostPool) {
 // A capped link can never beat its cap: the engine sleeps until bytes / rate has
 // passed since the copy started, so achieved <= requested holds exactly (copy_ms is
 // measured over that same interval). From below, only a stalled machine could make a
-// transfer take twice its time, hence the loose lower bound. Rates from 1 MB/s to
-// 1 GB/s, each transfer about 40 ms.
+// transfer take twice its time, hence the loose lower bound; the rates stay far below
+// memcpy's (at most 8 MB in 40 ms) so that a loaded machine's copy still fits in them.
 TEST(CpuCopyEngine, ACappedTransferRunsAtItsRate) {
-  for (const double rate : {1e6, 50e6, 1e9}) {
+  for (const double rate : {1e6, 20e6, 200e6}) {
     const auto num_bytes = static_cast<int64_t>(rate * 0.04) / 64 * 64;
     const at::Tensor t = at::ones({num_bytes / 4}, at::kFloat);
     auto engine = make_copy_engine(c10::Device(c10::kCPU), {rate, rate, HostArena::bytes_for(std::vector<int64_t>{num_bytes})});
