@@ -8,7 +8,8 @@
 //   BM_MemcpyEach/n/k                            the same bytes as k separate copies
 // Bytes per second count the bytes read and written.
 // Run:  build/tests/bench/kernels_bench --benchmark_out=kernels_bench.json --benchmark_out_format=json
-// ATen's own kernels on the same shapes: build/tests/bench/kernels_aten_bench.
+// ATen's own kernels on the same shapes: build/tests/bench/kernels_aten_bench; both in
+// one process, interleaved (what results/ reports): build/tests/bench/kernels_compare_bench.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -132,4 +133,8 @@ BENCHMARK(BM_MemcpyEach)->Args({1 << 16, 8})->Args({1 << 20, 8});
 }  // namespace
 }  // namespace memopt::kernels
 
+// kernels_compare_bench links this file beside kernels_aten_bench.cpp, whose main runs
+// both sets in one process.
+#ifndef MEMOPT_BENCH_NO_MAIN
 BENCHMARK_MAIN();
+#endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make_kernels_report.sh: regenerates the kernels report -- memopt's CPU kernels against
+# ATen's on the same shapes, one thread, in ONE process with repetitions interleaved at
+# random (Google Benchmark's --benchmark_enable_random_interleaving), each row the
+# median of the repetitions' CPU time per element with the interquartile range -- and
+# the tiny GPT-2's profile with each kernel choice (the bytes they save).
+#   tools/make_kernels_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
+# Writes results/DATE-kernels-cpu/. Measure on an idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+memopt=${MEMOPT:-build/tools/memopt}
+python=${MEMOPT_PYTHON:-.venv/bin/python}
+date=${1:-$(date +%F)}
+dir=results/$date-kernels-cpu
+mkdir -p "$dir"
+"$memopt" profile --preset tiny --kernels aten > "$dir/profile_tiny_aten.txt"
+"$memopt" profile --preset tiny --kernels memopt > "$dir/profile_tiny_memopt.txt"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+build/tests/bench/kernels_compare_bench --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
+  --benchmark_min_time=0.1s --benchmark_out="$dir/kernels_compare_bench.json" --benchmark_out_format=json >/dev/null
+"$python" - "$dir" "$date" "$load" <<'PY'
+import json, statistics, sys
+d, date, load = sys.argv[1:4]
+j = json.load(open(f"{d}/kernels_compare_bench.json"))
+reps = {}
+for b in j["benchmarks"]:
+    if b.get("run_type") == "iteration":
+        reps.setdefault(b["run_name"], []).append(b)
+scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+def per_element_ns(b):
+    # CPU time of one iteration over the elements it processes: the product of the
+    # benchmark's arguments (n; rows x cols; n x tensors).
+    elements = 1
+    for a in b["run_name"].split("/")[1:]:
+        elements *= int(a)
+    return b["cpu_time"] * scale[b["time_unit"]] / elements
+def quart(v):
+    v = sorted(v)
+    def q(p):
+        x = p * (len(v) - 1); lo = int(x); hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (x - lo) * (v[hi] - v[lo])
+    return q(0.25), statistics.median(v), q(0.75)
+rows = []
+for name, bs in reps.items():
+    ns = [per_element_ns(b) for b in bs]
+    q1, m, q3 = quart(ns)
+    rows.append((name, m, q1, q3, len(ns)))
+o = ["# memopt's own kernels against ATen's on this CPU (MEASURED)", "",
+     "Every row is one benchmark of `build/tests/bench/kernels_compare_bench`: memopt's kernels (kernels/cpu) and "
+     "ATen's on the same shapes, one thread, in one process, 9 repetitions of each interleaved at random; the "
+     "figure is CPU time per element (the product of the benchmark's arguments), median of the repetitions with the "
+     "interquartile range.", "", "## Reproduce", "", "```sh", f"tools/make_kernels_report.sh {date}", "```", "",
+     f"Machine: {j['context'].get('num_cpus')} CPUs at {j['context'].get('mhz_per_cpu')} MHz; load average before "
+     f"the run {load}.", "", "| benchmark | ns per element, median | IQR | repetitions |", "|---|---:|---:|---:|"]
+for name, m, q1, q3, n in rows:
+    o.append(f"| `{name}` | {m:.2f} | {q1:.2f} - {q3:.2f} | {n} |")
+o += ["", "The profiles of the tiny GPT-2 with each kernel choice are in `profile_tiny_aten.txt` and "
+      "`profile_tiny_memopt.txt` (`memopt profile --preset tiny --kernels aten|memopt`): the bytes are exact and "
+      "predicted by the analytic twin; their stage times are this machine's."]
+open(f"{d}/README.md", "w").write("\n".join(o) + "\n")
+PY
+echo "report in $dir/README.md"
