@@ -133,7 +133,7 @@ def readme(reports, command):
                  f"{'yes' if peaks_equal else 'no'} |")
     o += ["", "## Reproduce", "", "```sh", command, "```", "",
           "Each folder below is a `memopt tradeoff --run --emulate` report with its own command, table and figures. "
-          "Every distinct schedule of a report ran 2 warm-up steps, then interleaved measured rounds in one process; "
+          "Every distinct schedule of a report ran its warm-up steps, then interleaved measured rounds in one process; "
           "times are medians with the interquartile range. The emulated link keeps the GPU's ratio of copy time "
           "to compute time (docs/formats.md section 2.8); the stage times come from warm training steps.", ""]
     o += ["![overheads](offload_overheads.png)", "",
@@ -154,7 +154,8 @@ def readme(reports, command):
             buys = "-" if not (o_ and r_ and o_[2] is not None and r_[2] is not None) else f"{r_[2] - o_[2]:.1f} points"
             o.append(f"| {b}% | " + " | ".join(cells) + f" | {buys} |")
         mb = r["measured_base"]
-        o += ["", f"Store-all measured {mb['time_ms']:.1f} ms (IQR {mb['time_q25_ms']:.1f}-{mb['time_q75_ms']:.1f}), "
+        o += ["", f"{mb['steps']} measured steps per schedule after {mb['warmup_steps']} warm-up. "
+              f"Store-all measured {mb['time_ms']:.1f} ms (IQR {mb['time_q25_ms']:.1f}-{mb['time_q75_ms']:.1f}), "
               f"predicted {r['base_time_ms']:.1f} ms; link {r['link_bytes_per_s'] / 1e6:.1f} MB/s.", ""]
     return "\n".join(o) + "\n"
 
