@@ -38,12 +38,13 @@ echo "== predicted (simulator) vs measured (median of 4 steps after 2 warm-up) o
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 mib = 1 << 20
-print(f"{'schedule':<28} {'solver':<15} {'budget':>10} {'pred peak':>10} {'meas peak':>10} {'pred ms':>9} {'meas ms':>9} {'max |dgrad|':>11}")
+print(f"{'schedule':<28} {'solver':<15} {'budget':>10} {'pred peak':>10} {'meas peak':>10} {'pred ms':>9} {'meas ms':>9} {'IQR ms':>15} {'max |dgrad|':>11}")
 for r in rows:
     p, m = r["predicted"], r["measured"]
+    iqr = f"{m['time_q25_ms']:.2f}-{m['time_q75_ms']:.2f}"
     print(f"{r['schedule'].split('/')[-1]:<28} {r['solver']:<15} {r['budget_bytes']/mib:>8.2f}Mi "
           f"{p['peak_bytes']/mib:>8.2f}Mi {m['peak_bytes']/mib:>8.2f}Mi {p['time_ms']:>9.2f} {m['time_ms']:>9.2f} "
-          f"{r.get('max_abs_grad_diff', float('nan')):>11.3g}")
+          f"{iqr:>15} {r.get('max_abs_grad_diff', float('nan')):>11.3g}")
 PY
 
 echo
