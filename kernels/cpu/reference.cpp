@@ -1,6 +1,7 @@
 // cpu/reference.cpp: the references of cpu/reference.h.
 #include "kernels/cpu/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +82,23 @@ float round_to_bf16(float x) {
   if (dd < du) return down;
   if (du < dd) return up;
   return ((down_bits >> 16) & 1u) == 0 ? down : up;
+}
+
+double cross_entropy_row(const float* logits, int64_t cols, int64_t target) {
+  double m = logits[0];
+  for (int64_t c = 1; c < cols; ++c) m = std::max(m, static_cast<double>(logits[c]));
+  double sum = 0;
+  for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(logits[c]) - m);
+  return m + std::log(sum) - static_cast<double>(logits[target]);
+}
+
+void cross_entropy_row_grad(const float* logits, int64_t cols, int64_t target, double* grad) {
+  double m = logits[0];
+  for (int64_t c = 1; c < cols; ++c) m = std::max(m, static_cast<double>(logits[c]));
+  double sum = 0;
+  for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(logits[c]) - m);
+  for (int64_t c = 0; c < cols; ++c) grad[c] = std::exp(static_cast<double>(logits[c]) - m) / sum;
+  grad[target] -= 1.0;
 }
 
 }  // namespace memopt::kernels::reference

@@ -25,6 +25,11 @@ void bias_gelu_forward(const float* h, const float* b, double* y, int64_t rows, 
 void bias_gelu_backward(const float* dy, const float* h, const float* b, double* dh, double* db, int64_t rows,
                         int64_t cols);
 
+// One row's cross-entropy in double, its logits shifted by their max:
+// log(sum exp(x)) - x[target], and its gradient softmax(x) - onehot(target).
+double cross_entropy_row(const float* logits, int64_t cols, int64_t target);
+void cross_entropy_row_grad(const float* logits, int64_t cols, int64_t target, double* grad);
+
 // bfloat16 rounding by enumeration: the two bfloat16 neighbours of x, the nearer one,
 // the even one on a tie. Finite x no larger in magnitude than
 // the largest bfloat16 (0x7F7F0000, about 3.39e38).

@@ -3,6 +3,7 @@
 // skips itself when no CUDA device is visible (as on CI).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/bias_gelu.h"
+#include "kernels/cross_entropy.h"
 #include "kernels/dropout.h"
 #include "kernels/pack.h"
 
@@ -102,6 +104,31 @@ TEST_F(CudaKernels, PackEqualsCpuInBothFormats) {
     EXPECT_EQ(ua.host(), ca);
     EXPECT_EQ(ub.host(), cb);
   }
+}
+
+TEST_F(CudaKernels, CrossEntropyBlocksEqualCpu) {
+  const int64_t rows = 5, vocab = 700, block = 300;
+  const std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 7);
+  const std::vector<int64_t> targets = {3, -100, 699, 0, 350};
+  std::vector<float> m(rows, -INFINITY), s(rows, 0.0f), t(rows, 0.0f), lse(rows), loss(rows);
+  for (int64_t c0 = 0; c0 < vocab; c0 += block)
+    cpu::cross_entropy_lse_block({logits.data() + c0, rows, std::min(block, vocab - c0), vocab, c0}, targets.data(), -100,
+                                 m.data(), s.data(), t.data());
+  cpu::cross_entropy_finish(rows, m.data(), s.data(), t.data(), targets.data(), -100, lse.data(), loss.data());
+  DeviceBuffer<float> dl(logits), dm(std::vector<float>(rows, -INFINITY)), ds(std::vector<float>(rows, 0.0f)),
+      dt(std::vector<float>(rows, 0.0f)), dlse(rows), dloss(rows);
+  DeviceBuffer<int64_t> dtargets(targets);
+  for (int64_t c0 = 0; c0 < vocab; c0 += block)
+    cuda::cross_entropy_lse_block({dl.ptr + c0, rows, std::min(block, vocab - c0), vocab, c0}, dtargets.ptr, -100,
+                                  dm.ptr, ds.ptr, dt.ptr, nullptr);
+  cuda::cross_entropy_finish(rows, dm.ptr, ds.ptr, dt.ptr, dtargets.ptr, -100, dlse.ptr, dloss.ptr, nullptr);
+  const auto gloss = dloss.host();
+  for (int64_t r = 0; r < rows; ++r) ASSERT_LE(std::abs(gloss[r] - loss[r]), 1e-5 + 1e-5 * std::abs(loss[r])) << r;
+  std::vector<float> grad = logits;
+  cpu::cross_entropy_grad_block(grad.data(), rows, vocab, vocab, 0, targets.data(), -100, lse.data(), 0.2f);
+  cuda::cross_entropy_grad_block(dl.ptr, rows, vocab, vocab, 0, dtargets.ptr, -100, dlse.ptr, 0.2f, nullptr);
+  const auto ggrad = dl.host();
+  for (size_t i = 0; i < grad.size(); ++i) ASSERT_LE(std::abs(ggrad[i] - grad[i]), 1e-6 + 1e-5 * std::abs(grad[i])) << i;
 }
 
 }  // namespace
