@@ -1,6 +1,8 @@
 // kernel_ops.cpp: the autograd Functions and pack adapters of kernel_ops.h.
 #include "model/kernel_ops.h"
 
+#include <algorithm>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -10,6 +12,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/bias_gelu.h"
+#include "kernels/cross_entropy.h"
 
 // Note [Kernel device dispatch]: CUDA tensors go to kernels::cuda on the current
 // stream, CPU tensors to kernels::cpu. This is the file's only #if; the dropout key is
@@ -40,6 +43,17 @@ void dropout_forward(const float*, float*, int64_t, float, kernels::DropoutKey, 
 void dropout_backward(const float*, float*, int64_t, float, kernels::DropoutKey, void*) { no_cuda(); }
 void bias_gelu_forward(const float*, const float*, float*, int64_t, int64_t, void*) { no_cuda(); }
 void bias_gelu_backward(const float*, const float*, const float*, float*, float*, int64_t, int64_t, void*) { no_cuda(); }
+void cross_entropy_lse_block(const kernels::LogitsBlock&, const int64_t*, int64_t, float*, float*, float*, void*) {
+  no_cuda();
+}
+void cross_entropy_finish(int64_t, const float*, const float*, const float*, const int64_t*, int64_t, float*, float*,
+                          void*) {
+  no_cuda();
+}
+void cross_entropy_grad_block(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*, int64_t, const float*, float,
+                              void*) {
+  no_cuda();
+}
 }  // namespace device_kernels
 #endif
 
@@ -128,7 +142,101 @@ struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
   }
 };
 
+// Note [Chunked linear cross-entropy] in kernel_ops.h.
+struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLinearCrossEntropyFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                            const at::Tensor& targets, int64_t ignore_index, int64_t chunk_rows, int64_t vocab_block) {
+    check_float(hidden, "chunked_linear_cross_entropy", "the hidden state");
+    check_float(weight, "chunked_linear_cross_entropy", "the weight");
+    const int64_t C = weight.size(1), V = weight.size(0);
+    if (weight.dim() != 2 || hidden.size(-1) != C || targets.numel() * C != hidden.numel() ||
+        targets.scalar_type() != at::kLong || targets.device() != hidden.device() || weight.device() != hidden.device())
+      throw std::invalid_argument("chunked_linear_cross_entropy: expects hidden [..., C], weight V x C and int64 "
+                                  "targets [...] on one device; got hidden " + hidden.toString() + " " +
+                                  std::to_string(hidden.numel()) + " elements, weight " + weight.toString() +
+                                  ", targets " + targets.toString() + " " + std::to_string(targets.numel()));
+    if (chunk_rows < 1 || vocab_block < 1)
+      throw std::invalid_argument("chunked_linear_cross_entropy: chunk_rows and vocab_block must be positive");
+    const at::Tensor h = hidden.reshape({-1, C}).contiguous(), t = targets.reshape({-1}).contiguous();
+    const at::Tensor w = weight.contiguous();
+    const int64_t N = h.size(0);
+    at::Tensor lse = at::empty({N}, h.options()), row_loss = at::empty({N}, h.options());
+    {
+      at::Tensor m = at::full({N}, -std::numeric_limits<float>::infinity(), h.options());
+      at::Tensor s = at::zeros({N}, h.options()), target_logit = at::zeros({N}, h.options());
+      for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
+        const int64_t n = std::min(chunk_rows, N - r0);
+        const at::Tensor hc = h.narrow(0, r0, n);
+        for (int64_t c0 = 0; c0 < V; c0 += vocab_block) {
+          const int64_t k = std::min(vocab_block, V - c0);
+          const at::Tensor logits = at::mm(hc, w.narrow(0, c0, k).t());  // n x k, the only logits held
+          const kernels::LogitsBlock b{logits.const_data_ptr<float>(), n, k, k, c0};
+          const int64_t* tp = t.const_data_ptr<int64_t>() + r0;
+          float *mp = m.mutable_data_ptr<float>() + r0, *sp = s.mutable_data_ptr<float>() + r0,
+                *tl = target_logit.mutable_data_ptr<float>() + r0;
+          if (h.is_cuda()) device_kernels::cross_entropy_lse_block(b, tp, ignore_index, mp, sp, tl, cuda_stream_of(h));
+          else kernels::cpu::cross_entropy_lse_block(b, tp, ignore_index, mp, sp, tl);
+        }
+      }
+      if (h.is_cuda())
+        device_kernels::cross_entropy_finish(N, m.const_data_ptr<float>(), s.const_data_ptr<float>(),
+                                            target_logit.const_data_ptr<float>(), t.const_data_ptr<int64_t>(),
+                                            ignore_index, lse.mutable_data_ptr<float>(),
+                                            row_loss.mutable_data_ptr<float>(), cuda_stream_of(h));
+      else
+        kernels::cpu::cross_entropy_finish(N, m.const_data_ptr<float>(), s.const_data_ptr<float>(),
+                                           target_logit.const_data_ptr<float>(), t.const_data_ptr<int64_t>(),
+                                           ignore_index, lse.mutable_data_ptr<float>(),
+                                           row_loss.mutable_data_ptr<float>());
+    }
+    const at::Tensor count = (t != ignore_index).sum().to(h.scalar_type());
+    ctx->save_for_backward({h, w, t, lse, count});
+    ctx->saved_data["ignore_index"] = ignore_index;
+    ctx->saved_data["chunk_rows"] = chunk_rows;
+    ctx->saved_data["vocab_block"] = vocab_block;
+    ctx->saved_data["hidden_sizes"] = hidden.sizes().vec();
+    return row_loss.sum() / count;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &h = saved[0], &w = saved[1], &t = saved[2], &lse = saved[3], &count = saved[4];
+    const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
+    const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt(), vocab_block = ctx->saved_data["vocab_block"].toInt();
+    const int64_t N = h.size(0), V = w.size(0);
+    // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row.
+    const float scale = (grads[0] / count).item<float>();
+    at::Tensor dh = at::zeros_like(h), dw = ctx->needs_input_grad(1) ? at::zeros_like(w) : at::Tensor();
+    for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, N - r0);
+      const at::Tensor hc = h.narrow(0, r0, n);
+      at::Tensor dhc = dh.narrow(0, r0, n);
+      for (int64_t c0 = 0; c0 < V; c0 += vocab_block) {
+        const int64_t k = std::min(vocab_block, V - c0);
+        const at::Tensor wb = w.narrow(0, c0, k);
+        at::Tensor logits = at::mm(hc, wb.t());  // recomputed, then its gradient in place
+        const int64_t* tp = t.const_data_ptr<int64_t>() + r0;
+        const float* lp = lse.const_data_ptr<float>() + r0;
+        if (h.is_cuda())
+          device_kernels::cross_entropy_grad_block(logits.mutable_data_ptr<float>(), n, k, k, c0, tp, ignore_index, lp,
+                                                  scale, cuda_stream_of(h));
+        else
+          kernels::cpu::cross_entropy_grad_block(logits.mutable_data_ptr<float>(), n, k, k, c0, tp, ignore_index, lp,
+                                                 scale);
+        dhc.addmm_(logits, wb);
+        if (dw.defined()) dw.narrow(0, c0, k).addmm_(logits.t(), hc);
+      }
+    }
+    const std::vector<int64_t> sizes = ctx->saved_data["hidden_sizes"].toIntVector();
+    return {dh.view(sizes), dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                                        int64_t ignore_index, int64_t chunk_rows, int64_t vocab_block) {
+  return ChunkedLinearCrossEntropyFunction::apply(hidden, weight, targets, ignore_index, chunk_rows, vocab_block);
+}
 
 kernels::DropoutKey draw_dropout_key() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();

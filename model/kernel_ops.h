@@ -34,6 +34,20 @@ at::Tensor philox_dropout(const at::Tensor& x, double p, kernels::DropoutKey key
 // parameter), from which backward recomputes everything.
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias);
 
+// Note [Chunked linear cross-entropy]
+// The mean over rows whose target is not `ignore_index` of cross_entropy(hidden .
+// weight^T, targets) -- hidden [..., C] (N rows), weight V x C (GPT-2's tied wte),
+// targets [...] int64 -- without ever holding the N x V logits: they are made
+// `chunk_rows` x `vocab_block` at a time by at::mm and folded into each row's
+// log-sum-exp by kernels/cross_entropy.h. Forward keeps one float per row (the
+// log-sum-exp) besides its inputs; backward recomputes each block's logits and turns
+// them into the gradient in place (Note [Chunked cross-entropy gradient]), so its
+// transients are one block of logits plus the gradients it returns. With no row left
+// the loss is NaN, as ATen's mean is.
+at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                                        int64_t ignore_index = -100, int64_t chunk_rows = 256,
+                                        int64_t vocab_block = 8192);
+
 // A group of tensors in one contiguous uint8 buffer (kernels/pack.h): one transfer
 // instead of one per tensor. format Bf16Lossy is lossy for float32 tensors.
 struct PackedTensors {

@@ -1,6 +1,7 @@
 // kernel_ops_test.cpp: the LibTorch adapter of kernels/ (model/kernel_ops.h) --
-// autograd through the mask-free dropout and the fused bias + GELU against ATen's
-// composed ops, the dropout key's tie to the global generator, and tensor packing.
+// autograd through the mask-free dropout, the fused bias + GELU and the chunked
+// linear cross-entropy against ATen's composed ops, the dropout key's tie to the
+// global generator, and tensor packing.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -123,6 +124,63 @@ TEST(PackTensors, Bf16IsLossyWithinItsBound) {
   // bfloat16 conversion (also nearest-even) gives the same values.
   EXPECT_TRUE(((back - x).abs() <= x.abs() * std::ldexp(1.0, -8)).all().item<bool>());
   EXPECT_TRUE(at::equal(back, x.to(at::kBFloat16).to(at::kFloat)));
+}
+
+// Against ATen's linear + cross_entropy (mean, ignore_index -100), loss and both
+// gradients, for chunkings that divide neither N = 21 nor V = 101. fp32 matmuls summed
+// in another order and exp/log in float: 1e-5 absolute plus 1e-4 relative per element.
+TEST(ChunkedLinearCrossEntropy, LossAndGradientsEqualAten) {
+  at::manual_seed(11);
+  const at::Tensor h0 = at::randn({3, 7, 16}), w0 = at::randn({101, 16}) * 0.5;
+  at::Tensor t = at::randint(0, 101, {3, 7}, at::kLong);
+  t.index_put_({0, 2}, -100);
+  t.index_put_({2, 6}, -100);
+  const auto close = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a - b).abs() <= 1e-5 + 1e-4 * b.abs()).all().item<bool>();
+  };
+  const at::Tensor hr = h0.clone().requires_grad_(true), wr = w0.clone().requires_grad_(true);
+  const at::Tensor ref = at::cross_entropy_loss(at::linear(hr, wr).reshape({-1, 101}), t.reshape({-1}));
+  (ref * 0.7).backward();
+  for (const auto& [rows, block] : {std::pair<int64_t, int64_t>{4, 10}, {5, 33}, {100, 1000}, {1, 1}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(block));
+    const at::Tensor h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    const at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, -100, rows, block);
+    EXPECT_TRUE(close(loss, ref.detach())) << loss.item<float>() << " vs " << ref.item<float>();
+    (loss * 0.7).backward();
+    EXPECT_TRUE(close(h.grad(), hr.grad()));
+    EXPECT_TRUE(close(w.grad(), wr.grad()));
+  }
+}
+
+// The forward keeps one float per row besides its inputs, and no more than one block
+// of logits is ever alive: measured by the counting allocator, not by reading the code.
+TEST(ChunkedLinearCrossEntropy, HoldsOneBlockOfLogitsAndKeepsOneFloatPerRow) {
+  const int64_t N = 64, C = 32, V = 5000, rows = 16, block = 1000;
+  const at::Tensor h = at::randn({N, C}).requires_grad_(true), w = at::randn({V, C}).requires_grad_(true);
+  const at::Tensor t = at::randint(0, V, {N}, at::kLong);
+  measure::CpuMemoryMeter meter;
+  const int64_t before = meter.current_bytes();
+  meter.reset_peak();
+  at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, -100, rows, block);
+  const int64_t kept = meter.current_bytes() - before, peak = meter.peak_bytes() - before;
+  // lse (N floats), the row count and the loss (one float each), and 64-byte-rounded nothing else.
+  EXPECT_LE(kept, N * 4 + 2 * 4 + 256);
+  // One block of logits plus the running max, sum, target logit and row losses.
+  EXPECT_LE(peak, rows * block * 4 + 5 * N * 4 + 1024);
+  EXPECT_LT(peak, N * V * 4 / 4);  // far below the logits of every row
+  meter.reset_peak();
+  const int64_t before_bwd = meter.current_bytes();
+  loss.backward();
+  // Backward: the gradients it returns (N x C and V x C) and one block of logits.
+  EXPECT_LE(meter.peak_bytes() - before_bwd, (N * C + V * C) * 4 + rows * block * 4 + 1024);
+}
+
+TEST(ChunkedLinearCrossEntropy, RefusesShapesAndTypesNamingThem) {
+  const at::Tensor h = at::randn({4, 8}), w = at::randn({10, 8}), t = at::zeros({4}, at::kLong);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, at::randn({10, 9}), t), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, at::zeros({4}, at::kInt)), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h.to(at::kDouble), w, t), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, t, -100, 0, 10), std::invalid_argument);
 }
 
 }  // namespace
