@@ -256,6 +256,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       continue;
     }
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
+    // An a_{i+1} on the host still exists: computing it again would leave two copies
+    // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
+    if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
+      return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
     if (op.kind == OpKind::Bwd && hollow[i + 1])
       return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
