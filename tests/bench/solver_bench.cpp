@@ -146,19 +146,25 @@ BENCHMARK(BM_SolveOptimalOneThread)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The keep/recompute/offload DP (solver/offload.h) on the same chain over a PCIe-like
-// 16 GB/s link: the item DP plus the recompute table it prices segments with.
-void BM_SolveOffload(benchmark::State& state) {
+// An offload solver on the same chain over a PCIe-like 16 GB/s link.
+using OffloadSolver = std::optional<std::vector<Op>> (*)(const Chain&, int64_t, const DpOptions&);
+void run_offload_solver(benchmark::State& state, OffloadSolver solve_fn, int num_threads) {
   Problem p = make_problem(static_cast<int>(state.range(0)));
   p.chain.link = Link{16e9, 16e9};
   const int slots = static_cast<int>(state.range(1));
+  DpOptions o = dp_options(slots);
+  o.num_threads = num_threads;
   for (auto _ : state) {
-    auto ops = solve_offload(p.chain, p.budget_bytes, dp_options(slots));
+    auto ops = solve_fn(p.chain, p.budget_bytes, o);
     if (!ops) { state.SkipWithError("infeasible"); break; }
     benchmark::DoNotOptimize(ops);
   }
   set_common_counters(state, p, slots);
 }
+
+// The keep/recompute/offload DP (solver/offload.h): the item DP plus the recompute
+// table it prices segments with.
+void BM_SolveOffload(benchmark::State& state) { run_offload_solver(state, &solve_offload, 0); }
 
 BENCHMARK(BM_SolveOffload)
     ->ArgNames({"L", "slots"})
@@ -166,19 +172,7 @@ BENCHMARK(BM_SolveOffload)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_SolveOffloadPipeline(benchmark::State& state) {
-  Problem p = make_problem(static_cast<int>(state.range(0)));
-  p.chain.link = Link{16e9, 16e9};
-  const int slots = static_cast<int>(state.range(1));
-  DpOptions o = dp_options(slots);
-  o.num_threads = 1;
-  for (auto _ : state) {
-    auto ops = solve_offload_pipeline(p.chain, p.budget_bytes, o);
-    if (!ops) { state.SkipWithError("infeasible"); break; }
-    benchmark::DoNotOptimize(ops);
-  }
-  set_common_counters(state, p, slots);
-}
+void BM_SolveOffloadPipeline(benchmark::State& state) { run_offload_solver(state, &solve_offload_pipeline, 1); }
 
 void BM_SolveOptimalWithLink(benchmark::State& state) {
   Problem p = make_problem(static_cast<int>(state.range(0)));
