@@ -13,6 +13,7 @@
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
+#include "solver/solve.h"
 #include "tests/solver/exhaustive_oracle.h"
 #include "tests/solver/offload_brute_force.h"
 #include "tests/solver/random_chains.h"
@@ -93,7 +94,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
 TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   std::mt19937_64 rng(23);
   int64_t num_nodes = 0, num_plans = 0;
-  int num_chains = 0, num_compared = 0, num_equal = 0, num_slower = 0;
+  int num_chains = 0, num_compared = 0, num_equal = 0, num_slower = 0, num_optimal_slower = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const int L = 1 + trial % 3;
     const Chain chain = small_chain(rng, L);
@@ -122,6 +123,24 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
       } else {
         num_slower += best.ops.has_value();
       }
+      // `optimal` (every candidate, the pipelined family included) is held to the
+      // same bound.
+      SolveOptions o;
+      o.budget_bytes = budget;
+      o.slots = static_cast<int>(budget);
+      o.num_threads = 1;
+      o.find_min_budget = false;
+      if (best.ops) {
+        try {
+          const Schedule s = solve(chain, o);
+          EXPECT_GE(s.predicted.time_ms, best.time_ms);
+          num_optimal_slower += s.predicted.time_ms > best.time_ms;
+        } catch (const InfeasibleBudget&) {
+          ++num_optimal_slower;  // the oracle's plan fits where no candidate does
+        }
+      } else {
+        EXPECT_THROW(solve(chain, o), InfeasibleBudget);
+      }
       // Store-all fits at 100%: the oracle finds at least that.
       if (percent == 100) {
         ASSERT_TRUE(best.ops.has_value());
@@ -134,9 +153,11 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   RecordProperty("oracle_plans_completed", std::to_string(num_plans));
   RecordProperty("dp_equal_to_oracle", num_equal);
   RecordProperty("dp_slower_than_oracle", num_slower);
-  std::printf("oracle: %d chains (L <= 3), %lld prefixes visited, %lld plans completed; DP equal at %d of %d budgets, slower at %d\n",
+  RecordProperty("optimal_slower_than_oracle", num_optimal_slower);
+  std::printf("oracle: %d chains (L <= 3), %lld prefixes visited, %lld plans completed; DP equal at %d of %d budgets, "
+              "slower at %d; optimal slower at %d\n",
               num_chains, static_cast<long long>(num_nodes), static_cast<long long>(num_plans), num_equal,
-              num_compared, num_slower);
+              num_compared, num_slower, num_optimal_slower);
   EXPECT_GT(num_equal, 100);  // not vacuous: most comparisons are exact matches
 }
 
