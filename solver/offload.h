@@ -21,17 +21,19 @@
 // the tail is the lone loss; `offload e` needs a plain a_e.
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / a kept
-// ā_e and an offloaded a_{e-1} / an offloaded a_e'). Every peak and time is what the section 5 simulator gives for
-// these ops (a copy in flight is counted exactly until the op it ends before), so
-// the DP is exact over this class in slots and quantum units; the tests compare it
-// with an exhaustive search over the class, and with the fastest plan of the whole
-// vocabulary on small chains (tests/solver/exhaustive_oracle.h), which the class
-// does not always hold: it lacks copies issued later than right after the op that
-// frees the data's last use (say `offload a_e` a few forward ops after `fwd_keep e`,
-// or `offload_saved` during the backward), prefetches issued more than one item
-// ahead, offloads whose copies queue on the link, and forward orders that are not
-// persistent. The tail alone is the recompute DP, so
-// the value is never worse than recompute-only.
+// ā_e and an offloaded a_{e-1} / an offloaded a_e'). Every peak and time is what
+// the section 5 simulator gives for these ops (a copy in flight is counted exactly
+// until the op it ends before), so the DP is exact over this class in slots and
+// quantum units; the tests compare it with an exhaustive search over the class.
+// The class does not hold every optimum: against the fastest plan of the whole
+// vocabulary on small chains (tests/solver/exhaustive_oracle.h) it lacks copies
+// issued later than right after the op that ends the data's last use before the
+// backward (`offload a_e` a few forward ops after `fwd_keep e`, `offload_saved`
+// during the backward), prefetches more than one item ahead, offloads whose copies
+// queue on the link, and forward orders that are not persistent. `optimal` also
+// tries the pipelined family of offload_pipeline.h for the last three on long
+// chains. The tail alone is the recompute DP, so the value is never worse than
+// recompute-only.
 #pragma once
 
 #include <cstdint>
