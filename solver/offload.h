@@ -31,9 +31,9 @@
 // backward (`offload a_e` a few forward ops after `fwd_keep e`, `offload_saved`
 // during the backward), prefetches more than one item ahead, offloads whose copies
 // queue on the link, and forward orders that are not persistent. `optimal` also
-// tries the pipelined family of offload_pipeline.h for the last three on long
-// chains. The tail alone is the recompute DP, so the value is never worse than
-// recompute-only.
+// tries the pipelined family of offload_pipeline.h, whose plans of one shape have
+// far prefetches and queued copies. The tail alone is the recompute DP, so the
+// value is never worse than recompute-only.
 #pragma once
 
 #include <cstdint>
