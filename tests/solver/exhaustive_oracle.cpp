@@ -201,28 +201,12 @@ class Search {
     const int64_t order = 2 * static_cast<int64_t>(p.ops.size());
     double ready = p.compute_end_ms;
     const auto wait_for = [&](int k) { if (p.plain[k]) ready = std::max(ready, p.ready_ms[k]); };
-    int64_t add = 0, tmp = 0, remove = 0;
-    double dur = 0;
-    switch (op.kind) {
-      case OpKind::FwdKeep:
-      case OpKind::FwdCkpt:
-      case OpKind::FwdDrop:
-        wait_for(i);
-        add = op.kind == OpKind::FwdKeep ? c_.xbar(i + 1) : c_.x(i + 1);
-        tmp = op.kind == OpKind::FwdKeep ? c_.ftmp_keep(i) : c_.ftmp(i);
-        dur = op.kind == OpKind::FwdKeep ? c_.uf(i) : c_.uf_nograd(i);
-        break;
-      case OpKind::Loss:
-        wait_for(L_);
-        add = c_.x(L_); tmp = c_.btmp(L_); dur = c_.ub(L_);
-        break;
-      case OpKind::Bwd:
-        wait_for(i);
-        ready = std::max(ready, p.saved_ready_ms[i + 1]);
-        add = c_.x(i); tmp = c_.btmp(i); dur = c_.ub(i);
-        break;
-      default: throw std::logic_error("oracle: not a compute op");
-    }
+    const ComputeCost cost = compute_cost(c_, op);
+    wait_for(cost.reads);
+    if (op.kind == OpKind::Bwd) ready = std::max(ready, p.saved_ready_ms[i + 1]);
+    const int64_t add = cost.add_bytes, tmp = cost.tmp_bytes;
+    const double dur = cost.dur_ms;
+    int64_t remove = 0;
     const double start = ready, end = start + dur;
     size_t n_final = 0;
     // Note [What the oracle enumerates]: every later event is at or after `start`,

@@ -1,7 +1,8 @@
 // exhaustive_oracle.h: the fastest plan the timeline simulator (docs/formats.md
 // section 5) accepts within a budget, found by searching every op sequence of the
 // full vocabulary -- not a solver's class. The reference the offload DP is held to.
-// Shares nothing with solver/offload.cpp or solver/rotor.cpp.
+// Shares nothing with solver/offload.cpp or solver/rotor.cpp; it prices compute
+// ops with compute_cost (solver/simulate.h) and judges plans with simulate_timeline.
 //
 // Note [What the oracle enumerates]
 // Every sequence of the ops fwd_keep, fwd_ckpt, fwd_drop, loss, bwd, offload,
