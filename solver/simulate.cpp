@@ -159,6 +159,18 @@ struct MemEvent {
 
 }  // namespace
 
+ComputeCost compute_cost(const Chain& chain, const Op& op) {
+  const int i = op.index, L = chain.length();
+  switch (op.kind) {
+    case OpKind::FwdKeep: return {chain.xbar(i + 1), chain.ftmp_keep(i), chain.uf(i), i};
+    case OpKind::FwdCkpt:
+    case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), i};
+    case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), L};
+    case OpKind::Bwd: return {chain.x(i), chain.btmp(i), chain.ub(i), i};
+    default: return {};
+  }
+}
+
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   const int L = chain.length();
   const int n = static_cast<int>(ops.size());
@@ -256,39 +268,22 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       continue;
     }
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
+    // An a_{i+1} on the host still exists: computing it again would leave two copies
+    // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
+    if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
+      return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
     if (op.kind == OpKind::Bwd && hollow[i + 1])
       return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
     // A compute op waits for every plain activation it reads that is still arriving.
     double ready = compute_end;
     const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, ready_ms[k]); };
-    int64_t add_bytes = 0, tmp_bytes = 0, remove_bytes = 0;
-    double dur_ms = 0;
-    switch (op.kind) {
-      case OpKind::FwdKeep:
-      case OpKind::FwdCkpt:
-      case OpKind::FwdDrop:
-        wait_for(i);
-        add_bytes = op.kind == OpKind::FwdKeep ? chain.xbar(i + 1) : chain.x(i + 1);
-        tmp_bytes = op.kind == OpKind::FwdKeep ? chain.ftmp_keep(i) : chain.ftmp(i);
-        dur_ms = op.kind == OpKind::FwdKeep ? chain.uf(i) : chain.uf_nograd(i);
-        break;
-      case OpKind::Loss:
-        wait_for(L);
-        add_bytes = chain.x(L);
-        tmp_bytes = chain.btmp(L);
-        dur_ms = chain.ub(L);
-        break;
-      case OpKind::Bwd:
-        wait_for(i);
-        ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
-        add_bytes = chain.x(i);
-        tmp_bytes = chain.btmp(i);
-        dur_ms = chain.ub(i);
-        break;
-      default:
-        break;
-    }
+    const ComputeCost cost = compute_cost(chain, op);
+    wait_for(cost.reads);
+    if (op.kind == OpKind::Bwd) ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
+    const int64_t add_bytes = cost.add_bytes, tmp_bytes = cost.tmp_bytes;
+    const double dur_ms = cost.dur_ms;
+    int64_t remove_bytes = 0;
     const double start = ready;
     const double end = start + dur_ms;
     op_start_ms[p] = start;

@@ -48,6 +48,17 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // tensors stage k-1's autograd graph saved, other than its input, its output and
 // parameters (runtime/saved_state.h).
 
+// What a compute op costs at its start (docs/formats.md sections 4.2 and 5.3): the
+// object it adds, its transient, its time, and the plain activation it reads and so
+// may wait for (a_i, or a_L for the loss).
+struct ComputeCost {
+  int64_t add_bytes = 0;
+  int64_t tmp_bytes = 0;
+  double dur_ms = 0;
+  int reads = -1;
+};
+ComputeCost compute_cost(const Chain& chain, const Op& op);
+
 // docs/formats.md section 5. Needs chain.link when the ops offload or prefetch.
 // On schedules without offload it gives exactly simulate_sequential's numbers.
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops);

@@ -7,6 +7,7 @@
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/offload.h"
+#include "solver/offload_pipeline.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
 #include "solver/units.h"
@@ -49,7 +50,8 @@ SolverFn solver_fn(SolverKind kind) {
 // Note [Optimal takes the best of everything]
 // The DPs work in slots, which round every size up, so a baseline that fits in
 // bytes can beat the DP's schedule (store-all at a budget of exactly its peak is the
-// usual case), and offload-all lies outside the offload DP's class. `optimal` and
+// usual case), and offload-all and the pipelined family (Note [Pipelined offload
+// candidates] in offload_pipeline.h) lie outside the offload DP's class. `optimal` and
 // `recompute-only` therefore also simulate the baselines they may use and return
 // the fastest schedule that fits: never worse than any of them, as users expect.
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
@@ -60,7 +62,10 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
   candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
-  if (with_offload && chain.link) candidates.push_back(offload_all(chain, budget_bytes, dp));
+  if (with_offload && chain.link) {
+    candidates.push_back(offload_all(chain, budget_bytes, dp));
+    candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));
+  }
   std::optional<std::vector<Op>> best;
   double best_ms = 0;
   for (auto& c : candidates) {

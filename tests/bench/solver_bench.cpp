@@ -6,6 +6,10 @@
 //                                reconstruction of the schedule (all cores)
 //   BM_SolveOptimalOneThread/L/slots   the same with num_threads = 1
 //   BM_SolveOffload/L/500        solve_offload (solver/offload.h) over a 16 GB/s link
+//   BM_SolveOffloadPipeline/L/500  solve_offload_pipeline (solver/offload_pipeline.h),
+//                                the same link: every (p, q) simulated, bisection on d
+//   BM_SolveOptimalWithLink/L/500  solve() with --solver optimal on one thread: both of
+//                                the above, the baselines, and the simulation of each
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //
@@ -24,6 +28,8 @@
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/offload.h"
+#include "solver/offload_pipeline.h"
+#include "solver/solve.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
 #include "tests/solver/random_chains.h"
@@ -140,21 +146,56 @@ BENCHMARK(BM_SolveOptimalOneThread)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The keep/recompute/offload DP (solver/offload.h) on the same chain over a PCIe-like
-// 16 GB/s link: the item DP plus the recompute table it prices segments with.
-void BM_SolveOffload(benchmark::State& state) {
+// An offload solver on the same chain over a PCIe-like 16 GB/s link.
+using OffloadSolver = std::optional<std::vector<Op>> (*)(const Chain&, int64_t, const DpOptions&);
+void run_offload_solver(benchmark::State& state, OffloadSolver solve_fn, int num_threads) {
   Problem p = make_problem(static_cast<int>(state.range(0)));
   p.chain.link = Link{16e9, 16e9};
   const int slots = static_cast<int>(state.range(1));
+  DpOptions o = dp_options(slots);
+  o.num_threads = num_threads;
   for (auto _ : state) {
-    auto ops = solve_offload(p.chain, p.budget_bytes, dp_options(slots));
+    auto ops = solve_fn(p.chain, p.budget_bytes, o);
     if (!ops) { state.SkipWithError("infeasible"); break; }
     benchmark::DoNotOptimize(ops);
   }
   set_common_counters(state, p, slots);
 }
 
+// The keep/recompute/offload DP (solver/offload.h): the item DP plus the recompute
+// table it prices segments with.
+void BM_SolveOffload(benchmark::State& state) { run_offload_solver(state, &solve_offload, 0); }
+
 BENCHMARK(BM_SolveOffload)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96}, {500}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_SolveOffloadPipeline(benchmark::State& state) { run_offload_solver(state, &solve_offload_pipeline, 1); }
+
+void BM_SolveOptimalWithLink(benchmark::State& state) {
+  Problem p = make_problem(static_cast<int>(state.range(0)));
+  p.chain.link = Link{16e9, 16e9};
+  const int slots = static_cast<int>(state.range(1));
+  SolveOptions o;
+  o.budget_bytes = p.budget_bytes;
+  o.slots = slots;
+  o.num_threads = 1;
+  for (auto _ : state) {
+    Schedule s = solve(p.chain, o);
+    benchmark::DoNotOptimize(s);
+  }
+  set_common_counters(state, p, slots);
+}
+
+BENCHMARK(BM_SolveOffloadPipeline)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{24, 48, 96}, {500}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_SolveOptimalWithLink)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96}, {500}})
     ->Unit(benchmark::kMillisecond)

@@ -1,9 +1,11 @@
 // offload_bruteforce_test.cpp: the offload DP (solver/offload.h) against an
-// exhaustive search over its schedule class (offload_brute_force.h), and the
-// closed-form oracles of unlimited and hidden bandwidth.
+// exhaustive search over its schedule class (offload_brute_force.h), against the
+// search over every plan the timeline simulator accepts (exhaustive_oracle.h), and
+// the closed-form oracles of unlimited and hidden bandwidth.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <set>
 
@@ -11,6 +13,8 @@
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
+#include "solver/solve.h"
+#include "tests/solver/exhaustive_oracle.h"
 #include "tests/solver/offload_brute_force.h"
 #include "tests/solver/random_chains.h"
 
@@ -78,6 +82,83 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   EXPECT_GT(num_compared, 400);
   EXPECT_GT(num_offloading, 60);
   EXPECT_GT(num_beating_recompute, 30);
+}
+
+// The DP against the fastest plan of the whole vocabulary (Note [What the oracle
+// enumerates]) at budgets spread from the least any plan could need to the
+// store-all peak, with one slot per byte so that the DP loses nothing to rounding.
+// The oracle is a lower bound on every valid plan, so the DP's plan, simulated, can
+// never be faster; where it is slower, its class misses the oracle's plan. The
+// number of such budgets is recorded, not asserted: see Note [The offload schedule
+// class] for the plans the class does not hold.
+TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
+  std::mt19937_64 rng(23);
+  int64_t num_nodes = 0, num_plans = 0;
+  int num_chains = 0, num_compared = 0, num_equal = 0, num_slower = 0, num_optimal_slower = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int L = 1 + trial % 3;
+    const Chain chain = small_chain(rng, L);
+    ++num_chains;
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    for (const int percent : {0, 25, 50, 75, 100}) {
+      int64_t floor_bytes = 0;
+      for (int i = 0; i < L; ++i)
+        floor_bytes = std::max(floor_bytes, chain.x(i + 1) + chain.xbar(i + 1) + 2 * chain.x(i) + chain.btmp(i));
+      const int64_t budget = std::max<int64_t>(1, floor_bytes + (store_all - floor_bytes) * percent / 100);
+      SCOPED_TRACE("budget " + std::to_string(budget));
+      const testing::OracleResult best = testing::fastest_valid_plan(chain, budget);
+      num_nodes += best.num_nodes;
+      num_plans += best.num_plans;
+      const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+      if (dp) {
+        ASSERT_TRUE(best.ops.has_value()) << "the DP found a plan the oracle missed";
+        const SimResult r = simulate_timeline(chain, *dp);
+        ASSERT_TRUE(r.valid) << r.error;
+        EXPECT_LE(r.peak_bytes, budget);
+        EXPECT_GE(r.time_ms, best.time_ms);
+        ++num_compared;
+        num_equal += r.time_ms == best.time_ms;
+        num_slower += r.time_ms > best.time_ms;
+      } else {
+        num_slower += best.ops.has_value();
+      }
+      // `optimal` (every candidate, the pipelined family included) is held to the
+      // same bound.
+      SolveOptions o;
+      o.budget_bytes = budget;
+      o.slots = static_cast<int>(budget);
+      o.num_threads = 1;
+      o.find_min_budget = false;
+      if (best.ops) {
+        try {
+          const Schedule s = solve(chain, o);
+          EXPECT_GE(s.predicted.time_ms, best.time_ms);
+          num_optimal_slower += s.predicted.time_ms > best.time_ms;
+        } catch (const InfeasibleBudget&) {
+          ++num_optimal_slower;  // the oracle's plan fits where no candidate does
+        }
+      } else {
+        EXPECT_THROW(solve(chain, o), InfeasibleBudget);
+      }
+      // Store-all fits at 100%: the oracle finds at least that.
+      if (percent == 100) {
+        ASSERT_TRUE(best.ops.has_value());
+        EXPECT_LE(best.time_ms, simulate_sequential(chain, store_all_ops(chain)).time_ms);
+      }
+    }
+  }
+  RecordProperty("chains", num_chains);
+  RecordProperty("oracle_prefixes_visited", std::to_string(num_nodes));
+  RecordProperty("oracle_plans_completed", std::to_string(num_plans));
+  RecordProperty("dp_equal_to_oracle", num_equal);
+  RecordProperty("dp_slower_than_oracle", num_slower);
+  RecordProperty("optimal_slower_than_oracle", num_optimal_slower);
+  std::printf("oracle: %d chains (L <= 3), %lld prefixes visited, %lld plans completed; DP equal at %d of %d budgets, "
+              "slower at %d; optimal slower at %d\n",
+              num_chains, static_cast<long long>(num_nodes), static_cast<long long>(num_plans), num_equal,
+              num_compared, num_slower, num_optimal_slower);
+  EXPECT_GT(num_equal, 100);  // not vacuous: most comparisons are exact matches
 }
 
 // Keep every stage, offload every saved state right away and bring it back just

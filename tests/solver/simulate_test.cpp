@@ -355,6 +355,8 @@ TEST(SimulateTimeline, RejectsInvalidOffloads) {
        {ckpt(0), offload(2), keep(1), loss(), bwd(1), keep(0), bwd(0)}, 1},
       {"prefetch of an activation that was never offloaded",
        {ckpt(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)}, 4},
+      {"recomputing an activation that is on the host (it would exist twice once prefetched)",
+       {ckpt(0), offload(1), keep(0), prefetch(1), keep(1), loss(), bwd(1), bwd(0)}, 2},
       {"offload index out of range",
        {ckpt(0), offload(9), keep(1), loss(), bwd(1), keep(0), bwd(0)}, 1},
   };

@@ -1,0 +1,42 @@
+// offload_pipeline.h: a family of offload plans outside the item DP's class
+// (solver/offload.h), tried by `optimal` beside it and simulated like every candidate.
+//
+// Note [Pipelined offload candidates]
+// Where a block saves far more than one of its forward ops can move over the
+// link, the fast plans let the d2h copies of the saved state queue across many
+// forward ops and issue each prefetch several backward ops ahead, so that the h2d
+// link runs behind a whole stretch of backward. The item DP's class rules out both
+// (each copy ends within the next item's first op; a prefetch is at most one item
+// ahead). This family has the shape:
+//   fwd_ckpt 0, fwd_drop 1 .. p-1             (a prefix recomputed from a_0)
+//   fwd_keep k, offload_saved k+1 for p <= k < q (a middle whose saved state moves)
+//   fwd_keep q .. L-1, loss                   (a kept suffix)
+//   bwd L-1 .. p, with `prefetch_saved k+1` issued just before `bwd k+d` (or right
+//   after the loss when k+d >= L), in stage order on the h2d link
+//   then the recompute DP's schedule of the prefix 0 .. p-1 with d_p resident.
+// It is searched over every (p, q) and, for each, over the prefetch distance d by
+// bisection for the largest d whose plan fits: a larger d holds more bytes earlier
+// and stalls less. Every plan is simulated with the timeline simulator and only
+// fitting ones are returned, so the family can only make `optimal` faster; it is
+// not a proof of optimality (tests/solver/exhaustive_oracle.h is the reference).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/rotor.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+// The plan of Note [Pipelined offload candidates] for one (p, q, d); `prefix` is the
+// recompute DP's schedule of stages 0 .. p-1 (empty when p = 0).
+std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix);
+
+// The fastest fitting plan of the family, or nullopt (also without a link).
+std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
+                                                      const DpOptions& options = {});
+
+}  // namespace memopt::solver

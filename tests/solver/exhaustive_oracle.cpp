@@ -1,0 +1,267 @@
+// exhaustive_oracle.cpp: the branch and bound of Note [What the oracle enumerates].
+// It replays each prefix incrementally, op by op, with the rules of docs/formats.md
+// sections 4 and 5, only to prune; every complete plan is judged by simulate_timeline.
+#include "tests/solver/exhaustive_oracle.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "solver/simulate.h"
+
+namespace memopt::solver::testing {
+namespace {
+
+struct Event {
+  double time_ms;
+  int64_t order;  // as the simulator orders ties: copy frees first, then program order
+  int64_t delta_bytes;
+};
+
+bool by_time(const Event& a, const Event& b) {
+  return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
+}
+
+enum Gap : int { kNoCopyYet = 0, kD2hCopies = 1, kH2dCopies = 2 };
+
+// A prefix of a plan: what is where, when each queue is free, the memory events not
+// yet final, and which one-shot ops already ran.
+struct Prefix {
+  std::vector<Op> ops;
+  std::vector<char> plain, saved, grad, hollow, on_host;       // a_k, ā_k, d_k, ā_k beyond a_k on the host, a_k on the host
+  std::vector<char> a_out, a_in, saved_out, saved_in;          // Note [What the oracle enumerates]: once each
+  std::vector<char> bwd_done;                                  // 0..L-1, and L for the loss
+  std::vector<char> keep_done;                                 // fwd_keep i ran (it runs once)
+  std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms;
+  double compute_end_ms = 0, d2h_free_ms = 0, h2d_free_ms = 0;
+  int64_t final_total_bytes = 0, final_peak_bytes = 0;         // over the events already final
+  std::vector<Event> pending;
+  int gap = kNoCopyYet;
+  size_t gap_begin = 0;                                        // the first op after the last compute op
+  double mandatory_ms = 0;                                     // bwd, loss and fwd_keep still to run
+};
+
+class Search {
+ public:
+  Search(const Chain& chain, int64_t budget) : c_(chain), L_(chain.length()), budget_(budget) {}
+
+  OracleResult run() {
+    Prefix p;
+    const size_t n = static_cast<size_t>(L_) + 2;
+    for (auto* v : {&p.plain, &p.saved, &p.grad, &p.hollow, &p.on_host, &p.a_out, &p.a_in, &p.saved_out,
+                    &p.saved_in, &p.bwd_done, &p.keep_done})
+      v->assign(n, 0);
+    for (auto* v : {&p.ready_ms, &p.on_host_ms, &p.saved_ready_ms, &p.saved_on_host_ms}) v->assign(n, 0.0);
+    p.plain[0] = 1;
+    p.final_total_bytes = p.final_peak_bytes = c_.x(0);
+    p.mandatory_ms = c_.ub(L_);
+    for (int i = 0; i < L_; ++i) p.mandatory_ms += c_.uf(i) + c_.ub(i);
+    if (p.final_peak_bytes <= budget_ && least_peak_bytes() <= budget_) visit(p);
+    return std::move(out_);
+  }
+
+ private:
+  double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / c_.link->d2h_bytes_per_s; }
+  double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / c_.link->h2d_bytes_per_s; }
+
+  // What the ops that every plan runs once hold at their start, whatever else is
+  // resident: fwd_keep i (its input, ā_{i+1}, its transient), bwd i (d_{i+1},
+  // ā_{i+1}, its input, d_i, its transient), and the loss.
+  int64_t least_peak_bytes() const {
+    int64_t need = c_.x(L_) + c_.x(L_) + c_.btmp(L_);
+    for (int i = 0; i < L_; ++i) {
+      need = std::max(need, c_.x(i) + c_.xbar(i + 1) + c_.ftmp_keep(i));
+      need = std::max(need, c_.x(i + 1) + c_.xbar(i + 1) + 2 * c_.x(i) + c_.btmp(i));
+    }
+    return need;
+  }
+
+  // a_k on the host after its bwd (or the loss, k = L) ran: nothing can use it now.
+  bool stranded(const Prefix& p) const {
+    for (int k = 0; k <= L_; ++k)
+      if (p.on_host[k] && p.bwd_done[k]) return true;
+    return false;
+  }
+
+  // A prefetch in the gap of its own offload only holds the bytes longer: the plan
+  // without both copies is as fast and as small, so it is never tried.
+  bool offloaded_in_this_gap(const Prefix& p, OpKind offload, int k) const {
+    for (size_t q = p.gap_begin; q < p.ops.size(); ++q)
+      if (p.ops[q].kind == offload && p.ops[q].index == k) return true;
+    return false;
+  }
+
+  bool hopeless(const Prefix& p) const {
+    if (stranded(p)) return true;
+    if (p.final_peak_bytes > budget_) return true;
+    return out_.ops && p.compute_end_ms + p.mandatory_ms >= out_.time_ms;
+  }
+
+  void visit(Prefix& p) {
+    ++out_.num_nodes;
+    if (p.bwd_done[0]) { finish(p); return; }
+    computes(p);
+    if (c_.link) copies(p);
+  }
+
+  void finish(const Prefix& p) {
+    ++out_.num_plans;
+    const SimResult r = simulate_timeline(c_, p.ops);
+    if (!r.valid) return;  // something left on the host or resident: not a plan
+    if (r.peak_bytes > budget_) return;
+    if (!out_.ops || r.time_ms < out_.time_ms) {
+      out_.ops = p.ops;
+      out_.time_ms = r.time_ms;
+      out_.peak_bytes = r.peak_bytes;
+    }
+  }
+
+  void copies(const Prefix& p) {
+    for (int k = 0; k <= L_; ++k) {
+      if (p.gap <= kD2hCopies) {
+        if (p.plain[k] && !p.on_host[k] && !p.a_out[k]) try_copy(p, {OpKind::Offload, k});
+        if (k >= 1 && p.saved[k] && !p.hollow[k] && !p.saved_out[k]) try_copy(p, {OpKind::OffloadSaved, k});
+      }
+      if (p.on_host[k] && !p.a_in[k] && !offloaded_in_this_gap(p, OpKind::Offload, k))
+        try_copy(p, {OpKind::Prefetch, k});
+      if (k >= 1 && p.hollow[k] && !p.saved_in[k] && !offloaded_in_this_gap(p, OpKind::OffloadSaved, k))
+        try_copy(p, {OpKind::PrefetchSaved, k});
+    }
+  }
+
+  void try_copy(const Prefix& from, Op op) {
+    Prefix p = from;
+    const int k = op.index;
+    const int64_t order = 2 * static_cast<int64_t>(p.ops.size());
+    const double issue = p.compute_end_ms;
+    switch (op.kind) {
+      case OpKind::Offload: {
+        const double end = std::max({issue, p.ready_ms[k], p.d2h_free_ms}) + d2h_ms(c_.x(k));
+        p.d2h_free_ms = end;
+        p.pending.push_back({end, -1, -c_.x(k)});
+        p.on_host[k] = 1; p.on_host_ms[k] = end; p.plain[k] = 0; p.a_out[k] = 1;
+        p.gap = kD2hCopies;
+        break;
+      }
+      case OpKind::OffloadSaved: {
+        const int64_t bytes = c_.xbar(k) - c_.x(k);
+        const double end = std::max({issue, p.saved_ready_ms[k], p.d2h_free_ms}) + d2h_ms(bytes);
+        p.d2h_free_ms = end;
+        p.pending.push_back({end, -1, -bytes});
+        p.hollow[k] = 1; p.saved_on_host_ms[k] = end; p.saved_out[k] = 1;
+        p.gap = kD2hCopies;
+        break;
+      }
+      case OpKind::Prefetch: {
+        p.pending.push_back({issue, order, c_.x(k)});
+        const double end = std::max({issue, p.h2d_free_ms, p.on_host_ms[k]}) + h2d_ms(c_.x(k));
+        p.h2d_free_ms = end;
+        p.on_host[k] = 0; p.plain[k] = 1; p.ready_ms[k] = end; p.a_in[k] = 1;
+        p.gap = kH2dCopies;
+        break;
+      }
+      case OpKind::PrefetchSaved: {
+        const int64_t bytes = c_.xbar(k) - c_.x(k);
+        p.pending.push_back({issue, order, bytes});
+        const double end = std::max({issue, p.h2d_free_ms, p.saved_on_host_ms[k]}) + h2d_ms(bytes);
+        p.h2d_free_ms = end;
+        p.hollow[k] = 0; p.saved_ready_ms[k] = end; p.saved_in[k] = 1;
+        p.gap = kH2dCopies;
+        break;
+      }
+      default: throw std::logic_error("oracle: not a copy");
+    }
+    p.ops.push_back(op);
+    visit(p);
+  }
+
+  bool input_of(const Prefix& p, int i) const { return p.plain[i] || p.saved[i]; }
+  bool output_free(const Prefix& p, int i) const { return !p.plain[i + 1] && !p.saved[i + 1] && !p.on_host[i + 1]; }
+  // Something can still consume a_{k}: its bwd (k < L) or the loss (k = L) has not run.
+  bool consumable(const Prefix& p, int k) const { return !p.bwd_done[k]; }
+
+  void computes(const Prefix& p) {
+    // The backward first: plans that reach the end early give the bound its teeth.
+    for (int i = 0; i < L_; ++i)
+      if (p.grad[i + 1] && p.saved[i + 1] && !p.hollow[i + 1] && input_of(p, i) && !p.bwd_done[i])
+        try_compute(p, {OpKind::Bwd, i});
+    if (!p.bwd_done[L_] && input_of(p, L_) && !p.grad[L_]) try_compute(p, {OpKind::Loss, -1});
+    for (int i = L_ - 1; i >= 0; --i) {
+      if (!output_free(p, i)) continue;
+      if (input_of(p, i) && !p.keep_done[i] && !p.bwd_done[i]) try_compute(p, {OpKind::FwdKeep, i});
+      if (!consumable(p, i + 1)) continue;
+      if (input_of(p, i)) try_compute(p, {OpKind::FwdCkpt, i});
+      if (p.plain[i]) try_compute(p, {OpKind::FwdDrop, i});
+    }
+  }
+
+  void try_compute(const Prefix& from, Op op) {
+    Prefix p = from;
+    const int i = op.index;
+    const int64_t order = 2 * static_cast<int64_t>(p.ops.size());
+    double ready = p.compute_end_ms;
+    const auto wait_for = [&](int k) { if (p.plain[k]) ready = std::max(ready, p.ready_ms[k]); };
+    const ComputeCost cost = compute_cost(c_, op);
+    wait_for(cost.reads);
+    if (op.kind == OpKind::Bwd) ready = std::max(ready, p.saved_ready_ms[i + 1]);
+    const int64_t add = cost.add_bytes, tmp = cost.tmp_bytes;
+    const double dur = cost.dur_ms;
+    int64_t remove = 0;
+    const double start = ready, end = start + dur;
+    size_t n_final = 0;
+    // Note [What the oracle enumerates]: every later event is at or after `start`,
+    // and one at `start` that sorts before this op's start is a free of 0 bytes.
+    p.pending.push_back({start, order, add + tmp});
+    std::sort(p.pending.begin(), p.pending.end(), by_time);
+    while (n_final < p.pending.size() &&
+           (p.pending[n_final].time_ms < start || (p.pending[n_final].time_ms == start && p.pending[n_final].order <= order))) {
+      p.final_total_bytes += p.pending[n_final].delta_bytes;
+      p.final_peak_bytes = std::max(p.final_peak_bytes, p.final_total_bytes);
+      ++n_final;
+    }
+    p.pending.erase(p.pending.begin(), p.pending.begin() + static_cast<std::ptrdiff_t>(n_final));
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+        p.saved[i + 1] = 1; p.saved_ready_ms[i + 1] = end; p.keep_done[i] = 1;
+        p.mandatory_ms -= c_.uf(i);
+        break;
+      case OpKind::FwdCkpt:
+      case OpKind::FwdDrop:
+        p.plain[i + 1] = 1; p.ready_ms[i + 1] = end;
+        if (op.kind == OpKind::FwdDrop) { remove += c_.x(i); p.plain[i] = 0; }
+        break;
+      case OpKind::Loss:
+        p.grad[L_] = 1; p.bwd_done[L_] = 1;
+        if (p.plain[L_]) { remove += c_.x(L_); p.plain[L_] = 0; }
+        p.mandatory_ms -= c_.ub(L_);
+        break;
+      case OpKind::Bwd:
+        p.grad[i] = 1; p.bwd_done[i] = 1;
+        remove += c_.x(i + 1) + c_.xbar(i + 1);
+        p.grad[i + 1] = 0; p.saved[i + 1] = 0;
+        if (p.plain[i]) { remove += c_.x(i); p.plain[i] = 0; }
+        p.mandatory_ms -= c_.ub(i);
+        break;
+      default: break;
+    }
+    p.pending.push_back({end, order + 1, -(tmp + remove)});
+    p.compute_end_ms = end;
+    p.gap = kNoCopyYet;
+    p.ops.push_back(op);
+    p.gap_begin = p.ops.size();
+    if (!hopeless(p)) visit(p);
+  }
+
+  const Chain& c_;
+  int L_;
+  int64_t budget_;
+  OracleResult out_;
+};
+
+}  // namespace
+
+OracleResult fastest_valid_plan(const Chain& chain, int64_t budget_bytes) {
+  return Search(chain, budget_bytes).run();
+}
+
+}  // namespace memopt::solver::testing
