@@ -14,19 +14,17 @@ namespace {
 constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 
 // What the previous item left for the one starting at e (the state's third part).
-// kLeftKeptInputOffloaded: a KI item at e-1 left a kept ā_e and offloaded a_{e-1}.
-enum Left : int { kLeftKeptInputOffloaded = -4, kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
-constexpr int kFirstLeft = kLeftKeptInputOffloaded;
-enum class Item : uint8_t { Tail, Keep, KeepOffload, KeepOffloadInput, Ckpt };
+enum Left : int { kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt };
 
 struct StateIndex {
   int L;
   int64_t S;
   size_t operator()(int e, int64_t device, int left) const {
     return (static_cast<size_t>(e) * static_cast<size_t>(S + 1) + static_cast<size_t>(device)) *
-               static_cast<size_t>(L - kFirstLeft) + static_cast<size_t>(left - kFirstLeft);
+               static_cast<size_t>(L + 4) + static_cast<size_t>(left + 3);
   }
-  size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L - kFirstLeft); }
+  size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 4); }
 };
 
 // How a state was reached: the item that ended at it, and whether the prefetch of
@@ -80,14 +78,9 @@ struct Previous {
 
 Previous previous_of(const Numbers& n, int e, int left) {
   Previous p;
-  if (left == kLeftKept || left == kLeftHollow || left == kLeftKeptInputOffloaded) p.input_plain = false;
-  p.offloaded = left == kLeftHollow || left == kLeftKeptInputOffloaded || left >= 0;
-  if (left == kLeftKeptInputOffloaded) {
-    const int64_t bytes = n.chain.x(e - 1);
-    p.prefetch_slots = p.pending_slots = n.table.x_slots(e - 1);
-    p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
-    p.pending_ms = n.d2h_ms(bytes);  // started as e's first op did
-  } else if (left == kLeftHollow) {
+  if (left == kLeftKept || left == kLeftHollow) p.input_plain = false;
+  p.offloaded = left == kLeftHollow || left >= 0;
+  if (left == kLeftHollow) {
     const int64_t bytes = n.hollow_bytes(e);
     p.prefetch_slots = p.pending_slots = n.hollow_slots(e);
     p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
@@ -129,7 +122,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const int64_t keep_bwd = xbar_next + x_next + x_e + n.sl(chain.btmp(e));
     const int64_t keep_units = n.units(chain.uf(e)) + n.units(chain.ub(e));
     const int64_t ub_units = n.units(chain.ub(e));
-    for (int left = kFirstLeft; left < e; ++left) {
+    for (int left = -3; left < e; ++left) {
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
       int64_t cheapest_below = kUnreached;
@@ -185,10 +178,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             if (chain.xbar(e + 1) > chain.x(e + 1)) {
               b.item = Item::KeepOffload;
               relax(e + 1, D + x_next, kLeftHollow, cost, b);
-            }
-            if (prev.input_plain && chain.x(e) > 0) {
-              b.item = Item::KeepOffloadInput;
-              relax(e + 1, D - x_e + xbar_next, kLeftKeptInputOffloaded, cost, b);
             }
           }
 
@@ -248,23 +237,19 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     } else {
       ops.push_back({OpKind::FwdKeep, e});
       if (it.item == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, e + 1});
-      if (it.item == Item::KeepOffloadInput) ops.push_back({OpKind::Offload, e});
     }
   }
   for (size_t i = items.size(); i-- > 0;) {
     const Back& it = items[i];
     const int e = it.from_e;
     const Previous prev = previous_of(n, e, it.from_left);
-    const Op prefetch = it.from_left == kLeftHollow               ? Op{OpKind::PrefetchSaved, e}
-                        : it.from_left == kLeftKeptInputOffloaded ? Op{OpKind::Prefetch, e - 1}
-                                                                  : Op{OpKind::Prefetch, it.from_left};
+    const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
     if (prev.has_prefetch() && it.lead) ops.push_back(prefetch);
     const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
     switch (it.item) {
       case Item::Tail: table.emit(e, L, prev.pending() ? m - prev.pending_slots : m, ops); break;
       case Item::Keep:
-      case Item::KeepOffload:
-      case Item::KeepOffloadInput: ops.push_back({OpKind::Bwd, e}); break;
+      case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
       case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
     }
     if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);

@@ -8,8 +8,6 @@
 // a tail; the backward runs them in reverse:
 //  - K e:     `fwd_keep e`; later `bwd e`.
 //  - KO e:    `fwd_keep e, offload_saved e+1`; later `prefetch_saved e+1`, `bwd e`.
-//  - KI e:    `fwd_keep e, offload e` (a_e plain); later `prefetch e`, `bwd e`: the
-//             input of a kept stage waits on the host for its backward.
 //  - C [e,n): `fwd_ckpt e`, optionally `offload e`, `fwd_drop e+1 .. n-1`; later a
 //             persistent schedule (rotor.h) of stages e..n-1.
 //  - tail e:  a persistent schedule of e..L (with the loss); e = 0 is recompute-only.
@@ -20,20 +18,19 @@
 // the end of the next item's first compute op, and before the tail starts unless
 // the tail is the lone loss; `offload e` needs a plain a_e.
 // The DP runs over (item start e, device slots D held by earlier items including
-// a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / a kept
-// ā_e and an offloaded a_{e-1} / an offloaded a_e'). Every peak and time is what
-// the section 5 simulator gives for these ops (a copy in flight is counted exactly
-// until the op it ends before), so the DP is exact over this class in slots and
-// quantum units; the tests compare it with an exhaustive search over the class.
-// The class does not hold every optimum: against the fastest plan of the whole
-// vocabulary on small chains (tests/solver/exhaustive_oracle.h) it lacks copies
-// issued later than right after the op that ends the data's last use before the
-// backward (`offload a_e` a few forward ops after `fwd_keep e`, `offload_saved`
-// during the backward), prefetches more than one item ahead, offloads whose copies
-// queue on the link, and forward orders that are not persistent. `optimal` also
-// tries the pipelined family of offload_pipeline.h, whose plans of one shape have
-// far prefetches and queued copies. The tail alone is the recompute DP, so the
-// value is never worse than recompute-only.
+// a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
+// offloaded a_e'). Every peak and time is what the section 5 simulator gives for
+// these ops (a copy in flight is counted exactly until the op it ends before), so
+// the DP is exact over this class in slots and quantum units; the tests compare it
+// with an exhaustive search over the class. The class does not hold every optimum:
+// against the fastest plan of the whole vocabulary on small chains
+// (tests/solver/exhaustive_oracle.h) it lacks `offload_saved` issued during the
+// backward, prefetches more than one item ahead, offloads whose copies queue on the
+// link, and forward orders that are not persistent. A kept stage's input never leaves
+// the device before its backward: the stage may have saved it (Note [A kept stage
+// keeps its input] in simulate.h). `optimal` also tries the pipelined family of
+// offload_pipeline.h, whose plans of one shape have far prefetches and queued copies.
+// The tail alone is the recompute DP, so the value is never worse than recompute-only.
 #pragma once
 
 #include <cstdint>

@@ -13,11 +13,11 @@ namespace {
 
 // One item of the forward sequence, as the class defines it.
 struct Item {
-  enum Kind { Keep, KeepOffload, KeepOffloadInput, Ckpt } kind;
+  enum Kind { Keep, KeepOffload, Ckpt } kind;
   int start, end;      // stages start..end-1
   bool offload = false;
   bool lead = false;   // its prefetch is issued when the next item's backward starts
-  bool offloads() const { return kind == KeepOffload || kind == KeepOffloadInput || (kind == Ckpt && offload); }
+  bool offloads() const { return kind == KeepOffload || (kind == Ckpt && offload); }
 };
 
 class Builder {
@@ -44,11 +44,6 @@ class Builder {
     items_.pop_back();
     if (chain_.xbar(e + 1) > chain_.x(e + 1)) {
       items_.push_back({Item::KeepOffload, e, e + 1});
-      compose(e + 1);
-      items_.pop_back();
-    }
-    if (plain && chain_.x(e) > 0) {
-      items_.push_back({Item::KeepOffloadInput, e, e + 1});
       compose(e + 1);
       items_.pop_back();
     }
@@ -92,7 +87,6 @@ class Builder {
         first_op_end[k] = now;
         if (it.kind == Item::KeepOffload)
           copy_end[k] = now + 1000.0 * (chain_.xbar(it.start + 1) - chain_.x(it.start + 1)) / chain_.link->d2h_bytes_per_s;
-        if (it.kind == Item::KeepOffloadInput) copy_end[k] = now + 1000.0 * chain_.x(it.start) / chain_.link->d2h_bytes_per_s;
       }
     }
     start[items_.size()] = now;
@@ -144,7 +138,6 @@ class Builder {
       } else {
         ops.push_back({OpKind::FwdKeep, it.start});
         if (it.kind == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, it.start + 1});
-        if (it.kind == Item::KeepOffloadInput) ops.push_back({OpKind::Offload, it.start});
       }
     }
     // Backward: the tail, then the items right to left; item k's prefetch goes
