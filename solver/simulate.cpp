@@ -207,6 +207,11 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         if (r.saved[i]) return fail(out, p, op_label(ops, p) + ": only plain activations can be offloaded, and a_" + std::to_string(i) + " is held as ā_" + std::to_string(i));
         return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not resident on the device");
       }
+      if (i < L && r.saved[i + 1])  // Note [A kept stage keeps its input]
+        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of stage " + std::to_string(i) +
+                                ", whose saved state ā_" + std::to_string(i + 1) + " is on the device and may hold it; " +
+                                "offload it before fwd_keep " + std::to_string(i) + " or after bwd " + std::to_string(i) +
+                                ", or move the saved state with offload_saved " + std::to_string(i + 1));
       const double start = std::max({compute_end, ready_ms[i], d2h_free});
       const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->d2h_bytes_per_s;
       d2h_free = end;

@@ -48,6 +48,14 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // tensors stage k-1's autograd graph saved, other than its input, its output and
 // parameters (runtime/saved_state.h).
 
+// Note [A kept stage keeps its input]
+// `offload k` is refused while ā_{k+1} is resident (between `fwd_keep k` and `bwd k`).
+// A stage may save its own input for its backward (GPT-2's embedding saves the token
+// ids, every LayerNorm its input), and the profile does not count that input again in
+// x̄_{k+1} (Note [Stage byte accounting] in profiler/profiler.h): the saved graph holds
+// a_k's storage, so moving a_k to the host would free nothing on a real device while
+// the simulator freed x_k. The saved state itself moves with `offload_saved k+1`.
+
 // What a compute op costs at its start (docs/formats.md sections 4.2 and 5.3): the
 // object it adds, its transient, its time, and the plain activation it reads and so
 // may wait for (a_i, or a_L for the loss).

@@ -300,6 +300,21 @@ TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
   expect_timeline(simulate_timeline(offload_chain(100, 1000), ops), 130, 122, 79, 110);
 }
 
+// Note [A kept stage keeps its input]: between fwd_keep 0 and bwd 0 the stage's
+// saved state may hold a_0, so offloading it is refused, naming the alternatives.
+TEST(SimulateTimeline, AKeptStagesInputStaysUntilItsBackward) {
+  const std::vector<Op> ops = {keep(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), bwd(0)};
+  const SimResult r = simulate_timeline(offload_chain(1000, 1000), ops);
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.error_op, 1);
+  EXPECT_NE(r.error.find("whose saved state ā_1 is on the device"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("offload_saved 1"), std::string::npos) << r.error;
+  // The same copy before fwd_keep 0 (a_0 checkpointed and recomputed) is fine.
+  EXPECT_TRUE(simulate_timeline(offload_chain(1000, 1000),
+                                {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)})
+                  .valid);
+}
+
 TEST(SimulateTimeline, PrefetchAllocatesAtIssue) {
   // The prefetch is issued right after the loss (t=26), before bwd 1: its 10 bytes
   // count while bwd 1 runs (26..36) although they land only at 36: 20+40+40+10+20 =
