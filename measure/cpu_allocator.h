@@ -95,6 +95,7 @@ class CpuMemoryMeter final : public MemoryMeter {
   int64_t peak_bytes() const override { return allocator_.peak_bytes(); }
   void reset_peak() override { allocator_.reset_peak(); }
   int64_t reserved_bytes() const override { return allocator_.reserved_bytes(); }
+  void release_cached() override { allocator_.empty_cache(); }
   int64_t peak_reserved_bytes() const override { return allocator_.peak_reserved_bytes(); }
   int64_t available_bytes() const override {
     const int64_t limit = allocator_.limit_bytes();

@@ -23,6 +23,10 @@ class MemoryMeter {
   // testbed's limit (Note [Device memory limit]) minus current_bytes(), -1 without a
   // limit; a GPU meter would ask its caching allocator and the driver.
   virtual int64_t available_bytes() const { return -1; }
+  // Hands the allocator's cached blocks back to the system (CPU: the testbed
+  // allocator's cache; CUDA: the caching allocator's empty_cache), so that a one-off
+  // allocation does not stay reserved for good.
+  virtual void release_cached() {}
 };
 
 }  // namespace memopt::measure

@@ -38,13 +38,15 @@ std::string bytes_text(int64_t b) { return format_bytes(b) + " (" + std::to_stri
 
 }  // namespace
 
-void check_device_memory(const measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
+void check_device_memory(measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
                          const std::string& plan_source) {
   try {
     at::Tensor probe = at::empty({activation_peak_bytes + state_bytes}, at::TensorOptions().dtype(at::kByte));
   } catch (const c10::Error&) {  // OutOfMemoryError, or the base allocator's own failure
+    meter.release_cached();
     throw_short(meter, plan_source, "a training step of this plan", activation_peak_bytes, state_bytes);
   }
+  meter.release_cached();
 }
 
 int64_t unallocated_state_bytes(const model::StagedModel& model, int optimizer_moments) {

@@ -31,7 +31,9 @@ struct InsufficientDeviceMemory : std::runtime_error {
 // count. `state_bytes` is what the step will allocate beyond activations for the first
 // time (gradients, optimizer moments). Throws InsufficientDeviceMemory naming
 // `plan_source` when the allocation fails, with what `meter` says is still free.
-void check_device_memory(const measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
+// The probe is handed back to the system (MemoryMeter::release_cached): a caching
+// allocator would otherwise keep a block of that one size reserved for good.
+void check_device_memory(measure::MemoryMeter& meter, int64_t activation_peak_bytes, int64_t state_bytes,
                          const std::string& plan_source);
 
 // Bytes of the gradients not yet allocated plus `optimizer_moments` copies of every

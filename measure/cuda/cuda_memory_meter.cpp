@@ -14,6 +14,7 @@ class CudaMemoryMeter final : public MemoryMeter {
   int64_t current_bytes() const override { return allocated().current; }
   int64_t peak_bytes() const override { return allocated().peak; }
   int64_t reserved_bytes() const override { return reserved().current; }
+  void release_cached() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
   int64_t peak_reserved_bytes() const override { return reserved().peak; }
   // Resets the allocated and reserved peaks (and the active one, which memopt does
   // not read).

@@ -69,8 +69,10 @@ TEST(MemoryCheck, APlanTooLargeIsRefusedAndTrainingContinuesAlongASmallerOne) {
     // The budget it suggests is one the solver can meet.
     EXPECT_NO_THROW(solver::solve(chain, {e.suggested_budget_bytes, solver::SolverKind::RecomputeOnly}));
   }
-  // The small plan passes the same check.
+  // The small plan passes the same check, and its probe is not kept in the cache.
+  const int64_t reserved_before = meter.reserved_bytes();
   EXPECT_NO_THROW(check_device_memory(meter, small.predicted.peak_bytes, 0, "small.json"));
+  EXPECT_LE(meter.reserved_bytes(), reserved_before);
 
   // 2. Without the check, store-all runs out of memory midway; nothing is corrupted.
   zero_grads_in_place(*trainer.model);
