@@ -17,7 +17,7 @@ mkdir -p "$dir"
 "$memopt" profile --preset tiny --kernels memopt > "$dir/profile_tiny_memopt.txt"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 build/tests/bench/kernels_compare_bench --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
-  --benchmark_min_time=0.1s --benchmark_out="$dir/kernels_compare_bench.json" --benchmark_out_format=json >/dev/null
+  --benchmark_min_time=0.1 --benchmark_out="$dir/kernels_compare_bench.json" --benchmark_out_format=json >/dev/null
 "$python" - "$dir" "$date" "$load" <<'PY'
 import json, statistics, sys
 d, date, load = sys.argv[1:4]
@@ -52,7 +52,7 @@ o = ["# memopt's own kernels against ATen's on this CPU (MEASURED)", "",
      "interquartile range.", "", "## Reproduce", "", "```sh", f"tools/make_kernels_report.sh {date}", "```", "",
      f"Machine: {j['context'].get('num_cpus')} CPUs at {j['context'].get('mhz_per_cpu')} MHz; load average before "
      f"the run {load}.", "", "| benchmark | ns per element, median | IQR | repetitions |", "|---|---:|---:|---:|"]
-for name, m, q1, q3, n in rows:
+for name, m, q1, q3, n in sorted(rows):
     o.append(f"| `{name}` | {m:.2f} | {q1:.2f} - {q3:.2f} | {n} |")
 o += ["", "The profiles of the tiny GPT-2 with each kernel choice are in `profile_tiny_aten.txt` and "
       "`profile_tiny_memopt.txt` (`memopt profile --preset tiny --kernels aten|memopt`): the bytes are exact and "
