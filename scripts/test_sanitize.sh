@@ -43,9 +43,15 @@ built=$(date +%s)
 export ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0:alloc_dealloc_mismatch=0:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
+# The exhaustive oracle (tests/solver/exhaustive_oracle.h) visits about 8 million plan
+# prefixes: instrumented it takes many minutes and gigabytes. It is plain arithmetic
+# over the simulator, whose own tests run here, and it runs in the main suite.
+filter_solver=-OffloadDpOracle.*
 for t in solver/memopt_solver_tests measure/memopt_measure_tests profiler/memopt_profiler_tests runtime/memopt_runtime_tests optimize/memopt_optimize_tests; do
   t0=$(date +%s)
-  if "$build/tests/$t" --gtest_brief=1 > "$build/$(basename "$t").log" 2>&1; then
+  filter=*
+  [ "$t" = solver/memopt_solver_tests ] && filter=$filter_solver
+  if "$build/tests/$t" --gtest_brief=1 "--gtest_filter=$filter" > "$build/$(basename "$t").log" 2>&1; then
     echo "[sanitize] $(basename "$t"): $(grep -E '^\[  PASSED  \]' "$build/$(basename "$t").log") in $(( $(date +%s) - t0 )) s"
   else
     echo "[sanitize] $(basename "$t") FAILED; the last lines of $build/$(basename "$t").log:"
