@@ -35,17 +35,20 @@ o.append(f"- Uncapped, this machine's memcpy moves {min(uncapped[0]['d2h_bytes_p
          f"GB/s or more each way; a cap above half of that is shown but does not bind (the copy itself is slower). "
          f"Emulated GPU links on this testbed are tens of MB/s (docs/formats.md section 2.8).")
 o += ["", "## Reproduce", "", "```sh", f"tools/make_link_report.sh {date}", "```", "",
-      "`build/tests/bench/copy_link_bench` (Google Benchmark, 3 iterations per rate, each the median of 3 offload + "
+      "`build/tests/bench/copy_link_bench` (Google Benchmark, 5 iterations per rate, each the median of 3 offload + "
       "prefetch round trips after one warm-up; a transfer lasts about 20 ms at the requested rate, 64 MiB uncapped). "
       f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz.", "",
       "![achieved vs requested](link_rates.png)", "",
-      "Achieved rate of each direction against the requested cap; the dashed line is achieved = requested, the "
+      "Achieved rate of each direction (median of the 5 iterations; the table gives their interquartile range) "
+      "against the requested cap; the dashed line is achieved = requested, the "
       "dotted lines the uncapped memcpy rates.", "", "## Table", "",
-      "| requested | transfer | d2h achieved | h2d achieved |", "|---:|---:|---:|---:|"]
+      "| requested | transfer | d2h achieved [IQR] | h2d achieved [IQR] |", "|---:|---:|---:|---:|"]
 for b in rows:
     req = b["requested_bytes_per_s"]
+    cell = lambda d: (f"{b[d + '_bytes_per_s']/1e6:.2f} MB/s [{b[d + '_q25_bytes_per_s']/1e6:.2f}-"
+                      f"{b[d + '_q75_bytes_per_s']/1e6:.2f}]")
     o.append(f"| {'uncapped' if req == 0 else f'{req/1e6:g} MB/s'} | {b['transfer_bytes']/2**20:.2f} MiB | "
-             f"{b['d2h_bytes_per_s']/1e6:.2f} MB/s | {b['h2d_bytes_per_s']/1e6:.2f} MB/s |")
+             f"{cell('d2h')} | {cell('h2d')} |")
 open(f"{d}/README.md", "w").write("\n".join(o) + "\n")
 PY
 echo "report in $dir/README.md"

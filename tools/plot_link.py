@@ -36,7 +36,7 @@ def main():
         ax.axhline(b["d2h_bytes_per_s"], color="C0", lw=0.8, ls=":", label="uncapped memcpy, d2h")
         ax.axhline(b["h2d_bytes_per_s"], color="C1", lw=0.8, ls=":", label="uncapped memcpy, h2d")
     ax.set_xlabel("requested link rate (bytes/s)")
-    ax.set_ylabel("achieved rate (bytes/s, median of 3 x 3 transfers)")
+    ax.set_ylabel("achieved rate (bytes/s, median of 5 x 3 transfers)")
     ax.set_title("CPU copy engine: an emulated link binds at every rate\n"
                  "MEASURED on this machine; each transfer lasts ~20 ms at the requested rate", fontsize=9.5)
     ax.grid(alpha=0.3, which="both")

@@ -39,6 +39,11 @@ with open(json_path) as f:
 targets = {("BM_SolveOptimal", 96, 500): 10, ("BM_SolveOptimal", 192, 500): 100, ("BM_SolveOptimal", 96, 2000): 150,
            ("BM_SolveOptimalWithLink", 48, 500): 1000, ("BM_SolveOptimalWithLink", 96, 500): 5000}
 rows = []
+# The spread of each benchmark's repetitions: Google Benchmark's stddev aggregate.
+stddev_ms = {}
+for b in data["benchmarks"]:
+    if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "stddev":
+        stddev_ms[b["run_name"]] = b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
 for b in data["benchmarks"]:
     if b.get("run_type") != "aggregate" or b.get("aggregate_name") != "median":
         continue
@@ -46,7 +51,7 @@ for b in data["benchmarks"]:
     name = b["run_name"].split("/")[0]
     L, slots = int(b["L"]), int(b["slots"])
     target = targets.get((name, L, slots))
-    rows.append((name, L, slots, b["real_time"] * scale, b.get("values_identical"), target))
+    rows.append((name, L, slots, b["real_time"] * scale, stddev_ms.get(b["run_name"]), b.get("values_identical"), target))
 ctx = data["context"]
 lines = [
     "# Solver benchmark: the recompute and offload DPs (docs/formats.md sections 6 and 8)",
@@ -72,13 +77,14 @@ lines = [
     f"load average before the run {load} (the machine is shared: compare rows of one run, not runs);\nGoogle Benchmark library: {ctx.get('library_build_type', '?')} build (its timing loop only; memopt is Release).",
     f"Date: {date}.",
     "",
-    "Median wall time of 5 repetitions:",
+    "Median wall time of 5 repetitions, with their standard deviation:",
     "",
-    "| benchmark | L | slots | median ms | target ms | values identical |",
-    "|---|---:|---:|---:|---:|:---:|",
+    "| benchmark | L | slots | median ms | stddev ms | target ms | values identical |",
+    "|---|---:|---:|---:|---:|---:|:---:|",
 ]
-for name, L, slots, ms, same, target in rows:
-    lines.append(f"| {name} | {L} | {slots} | {ms:.3f} | {'' if target is None else target} | "
+for name, L, slots, ms, sd, same, target in rows:
+    lines.append(f"| {name} | {L} | {slots} | {ms:.3f} | {'-' if sd is None else f'{sd:.3f}'} | "
+                 f"{'' if target is None else target} | "
                  f"{'-' if same is None else 'yes' if same == 1 else 'NO'} |")
 lines += ["", "Raw data: [solver_bench.json](solver_bench.json).", ""]
 with open(readme, "w") as f:
