@@ -48,8 +48,8 @@ std::string percent_label(int64_t bytes, int64_t reference) {
 
 nlohmann::ordered_json measured_json(const MeasuredPoint& m) {
   nlohmann::ordered_json j = {{"peak_bytes", m.peak_bytes},   {"reserved_peak_bytes", m.reserved_peak_bytes},
-                              {"time_ms", m.time_ms},         {"time_q25_ms", m.time_q25_ms},
-                              {"time_q75_ms", m.time_q75_ms}, {"steps", m.steps},
+                              {"time_ms", m.time_ms.median}, {"time_q25_ms", m.time_ms.q25},
+                              {"time_q75_ms", m.time_ms.q75}, {"steps", m.steps},
                               {"warmup_steps", m.warmup_steps}};
   if (m.max_abs_grad_diff) j["max_abs_grad_diff"] = *m.max_abs_grad_diff;
   if (!m.same_ops_as.empty()) j["same_ops_as"] = m.same_ops_as;
@@ -60,9 +60,7 @@ MeasuredPoint measured_from_json(const nlohmann::json& j) {
   MeasuredPoint m;
   m.peak_bytes = j.at("peak_bytes").get<int64_t>();
   m.reserved_peak_bytes = j.at("reserved_peak_bytes").get<int64_t>();
-  m.time_ms = j.at("time_ms").get<double>();
-  m.time_q25_ms = j.at("time_q25_ms").get<double>();
-  m.time_q75_ms = j.at("time_q75_ms").get<double>();
+  m.time_ms = {j.at("time_ms").get<double>(), j.at("time_q25_ms").get<double>(), j.at("time_q75_ms").get<double>()};
   m.steps = j.at("steps").get<int>();
   m.warmup_steps = j.at("warmup_steps").get<int>();
   if (j.contains("max_abs_grad_diff")) m.max_abs_grad_diff = j["max_abs_grad_diff"].get<double>();
@@ -219,9 +217,7 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
 
 bool measured_faster_than_store_all(const TradeoffReport& r, const TradeoffPoint& p) {
   if (!p.measured || !r.measured_base) return false;
-  const common::Spread point{p.measured->time_ms, p.measured->time_q25_ms, p.measured->time_q75_ms};
-  const MeasuredPoint& b = *r.measured_base;
-  return common::below_beyond_spread(point, {b.time_ms, b.time_q25_ms, b.time_q75_ms});
+  return common::below_beyond_spread(p.measured->time_ms, r.measured_base->time_ms);
 }
 
 nlohmann::ordered_json to_json(const TradeoffReport& r) {
@@ -371,7 +367,7 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
     o << "- At " << pct(b) << " of the store-all peak (" << format_bytes(b) << ") the optimal plan is predicted "
       << overhead(p->predicted_time_ms, r.base_time_ms) << " slower than store-all";
     if (p->measured && r.measured_base)
-      o << " (measured " << overhead(p->measured->time_ms, r.measured_base->time_ms) << ")";
+      o << " (measured " << overhead(p->measured->time_ms.median, r.measured_base->time_ms.median) << ")";
     o << "; it is the smallest budget of this sweep within 10% (predicted).";
     const TradeoffPoint* sq = find_point(r, "sqrt", b);
     if (sq && sq->status == "ok")
@@ -384,7 +380,7 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
     for (const TradeoffPoint& p : r.points) {
       if (!p.measured || !p.measured->same_ops_as.empty()) continue;
       peak_ratio.push_back(static_cast<double>(p.measured->peak_bytes) / static_cast<double>(p.predicted_peak_bytes));
-      time_ratio.push_back(p.measured->time_ms / p.predicted_time_ms);
+      time_ratio.push_back(p.measured->time_ms.median / p.predicted_time_ms);
     }
     if (!peak_ratio.empty()) {
       auto [pmin, pmax] = std::minmax_element(peak_ratio.begin(), peak_ratio.end());
@@ -428,9 +424,9 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
                            " measured steps in interleaved rounds (A B C A B C ...), all in one process; times are "
                            "medians with the interquartile range (IQR); time overhead is relative to store-all "
                            "measured the same way (" +
-                           fmt("%.2f ms", r.measured_base->time_ms) + ", IQR " +
-                           fmt("%.2f", r.measured_base->time_q25_ms) + "-" +
-                           fmt("%.2f ms", r.measured_base->time_q75_ms) +
+                           fmt("%.2f ms", r.measured_base->time_ms.median) + ", IQR " +
+                           fmt("%.2f", r.measured_base->time_ms.q25) + "-" +
+                           fmt("%.2f ms", r.measured_base->time_ms.q75) +
                            "). Peaks are allocated bytes, which plans count; the allocator's reserved bytes are in "
                            "tradeoff.json. Identical schedules are measured once."
                      : "nothing was measured (run with --run to add measured numbers).")
@@ -456,9 +452,9 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
       }
       o << " " << overhead(p->predicted_time_ms, r.base_time_ms);
       if (p->measured && r.measured_base) {
-        o << " / " << overhead(p->measured->time_ms, r.measured_base->time_ms) << " ["
-          << overhead(p->measured->time_q25_ms, r.measured_base->time_ms) << ", "
-          << overhead(p->measured->time_q75_ms, r.measured_base->time_ms) << "]";
+        const double base = r.measured_base->time_ms.median;
+        o << " / " << overhead(p->measured->time_ms.median, base) << " [" << overhead(p->measured->time_ms.q25, base)
+          << ", " << overhead(p->measured->time_ms.q75, base) << "]";
         if (measured_faster_than_store_all(r, *p)) o << " (!)";
       }
       o << ", " << format_bytes(p->predicted_peak_bytes);

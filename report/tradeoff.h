@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/stats.h"
 #include "report/figures.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
@@ -44,9 +45,7 @@ struct StagePlan {
 struct MeasuredPoint {
   int64_t peak_bytes = 0;           // median over the measured steps (allocated bytes)
   int64_t reserved_peak_bytes = -1; // the most the allocator held, -1: unknown
-  double time_ms = 0;               // median over the measured steps
-  double time_q25_ms = 0;           // its interquartile range
-  double time_q75_ms = 0;
+  common::Spread time_ms;           // median and interquartile range over the measured steps
   int steps = 0;                    // measured steps
   int warmup_steps = 0;
   std::optional<double> max_abs_grad_diff;

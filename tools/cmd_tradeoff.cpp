@@ -93,7 +93,7 @@ void run_tradeoff(const TradeoffArgs& args) {
       const auto all = model->measure_interleaved(profile.chain, schedules, mo, sources);
       std::vector<MeasuredPoint> out;
       for (const runtime::ScheduleMeasurement& m : all)
-        out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms.median, m.time_ms.q25, m.time_ms.q75,
+        out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms,
                        args.steps, args.warmup_steps, m.max_abs_grad_diff, ""});
       return out;
     };
@@ -106,7 +106,7 @@ void run_tradeoff(const TradeoffArgs& args) {
     if (p.status == "ok")
       std::fprintf(stderr, " predicted %9.3f ms %11s", p.predicted_time_ms, format_bytes(p.predicted_peak_bytes).c_str());
     if (p.measured)
-      std::fprintf(stderr, " | measured %9.3f ms %11s%s", p.measured->time_ms, format_bytes(p.measured->peak_bytes).c_str(),
+      std::fprintf(stderr, " | measured %9.3f ms %11s%s", p.measured->time_ms.median, format_bytes(p.measured->peak_bytes).c_str(),
                    p.measured->same_ops_as.empty() ? "" : " (same ops as before)");
     std::fprintf(stderr, "\n");
   };

@@ -132,7 +132,7 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
 // spread of +-5% around it.
 MeasuredPoint scaled(const solver::Schedule& s, double factor) {
   const double t = factor * s.predicted.time_ms;
-  return {s.predicted.peak_bytes, s.predicted.peak_bytes + 512, t, 0.95 * t, 1.05 * t, 3, 2, std::nullopt, ""};
+  return {s.predicted.peak_bytes, s.predicted.peak_bytes + 512, {t, 0.95 * t, 1.05 * t}, 3, 2, std::nullopt, ""};
 }
 
 std::string key_of(const solver::Schedule& s) {
