@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -40,6 +42,23 @@ struct Comm::Impl {
 
 namespace {
 
+// Note [A dead peer is an error, not a signal]
+// Gloo writes to its peers' sockets with writev, which cannot ask the kernel to
+// hold back SIGPIPE. When a peer dies, a write that races Gloo's own detection of
+// the closed socket raises SIGPIPE, whose default action ends this process
+// silently -- no error, no message naming the rank. Python ignores SIGPIPE at
+// start-up, which is why torch.distributed never shows this. A process that joins
+// a group does the same here, unless its program installed a handler of its own;
+// the write then fails with EPIPE and the op throws DistributedError.
+void ignore_broken_pipes() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);
+}
+
 // As torch.distributed picks it: GLOO_SOCKET_IFNAME when set; loopback when the
 // master is on loopback (one machine); otherwise the interface of this host's name.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
@@ -64,6 +83,7 @@ Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
 
 std::shared_ptr<Comm> Comm::connect(const LaunchEnv& env, const CommOptions& options) {
+  ignore_broken_pipes();  // Note [A dead peer is an error, not a signal]
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->rank = env.rank;

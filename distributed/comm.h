@@ -31,6 +31,9 @@ struct CommOptions {
 class Comm {
  public:
   // Rendezvous of every rank of `env` (rank 0 hosts the TCPStore) into one group.
+  // Sets SIGPIPE to ignored unless the program handles it (Note [A dead peer is
+  // an error, not a signal] in comm.cpp): a dead peer then fails an op instead of
+  // ending this process.
   static std::shared_ptr<Comm> connect(const LaunchEnv& env, const CommOptions& options = {});
   ~Comm();
   Comm(const Comm&) = delete;

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <torch/optim/adamw.h>
 
+#include "distributed/comm.h"
 #include "distributed/trainer.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
@@ -389,13 +390,36 @@ void fault(const std::string& dir, const std::string& profile, int signal_number
   EXPECT_NE(code, 0);
   EXPECT_LT(waited, 20.0);
   const std::string log = slurp(ranks.log(0));
-  EXPECT_NE(log.find("rank 0/2"), std::string::npos) << log;
-  EXPECT_NE(log.find("another rank probably died or hung"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank 0/2"), std::string::npos) << "exit code " << code << "\n" << log;
+  EXPECT_NE(log.find("another rank probably died or hung"), std::string::npos) << "exit code " << code << "\n" << log;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string f = entry.path().filename().string();
     const bool result = f.rfind(name + ".rank", 0) == 0 && !f.ends_with(".log");
     EXPECT_FALSE(result) << "left behind: " << f;
   }
+}
+
+// Note [A dead peer is an error, not a signal]: once this process has joined a
+// group, writing to a socket whose other end is gone fails with EPIPE instead of
+// ending the process. (A racing Gloo write is what the dead-rank test would hit
+// only now and then; here the write is certain.)
+TEST(Comm, WritingToADeadPeerFailsInsteadOfEndingTheProcess) {
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  ASSERT_EQ(before.sa_handler, SIG_DFL) << "the test needs the default disposition to start from";
+  LaunchEnv env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = free_port();
+  const std::shared_ptr<Comm> comm = Comm::connect(env, CommOptions{std::chrono::seconds(10)});
+  int ends[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+  ::close(ends[1]);
+  const char byte = 1;
+  errno = 0;
+  EXPECT_EQ(::write(ends[0], &byte, 1), -1);  // the default SIGPIPE would end the test here
+  EXPECT_EQ(errno, EPIPE);
+  ::close(ends[0]);
+  ::sigaction(SIGPIPE, &before, nullptr);
 }
 
 TEST_F(Distributed, DeadRankFailsTheOthers) { fault(dir_.string(), profile_, SIGKILL, "dies"); }
