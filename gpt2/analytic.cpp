@@ -21,6 +21,7 @@ namespace {
 constexpr int64_t kFloatBytes = 4;
 constexpr int64_t kBoolBytes = 1;
 constexpr int64_t kDoubleBytes = 8;
+constexpr int64_t kInt64Bytes = 8;
 
 // Note [Backward replay]
 // torch::autograd::backward runs a graph's nodes in decreasing sequence number, the
@@ -386,7 +387,12 @@ class Gpt2Ops {
     const int64_t n_positions = c.n_positions, c_ = C, t_ = T, v_ = V;
     t.node({}, {pos}, {}, [n_positions, c_](Step& s) { s.give_param(s.make(kFloatBytes * n_positions * c_)); });
     const Id tok = t.make(kFloatBytes * N * C);
-    t.node({}, {tok}, {Tape::kInput}, [v_, c_](Step& s) { s.give_param(s.make(kFloatBytes * v_ * c_)); });
+    // Note [Loss choice]: with the chunked loss the lookup's backward adds into
+    // wte.grad in place (index_add_) and allocates nothing.
+    if (c.loss == gpt2::Loss::Chunked)
+      t.node({}, {tok}, {Tape::kInput}, [](Step&) {});
+    else
+      t.node({}, {tok}, {Tape::kInput}, [v_, c_](Step& s) { s.give_param(s.make(kFloatBytes * v_ * c_)); });
     const Id sum = t.make(kFloatBytes * N * C);  // + wpe[:T] (a slice: no allocation)
     t.node({tok, pos}, {sum}, {}, [t_, c_](Step& s) {
       s.give(0, s.grad());
@@ -623,6 +629,7 @@ class Gpt2Ops {
   }
 
   Id head(Id x) {
+    if (c.loss == gpt2::Loss::Chunked) return chunked_head(x);
     const Id h = layer_norm(x);
     const Id logits = linear(h, C, V, false);  // mm with the tied wte, no bias
     t.drop(h);
@@ -636,6 +643,43 @@ class Gpt2Ops {
     t.node({logp}, {loss}, {logp, total_weight}, [nv](Step& s) { s.give(0, s.make(kFloatBytes * nv)); });
     t.drop(total_weight);
     t.drop(logp);
+    return loss;
+  }
+
+  // Note [Loss choice], Chunked: model/kernel_ops.cpp's chunked linear cross-entropy
+  // on ln_f's output. Forward: the log-sum-exp and row losses (N floats each), the
+  // running max, sum and target logit (N each, gone when the blocks are done), one
+  // rows x vocab block of logits at a time; then the count of rows kept -- a bool
+  // per row, summed to an int64 scalar and cast to a float one, the first two gone
+  // with the statement -- and the loss, a float scalar divided by the count (the sum
+  // a temporary). Saved: ln_f's output, the log-sum-exp and the count (the weight and
+  // the targets are not activations). Backward: grad / count (a scalar, gone after
+  // .item()), the hidden state's zeroed gradient, one block of logits at a time, and
+  // the weight's gradient added into wte.grad (Note [Gradients into .grad]).
+  Id chunked_head(Id x) {
+    const Id h = layer_norm(x);
+    const int64_t rows = std::min(kChunkedLossRows, N), block = std::min(kChunkedLossVocabBlock, V);
+    const Id lse = t.make(kFloatBytes * N), row_loss = t.make(kFloatBytes * N);
+    const Id running_max = t.make(kFloatBytes * N), running_sum = t.make(kFloatBytes * N);
+    const Id target_logit = t.make(kFloatBytes * N);
+    t.scratch(kFloatBytes * rows * block);
+    for (Id id : {running_max, running_sum, target_logit}) t.drop(id);
+    const Id kept = t.make(kBoolBytes * N), kept_sum = t.make(kInt64Bytes), count = t.make(kFloatBytes);
+    t.drop(kept_sum);
+    t.drop(kept);
+    const Id loss_sum = t.make(kFloatBytes), loss = t.make(kFloatBytes);
+    t.drop(loss_sum);
+    const int64_t nc = N * C;
+    t.node({h}, {loss}, {h, lse, count}, [nc, rows, block](Step& s) {
+      s.free(s.make(kFloatBytes));  // grad / count, read by .item()
+      const Grad dh = s.make(kFloatBytes * nc);
+      s.scratch(kFloatBytes * rows * block);
+      s.give(0, dh);
+    });
+    t.drop(row_loss);
+    t.drop(lse);
+    t.drop(count);
+    t.drop(h);
     return loss;
   }
 

@@ -42,6 +42,18 @@ std::optional<Kernels> kernels_from_word(const std::string& word) {
   return std::nullopt;
 }
 
+const char* loss_word(Loss l) {
+  for (const auto& row : kLosses)
+    if (row.value == l) return row.word;
+  return "?";
+}
+
+std::optional<Loss> loss_from_word(const std::string& word) {
+  for (const auto& row : kLosses)
+    if (word == row.word) return row.value;
+  return std::nullopt;
+}
+
 std::optional<Gpt2Preset> gpt2_preset(const std::string& name) {
   auto make = [&](int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t vocab, int64_t n_positions,
                   int64_t batch, int64_t seq_len) {
@@ -112,6 +124,7 @@ nlohmann::ordered_json gpt2_spec_to_json(const Gpt2Spec& s) {
   if (!s.hf_dir.empty()) j["hf_dir"] = s.hf_dir;
   j["kernels"] = kernels_word(c.kernels);
   j["layer_norm_epsilon"] = c.layer_norm_epsilon;
+  j["loss"] = loss_word(c.loss);
   j["n_positions"] = c.n_positions;
   if (!s.preset.empty()) j["preset"] = s.preset;
   j["seed"] = s.seed;
@@ -164,6 +177,13 @@ Gpt2Spec gpt2_spec_from_json(const nlohmann::json& j) {
     const auto k = kernels_from_word(field<std::string>(j, "kernels"));
     if (!k) throw std::invalid_argument("model/kernels: '" + j.at("kernels").get<std::string>() + "' is not memopt or aten");
     c.kernels = *k;
+  }
+  // Note [Loss choice]: a profile from before the field ran ATen's loss.
+  c.loss = Loss::Aten;
+  if (j.contains("loss")) {
+    const auto l = loss_from_word(field<std::string>(j, "loss"));
+    if (!l) throw std::invalid_argument("model/loss: '" + j.at("loss").get<std::string>() + "' is not aten or chunked");
+    c.loss = *l;
   }
   if (j.contains("dropout")) {
     const nlohmann::json& d = j.at("dropout");

@@ -1,5 +1,5 @@
 // config.h: GPT-2's dimensions, its presets, how it is cut into stages, which
-// attention kernel and which dropout/GELU kernels it runs, and their JSON form (the profile's "model" object). No
+// attention kernel, which dropout/GELU kernels and which loss it runs, and their JSON form (the profile's "model" object). No
 // LibTorch here, so the analytic twin and the CLI's flag checks can use it cheaply.
 #pragma once
 
@@ -40,6 +40,29 @@ enum class Kernels {
   Aten,    // ATen's native_dropout and gelu
 };
 
+// Note [Loss choice]
+// How the head turns the last hidden state into the loss. Aten: ln_f, at::linear with
+// the tied wte, log_softmax and nll_loss, as GPT-2's code does -- the N x V logits,
+// their log-probabilities and their gradient are all whole tensors, and the tied
+// weight gets dense V x C gradients from the head and from the embedding. Chunked:
+// model/kernel_ops.h's chunked linear cross-entropy (never more than one block of
+// logits), and both of the tied weight's gradients added into its .grad in place
+// (Note [Gradients into .grad] there). With GPT-2's vocabulary those N x V and V x C
+// tensors are what sets the smallest memory any schedule can reach, so the chunked
+// head is what lets recomputation and offloading go below it. Profiles without a
+// "loss" field were written before the choice existed and mean aten.
+enum class Loss {
+  Aten,
+  Chunked,
+};
+// The chunked loss's blocks of logits: rows of the N tokens by columns of the V
+// vocabulary entries (at most 8 MiB of floats), what model/ runs and the analytic
+// twin counts. Measured on GPT-2 small's head (C = 768, V = 50,257, one thread),
+// the block's shape moves the head's time by a few percent; taller blocks read the
+// weight fewer times and were the fastest tried (256 x 8192, 512 x 4096, 1024 x 8192).
+inline constexpr int64_t kChunkedLossRows = 1024;
+inline constexpr int64_t kChunkedLossVocabBlock = 2048;
+
 // Each enumeration's one table: value, JSON/CLI word, what it means.
 struct GranularityInfo { Granularity value; const char* word; const char* meaning; };
 inline constexpr GranularityInfo kGranularities[] = {
@@ -58,12 +81,20 @@ inline constexpr KernelsInfo kKernelChoices[] = {
     {Kernels::Aten, "aten", "ATen's native_dropout (saves a bool mask), addmm and gelu"},
 };
 
+struct LossInfo { Loss value; const char* word; const char* meaning; };
+inline constexpr LossInfo kLosses[] = {
+    {Loss::Aten, "aten", "linear + log_softmax + nll_loss: N x V logits, dense V x C gradients of wte"},
+    {Loss::Chunked, "chunked", "chunked linear cross-entropy; wte's gradients added into its .grad in place"},
+};
+
 const char* granularity_word(Granularity g);
 std::optional<Granularity> granularity_from_word(const std::string& word);
 const char* attention_word(Attention a);
 std::optional<Attention> attention_from_word(const std::string& word);
 const char* kernels_word(Kernels k);
 std::optional<Kernels> kernels_from_word(const std::string& word);
+const char* loss_word(Loss l);
+std::optional<Loss> loss_from_word(const std::string& word);
 
 struct Gpt2Config {
   int64_t n_layer = 4;
@@ -79,6 +110,7 @@ struct Gpt2Config {
   Attention attention = Attention::Explicit;
   Granularity granularity = Granularity::Block;
   Kernels kernels = Kernels::Aten;  // Note [Kernel choice]
+  Loss loss = Loss::Aten;           // Note [Loss choice]
 
   int64_t head_dim() const { return n_embd / n_head; }  // D
   void set_dropout(double p) { embd_pdrop = attn_pdrop = resid_pdrop = p; }

@@ -55,7 +55,10 @@ int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s)
     case Kind::Block: return attention + mlp;
     case Kind::AttentionHalf: return attention;
     case Kind::MlpHalf: return mlp;
-    case Kind::Head: return ln_stats + s.N * s.V * kFp32 + 2 * kFp32;  // log-probs, loss, total weight
+    case Kind::Head:
+      // Chunked: the log-sum-exp and the row count, fp32 in the kernel.
+      if (c.loss == gpt2::Loss::Chunked) return ln_stats + s.N * kFp32 + kFp32;
+      return ln_stats + s.N * s.V * kFp32 + 2 * kFp32;  // log-probs, loss, total weight
   }
   return 0;
 }
@@ -71,6 +74,12 @@ int64_t scale(int64_t fp32_bytes, int64_t fixed_bytes, int64_t dtype_bytes) {
 // gradients of the lm_head's mm, which run after the log-probabilities are freed
 // (N >= C suffices); below that this over-estimates.
 int64_t fixed_head_bwd_tmp_bytes(const Shapes& s) { return 2 * s.N * s.V * kFp32 - kFp32; }
+
+// The chunked loss's fp32 transients: one block of logits (the kernel's float rows)
+// and, in the forward, its five per-row vectors.
+int64_t chunked_block_bytes(const Shapes& s) {
+  return kFp32 * std::min(gpt2::kChunkedLossRows, s.N) * std::min(gpt2::kChunkedLossVocabBlock, s.V);
+}
 
 // Forward kernels, as model/gpt2.cpp runs them. d: bytes per activation element.
 class OpList {
@@ -130,10 +139,17 @@ class OpList {
     dropout("residual dropout", NC(), c.resid_pdrop);
     elementwise("residual add", 2 * NC(), NC());
   }
-  void head() {
+  void head(const gpt2::Gpt2Config& c) {
     const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), V = static_cast<double>(s.V);
     layer_norm("ln_f");
     matmul("lm_head (tied wte)", N, C, V);
+    if (c.loss == gpt2::Loss::Chunked) {
+      // Each block of logits is read back by the log-sum-exp; the backward makes the
+      // logits again before its two gradient matmuls.
+      ops.back().again_in_backward = true;
+      ops.push_back({"online log-sum-exp", 0, d * N * V + 5 * kFp32 * N, false});
+      return;
+    }
     ops.push_back({"log_softmax (fp32 out)", 0, d * N * V + kFp32 * N * V, false});
     ops.push_back({"nll_loss", 0, kFp32 * N + 8 * N, false});
   }
@@ -174,8 +190,13 @@ std::vector<StageBytes> gpt2_stage_bytes(const gpt2::Gpt2Config& config, const g
     b.out_bytes = head ? a.out_bytes : scale(a.out_bytes, 0, d);  // the head's output is the fp32 loss
     b.saved_bytes = scale(a.saved_bytes, fixed_saved_bytes(kind, c, s), d);
     b.fwd_tmp_grad_bytes = scale(a.fwd_tmp_grad_bytes, 0, d);
-    b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, head ? s.N * s.V * kFp32 : 0, d);
-    b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, head ? fixed_head_bwd_tmp_bytes(s) : 0, d);
+    if (head && c.loss == gpt2::Loss::Chunked) {
+      b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, chunked_block_bytes(s) + 5 * s.N * kFp32, d);
+      b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, chunked_block_bytes(s), d);
+    } else {
+      b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, head ? s.N * s.V * kFp32 : 0, d);
+      b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, head ? fixed_head_bwd_tmp_bytes(s) : 0, d);
+    }
     out.push_back(b);
   }
   return out;
@@ -217,7 +238,7 @@ std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& conf
       case Kind::Block: l.attention_half(c); l.mlp_half(c); break;
       case Kind::AttentionHalf: l.attention_half(c); break;
       case Kind::MlpHalf: l.mlp_half(c); break;
-      case Kind::Head: l.head(); break;
+      case Kind::Head: l.head(c); break;
     }
     out.push_back(std::move(l.ops));
   }
@@ -240,15 +261,16 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
   for (size_t i = 0; i < est.bytes.size(); ++i) {
     const StageBytes& b = est.bytes[i];
     const double fwd_ms = stage_forward_roofline_ms(ops[i], o.gpu, o.dtype);
-    double flop = 0, moved = 0;
+    double flop = 0, moved = 0, again_ms = 0;
     for (const RooflineOp& op : ops[i]) {
       flop += op.flop;
       moved += op.bytes_moved;
+      if (op.again_in_backward) again_ms += stage_forward_roofline_ms({op}, o.gpu, o.dtype);
     }
     solver::Stage st;
     st.name = b.name;
     st.fwd_ms = fwd_ms;
-    st.bwd_ms = 2 * fwd_ms;  // Note [Roofline]
+    st.bwd_ms = 2 * fwd_ms + again_ms;  // Note [Roofline]
     st.out_bytes = b.out_bytes;
     st.saved_bytes = b.saved_bytes;
     // The max never under-predicts a forward's peak, whichever transient a reader uses;

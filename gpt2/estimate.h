@@ -70,6 +70,7 @@ struct RooflineOp {
   double flop = 0;
   double bytes_moved = 0;
   bool tensor_core = false;  // a matmul: runs at the dtype's tensor-core peak
+  bool again_in_backward = false;  // recomputed by the backward (the chunked loss's logits)
 };
 
 // Note [Roofline]: an op takes max(flop / peak, bytes_moved / memory bandwidth), its
@@ -77,7 +78,8 @@ struct RooflineOp {
 // a matmul-bound op does not hide a memory-bound one). The backward takes 2x the
 // forward (the standard estimate: two matmuls -- input and weight gradient -- per
 // forward matmul, and an elementwise backward reads about twice what its forward
-// did). Peaks are never reached in practice, so absolute times are optimistic (real
+// did), plus the forward ops the backward runs again (again_in_backward: the chunked
+// loss recomputes its logits). Peaks are never reached in practice, so absolute times are optimistic (real
 // kernels reach 40-70% of them); the ratios between stages, which is what the solver
 // trades, are those of the model.
 double roofline_ms(const RooflineOp& op, double peak_flop_per_s, double memory_bytes_per_s);

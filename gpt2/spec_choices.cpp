@@ -70,6 +70,9 @@ Gpt2Spec build_gpt2_spec(const Gpt2Choices& ch, ChoiceName name) {
   const auto kernels = kernels_from_word(ch.kernels);
   if (!kernels) fail(Choice::Kernels, ": '" + ch.kernels + "' is not memopt or aten");
   c.kernels = *kernels;
+  const auto loss = loss_from_word(ch.loss);
+  if (!loss) fail(Choice::Loss, ": '" + ch.loss + "' is not aten or chunked");
+  c.loss = *loss;
 
   if (spec.workload.seq_len > c.n_positions) {
     const std::string seq = std::to_string(spec.workload.seq_len);

@@ -14,7 +14,7 @@ namespace memopt::gpt2 {
 
 // The choices an error can name, one table: the enum and the word this layer uses
 // for it (the profile's "model" keys).
-enum class Choice { Model, Preset, NLayer, NEmbd, NHead, Vocab, NPositions, Batch, Seq, Dropout, Granularity, Attention, Kernels };
+enum class Choice { Model, Preset, NLayer, NEmbd, NHead, Vocab, NPositions, Batch, Seq, Dropout, Granularity, Attention, Kernels, Loss };
 struct ChoiceInfo { Choice value; const char* word; };
 inline constexpr ChoiceInfo kChoices[] = {
     {Choice::Model, "model"},           {Choice::Preset, "preset"},
@@ -23,7 +23,7 @@ inline constexpr ChoiceInfo kChoices[] = {
     {Choice::NPositions, "n_positions"}, {Choice::Batch, "batch"},
     {Choice::Seq, "seq_len"},           {Choice::Dropout, "dropout"},
     {Choice::Granularity, "granularity"}, {Choice::Attention, "attention"},
-    {Choice::Kernels, "kernels"},
+    {Choice::Kernels, "kernels"},       {Choice::Loss, "loss"},
 };
 const char* choice_word(Choice choice);
 // How errors name a choice: choice_word, or the caller's own names (the CLI's flags).
@@ -45,7 +45,7 @@ struct Gpt2Choices {
   std::optional<int64_t> n_layer, n_embd, n_head, vocab, n_positions;
   std::optional<int64_t> batch, seq;
   std::optional<double> dropout;   // everywhere GPT-2 has dropout; unset: the base's, or GPT-2's 0.1
-  std::string granularity = "block", attention = "explicit", kernels = "aten";
+  std::string granularity = "block", attention = "explicit", kernels = "aten", loss = "aten";
   uint64_t seed = 1234;
   // Note [Growing the position table]
   bool grow_positions = false;

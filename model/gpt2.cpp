@@ -150,7 +150,12 @@ Gpt2Impl::Gpt2Impl(const gpt2::Gpt2Config& config, uint64_t seed) : config_(conf
 at::Tensor Gpt2Impl::embed(const at::Tensor& ids) {
   // Slicing wpe instead of looking up arange(T) gives the same values without an
   // index tensor that the lookup would save for backward.
-  const at::Tensor x = at::embedding(wte->weight, ids) + wpe->weight.narrow(0, 0, ids.size(1));
+  // Note [Loss choice]: the chunked loss also adds the lookup's gradient into wte.grad.
+  // (One expression each, so that the operands are evaluated as Note [Embedding
+  // operand order] in gpt2/analytic.cpp says.)
+  const at::Tensor x = config_.loss == gpt2::Loss::Chunked
+                           ? embedding_into_grad(wte->weight, ids) + wpe->weight.narrow(0, 0, ids.size(1))
+                           : at::embedding(wte->weight, ids) + wpe->weight.narrow(0, 0, ids.size(1));
   return apply_dropout(x, config_.embd_pdrop, is_training(), config_.kernels);
 }
 
@@ -158,6 +163,10 @@ at::Tensor Gpt2Impl::head_logits(const at::Tensor& x) { return at::linear(ln_f(x
 
 at::Tensor Gpt2Impl::head_loss(const at::Tensor& x, const at::Tensor& targets) {
   if (!targets.defined()) throw std::invalid_argument("gpt2 head: the batch has no targets");
+  // Note [Loss choice]
+  if (config_.loss == gpt2::Loss::Chunked)
+    return chunked_linear_cross_entropy(ln_f(x), wte->weight, targets, gpt2::kChunkedLossRows,
+                                        gpt2::kChunkedLossVocabBlock);
   // Cross-entropy as its two ops, so that the (N, V) logits die as soon as
   // log_softmax has read them instead of living through nll_loss.
   const at::Tensor logp = at::log_softmax(head_logits(x).view({-1, config_.vocab_size}), -1);

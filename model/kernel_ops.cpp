@@ -65,6 +65,16 @@ void check_float(const at::Tensor& t, const char* op, const char* what) {
                                 " tensors (use --kernels aten otherwise)");
 }
 
+// Note [Gradients into .grad] in kernel_ops.h: weight.grad, when the backward may add
+// into it; an undefined tensor when it must return the gradient instead.
+at::Tensor grad_to_add_into(const at::Tensor& weight) {
+  const at::Tensor& g = weight.grad();
+  if (!g.defined() || at::GradMode::is_enabled() || !g.is_contiguous() || g.sizes() != weight.sizes() ||
+      g.scalar_type() != weight.scalar_type() || g.device() != weight.device())
+    return at::Tensor();
+  return g;
+}
+
 int64_t as_int64(uint64_t v) { return static_cast<int64_t>(v); }
 uint64_t as_uint64(int64_t v) { return static_cast<uint64_t>(v); }
 
@@ -190,7 +200,11 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
                                            row_loss.mutable_data_ptr<float>());
     }
     const at::Tensor count = (t != ignore_index).sum().to(h.scalar_type());
-    ctx->save_for_backward({h, w, t, lse, count});
+    // The weight is kept by reference, not saved: a saved tensor may come back from a
+    // saved-tensor hook as another tensor over the same bytes, without the
+    // parameter's .grad (Note [Gradients into .grad]).
+    ctx->saved_data["weight"] = weight;
+    ctx->save_for_backward({h, t, lse, count});
     ctx->saved_data["ignore_index"] = ignore_index;
     ctx->saved_data["chunk_rows"] = chunk_rows;
     ctx->saved_data["vocab_block"] = vocab_block;
@@ -199,13 +213,16 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &h = saved[0], &w = saved[1], &t = saved[2], &lse = saved[3], &count = saved[4];
+    const at::Tensor &h = saved[0], &t = saved[1], &lse = saved[2], &count = saved[3];
+    const at::Tensor weight = ctx->saved_data["weight"].toTensor(), w = weight.contiguous();
     const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
     const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt(), vocab_block = ctx->saved_data["vocab_block"].toInt();
     const int64_t N = h.size(0), V = w.size(0);
     // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row.
     const float scale = (grads[0] / count).item<float>();
-    at::Tensor dh = at::zeros_like(h), dw = ctx->needs_input_grad(1) ? at::zeros_like(w) : at::Tensor();
+    const at::Tensor into = ctx->needs_input_grad(1) ? grad_to_add_into(weight) : at::Tensor();
+    at::Tensor dh = at::zeros_like(h);
+    at::Tensor dw = !ctx->needs_input_grad(1) ? at::Tensor() : into.defined() ? into : at::zeros_like(w);
     for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, N - r0);
       const at::Tensor hc = h.narrow(0, r0, n);
@@ -227,15 +244,36 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
       }
     }
     const std::vector<int64_t> sizes = ctx->saved_data["hidden_sizes"].toIntVector();
-    return {dh.view(sizes), dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dh.view(sizes), into.defined() ? at::Tensor() : dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Note [Gradients into .grad] in kernel_ops.h.
+struct EmbeddingIntoGradFunction : torch::autograd::Function<EmbeddingIntoGradFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& ids) {
+    ctx->saved_data["weight"] = weight;  // by reference, as the chunked loss keeps it
+    ctx->save_for_backward({ids});
+    return at::embedding(weight, ids);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor weight = ctx->saved_data["weight"].toTensor(), ids = ctx->get_saved_variables()[0];
+    const at::Tensor into = grad_to_add_into(weight);
+    if (!into.defined())
+      return {at::embedding_backward(grads[0], ids, weight.size(0), -1, false, false), at::Tensor()};
+    into.index_add_(0, ids.reshape({-1}), grads[0].reshape({-1, weight.size(1)}));
+    return {at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                                        int64_t ignore_index, int64_t chunk_rows, int64_t vocab_block) {
+                                        int64_t chunk_rows, int64_t vocab_block, int64_t ignore_index) {
   return ChunkedLinearCrossEntropyFunction::apply(hidden, weight, targets, ignore_index, chunk_rows, vocab_block);
+}
+
+at::Tensor embedding_into_grad(const at::Tensor& weight, const at::Tensor& ids) {
+  return EmbeddingIntoGradFunction::apply(weight, ids);
 }
 
 kernels::DropoutKey draw_dropout_key() {

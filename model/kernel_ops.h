@@ -42,11 +42,30 @@ at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias);
 // log-sum-exp by kernels/cross_entropy.h. Forward keeps one float per row (the
 // log-sum-exp) besides its inputs; backward recomputes each block's logits and turns
 // them into the gradient in place (Note [Chunked cross-entropy gradient]), so its
-// transients are one block of logits plus the gradients it returns. With no row left
-// the loss is NaN, as ATen's mean is.
+// transients are one block of logits plus the hidden state's gradient; the weight's
+// goes into weight.grad when that exists (Note [Gradients into .grad]). With no row
+// left the loss is NaN, as ATen's mean is.
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                                        int64_t ignore_index = -100, int64_t chunk_rows = 256,
-                                        int64_t vocab_block = 8192);
+                                        int64_t chunk_rows, int64_t vocab_block, int64_t ignore_index = -100);
+
+// Note [Gradients into .grad]
+// A V x C weight's gradient is as large as the weight: 147 MiB for GPT-2's tied wte,
+// more than all the saved activations of GPT-2 small at B=1, T=256. Returned to
+// autograd, it is a new tensor that AccumulateGrad then adds into .grad, so it is a
+// transient of the backward that no schedule can avoid. memopt's trainers keep every
+// .grad allocated and zero it in place between steps, so the two ops below add their
+// weight gradient straight into weight.grad, block by block, and return none for the
+// weight (Megatron-LM's gradient-accumulation fusion does the same for its linear
+// layers). When weight.grad does not exist yet (a first step, ZeRO-2/3's released
+// gradients), is not a contiguous float tensor like the weight, or the backward
+// builds a graph (create_graph), they return the gradient as autograd expects.
+// Either way .grad ends up holding the same sum; hooks on the weight's gradient do
+// not see the in-place part.
+
+// at::embedding(weight, ids), whose backward adds the rows' gradients into
+// weight.grad (Note [Gradients into .grad]) instead of scattering them into a new,
+// zeroed V x C tensor (embedding_dense_backward).
+at::Tensor embedding_into_grad(const at::Tensor& weight, const at::Tensor& ids);
 
 // A group of tensors in one contiguous uint8 buffer (kernels/pack.h): one transfer
 // instead of one per tensor. format Bf16Lossy is lossy for float32 tensors.

@@ -82,12 +82,12 @@ void print_summary(const gpt2::Gpt2Spec& spec, const profiler::MeasuredProfile& 
   const solver::Profile& p = m.profile;
   const gpt2::Gpt2Config& c = spec.config;
   std::printf("gpt2%s%s: %lld layers, C=%lld, H=%lld, V=%lld, B=%lld, T=%lld, %s stages, %s attention, dropout %g, "
-              "%s kernels\n",
+              "%s kernels, %s loss\n",
               spec.preset.empty() ? "" : " ", spec.preset.c_str(), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_embd), static_cast<long long>(c.n_head), static_cast<long long>(c.vocab_size),
               static_cast<long long>(spec.workload.batch), static_cast<long long>(spec.workload.seq_len),
               gpt2::granularity_word(c.granularity), gpt2::attention_word(c.attention), c.attn_pdrop,
-              gpt2::kernels_word(c.kernels));
+              gpt2::kernels_word(c.kernels), gpt2::loss_word(c.loss));
   if (!spec.hf_dir.empty()) std::printf("weights  %s\n", spec.hf_dir.c_str());
   std::printf("device   %s, %d thread%s; median of %d runs per stage\n\n",
               p.device.at("name").get<std::string>().c_str(), p.device.at("threads").get<int>(),

@@ -15,7 +15,7 @@ constexpr ChoiceFlag kFlags[] = {
     {Choice::NEmbd, "--n-embd"},    {Choice::NHead, "--n-head"},      {Choice::Vocab, "--vocab"},
     {Choice::NPositions, "--n-positions"}, {Choice::Batch, "--batch"}, {Choice::Seq, "--seq"},
     {Choice::Dropout, "--dropout"}, {Choice::Granularity, "--granularity"}, {Choice::Attention, "--attention"},
-    {Choice::Kernels, "--kernels"},
+    {Choice::Kernels, "--kernels"}, {Choice::Loss, "--loss"},
 };
 
 // An option that sets `target` only when given, so that the preset supplies the rest.
@@ -43,6 +43,10 @@ void add_gpt2_flags(CLI::App* cmd, gpt2::Gpt2Choices& c) {
       ->capture_default_str();
   cmd->add_option(gpt2_flag(Choice::Attention), c.attention,
                   "explicit|sdpa: materialized T x T scores or the fused kernel")
+      ->capture_default_str();
+  cmd->add_option(gpt2_flag(Choice::Loss), c.loss,
+                  "aten|chunked: the head's loss as ATen's linear + log_softmax + nll_loss (N x V logits), or "
+                  "memopt's chunked linear cross-entropy with wte's gradients added in place")
       ->capture_default_str();
   add_optional(cmd, Choice::Dropout, c.dropout,
                "dropout probability everywhere GPT-2 has it (default: GPT-2's 0.1, or a loaded config's)");

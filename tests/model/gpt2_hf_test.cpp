@@ -1,8 +1,9 @@
 // gpt2_hf_test.cpp: memopt's GPT-2, loaded with --hf-dir weights, against Hugging
 // Face transformers' GPT2LMHeadModel on the same weights and batch: logits, loss
-// and every parameter gradient, for both attention kernels, both granularities and
-// both kernel choices (memopt's fused bias + GELU, or ATen's; dropout is off, so the
-// mask-free dropout is the identity here and is tested with dropout on elsewhere).
+// and every parameter gradient, for both attention kernels, both granularities, both
+// kernel choices (memopt's fused bias + GELU, or ATen's; dropout is off, so the
+// mask-free dropout is the identity here and is tested with dropout on elsewhere) and
+// both losses (ATen's, or the chunked one adding wte's gradients into wte.grad).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -29,7 +30,8 @@ constexpr double kGradAtolOfMax = 1e-4, kGradRtol = 1e-3;
 // The fused bias + GELU adds the bias inside the activation instead of in addmm and
 // uses its own tanhf: a few ulp per element, well inside the tolerances above, which
 // both kernel choices share.
-class Gpt2VsTransformers : public ::testing::TestWithParam<std::tuple<gpt2::Attention, gpt2::Granularity, gpt2::Kernels>> {
+class Gpt2VsTransformers
+    : public ::testing::TestWithParam<std::tuple<gpt2::Attention, gpt2::Granularity, gpt2::Kernels, gpt2::Loss>> {
  protected:
   void SetUp() override {
     const testing::Reference ref = testing::gpt2_reference();
@@ -42,12 +44,13 @@ class Gpt2VsTransformers : public ::testing::TestWithParam<std::tuple<gpt2::Atte
 };
 
 TEST_P(Gpt2VsTransformers, LogitsLossAndGradientsMatch) {
-  const auto [attention, granularity, kernels] = GetParam();
+  const auto [attention, granularity, kernels, loss_choice] = GetParam();
   gpt2::Gpt2Spec spec;
   spec.config = read_hf_gpt2_config(dir_);
   spec.config.attention = attention;
   spec.config.granularity = granularity;
   spec.config.kernels = kernels;
+  spec.config.loss = loss_choice;
   spec.hf_dir = dir_;
   const at::Tensor ids = expected_.at("input_ids"), targets = expected_.at("targets");
   spec.workload = {ids.size(0), ids.size(1)};
@@ -59,7 +62,10 @@ TEST_P(Gpt2VsTransformers, LogitsLossAndGradientsMatch) {
     at::NoGradGuard no_grad;
     EXPECT_TRUE(testing::all_close(model->logits(ids), expected_.at("logits"), kLogitsAtol, kLogitsRtol));
   }
-  // The executor's way: stage by stage on detached inputs.
+  // The executor's way: stage by stage on detached inputs, into gradients allocated
+  // and zeroed beforehand as memopt's trainers keep them (so the chunked loss adds
+  // both of wte's gradients in place; its other path is tested in kernel_ops_test).
+  for (auto& p : model->parameters()) p.mutable_grad() = at::zeros_like(p);
   const StagedModel staged = stage_gpt2(model);
   const at::Tensor loss = testing::staged_forward_backward(staged, {ids, targets});
   EXPECT_TRUE(testing::all_close(loss.reshape({1}), expected_.at("loss"), kLossAtol, kLossRtol));
@@ -86,10 +92,12 @@ INSTANTIATE_TEST_SUITE_P(
     Gpt2, Gpt2VsTransformers,
     ::testing::Combine(::testing::Values(gpt2::Attention::Explicit, gpt2::Attention::Sdpa),
                        ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
-                       ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten)),
+                       ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
+                       ::testing::Values(gpt2::Loss::Aten, gpt2::Loss::Chunked)),
     [](const auto& info) {
       return std::string(gpt2::attention_word(std::get<0>(info.param))) + "_" +
-             gpt2::granularity_word(std::get<1>(info.param)) + "_" + gpt2::kernels_word(std::get<2>(info.param));
+             gpt2::granularity_word(std::get<1>(info.param)) + "_" + gpt2::kernels_word(std::get<2>(info.param)) +
+             "_" + gpt2::loss_word(std::get<3>(info.param));
     });
 
 TEST(Gpt2, StagesFollowTheGranularity) {

@@ -1,7 +1,7 @@
 // analytic_test.cpp: measured GPT-2 stage bytes against the analytic twin
 // (gpt2/analytic.h), on several shapes, both granularities, both attention
-// kernels, both kernel choices (memopt's mask-free dropout or ATen's), with and
-// without dropout. Every field -- output, saved, both forward transients and the
+// kernels, both kernel choices (memopt's mask-free dropout or ATen's), both losses
+// (ATen's or the chunked one), with and without dropout. Every field -- output, saved, both forward transients and the
 // backward transient -- must agree to the byte: the twin replays each op's
 // allocations, so any difference means an op changed on one side.
 #include <string>
@@ -36,12 +36,16 @@ const Case kCases[] = {
     {"explicit_wide", 1, 96, 3, 200, 3, 40, Attention::Explicit, 0.2},
     {"sdpa_wide", 1, 96, 3, 200, 3, 40, Attention::Sdpa, 0.0},
     {"sdpa_long", 1, 64, 2, 128, 1, 200, Attention::Sdpa, 0.0},  // T >= 192: other flash blocking
+    // N = 320 > 256 rows and V = 9000 > 8192 columns: the chunked loss runs several
+    // blocks, the last ones partial.
+    {"sdpa_blocks", 1, 32, 2, 9000, 2, 160, Attention::Sdpa, 0.0},
 };
 
-class AnalyticVsMeasured : public ::testing::TestWithParam<std::tuple<Case, Granularity, gpt2::Kernels>> {};
+class AnalyticVsMeasured
+    : public ::testing::TestWithParam<std::tuple<Case, Granularity, gpt2::Kernels, gpt2::Loss>> {};
 
 TEST_P(AnalyticVsMeasured, StageBytesAgree) {
-  const auto& [c, granularity, kernels] = GetParam();
+  const auto& [c, granularity, kernels, loss] = GetParam();
   gpt2::Gpt2Spec spec;
   spec.config.n_layer = c.n_layer;
   spec.config.n_embd = c.n_embd;
@@ -52,6 +56,7 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
   spec.config.attention = c.attention;
   spec.config.granularity = granularity;
   spec.config.kernels = kernels;
+  spec.config.loss = loss;
   spec.workload = {c.batch, c.seq_len};
 
   model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
@@ -82,13 +87,14 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
 
 std::string case_name(const ::testing::TestParamInfo<AnalyticVsMeasured::ParamType>& info) {
   return std::string(std::get<0>(info.param).label) + "_" + gpt2::granularity_word(std::get<1>(info.param)) +
-         "_" + gpt2::kernels_word(std::get<2>(info.param));
+         "_" + gpt2::kernels_word(std::get<2>(info.param)) + "_" + gpt2::loss_word(std::get<3>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, AnalyticVsMeasured,
                          ::testing::Combine(::testing::ValuesIn(kCases),
                                             ::testing::Values(Granularity::Block, Granularity::Sublayer),
-                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten)),
+                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
+                                            ::testing::Values(gpt2::Loss::Aten, gpt2::Loss::Chunked)),
                          case_name);
 
 }  // namespace

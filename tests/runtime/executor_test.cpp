@@ -1,6 +1,6 @@
 // executor_test.cpp: scheduled training steps against plain autograd on the tiny
 // GPT-2, for every solver at budgets from the smallest that works to store-all, at
-// both granularities and both kernel choices, with dropout on (with memopt's kernels
+// both granularities and both kernel choices (and the chunked loss), with dropout on (with memopt's kernels
 // a recomputation must regenerate each dropout mask from its Philox key, so
 // "scheduled equals plain, bit for bit" covers that too), with and without offloading:
 // gradients equal plain training bit for bit, peaks equal the prediction to the byte.
@@ -34,11 +34,12 @@ struct TinyGpt2 {
   model::Batch batch;
   solver::Profile profile;
 
-  explicit TinyGpt2(std::tuple<gpt2::Granularity, gpt2::Kernels> param) {
+  explicit TinyGpt2(std::tuple<gpt2::Granularity, gpt2::Kernels, gpt2::Loss> param) {
     spec.config = gpt2::gpt2_preset("tiny")->config;
     spec.workload = gpt2::gpt2_preset("tiny")->workload;
     spec.config.granularity = std::get<0>(param);
     spec.config.kernels = std::get<1>(param);
+    spec.config.loss = std::get<2>(param);
     spec.config.set_dropout(0.1);
     // Small enough that the suite stays quick on two cores, large enough that
     // activations dwarf allocator noise.
@@ -53,7 +54,8 @@ struct TinyGpt2 {
   }
 };
 
-class ExecutorTest : public ::testing::TestWithParam<std::tuple<gpt2::Granularity, gpt2::Kernels>> {
+class ExecutorTest
+    : public ::testing::TestWithParam<std::tuple<gpt2::Granularity, gpt2::Kernels, gpt2::Loss>> {
  protected:
   void SetUp() override { at::set_num_threads(1); }
 };
@@ -125,7 +127,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   int num_offloading = 0, num_saved_moves = 0, num_runs = 0;
   for (const auto& kind : solver::kSolverKinds) {
     if (kind.kind == SolverKind::RotorCompat) continue;  // may exceed its budget by design
-    for (const double fraction : {1.0, 0.5, 0.3}) {
+    for (const double fraction : {1.0, 0.7, 0.5, 0.3}) {
       const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
       solver::Schedule schedule;
       try {
@@ -277,13 +279,23 @@ TEST_P(ExecutorTest, RefusesAScheduleForAnotherChainLength) {
   }
 }
 
+std::string param_name(const ::testing::TestParamInfo<ExecutorTest::ParamType>& info) {
+  return std::string(gpt2::granularity_word(std::get<0>(info.param))) + "_" +
+         gpt2::kernels_word(std::get<1>(info.param)) + "_" + gpt2::loss_word(std::get<2>(info.param));
+}
+
 INSTANTIATE_TEST_SUITE_P(Granularities, ExecutorTest,
                          ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
-                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten)),
-                         [](const auto& info) {
-                           return std::string(gpt2::granularity_word(std::get<0>(info.param))) + "_" +
-                                  gpt2::kernels_word(std::get<1>(info.param));
-                         });
+                                            ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
+                                            ::testing::Values(gpt2::Loss::Aten)),
+                         param_name);
+// The chunked loss adds wte's gradients into wte.grad in place, in both the head's
+// and the embedding's backward: scheduled steps must still equal plain training.
+INSTANTIATE_TEST_SUITE_P(ChunkedLoss, ExecutorTest,
+                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                                            ::testing::Values(gpt2::Kernels::Aten),
+                                            ::testing::Values(gpt2::Loss::Chunked)),
+                         param_name);
 
 }  // namespace
 }  // namespace memopt::runtime

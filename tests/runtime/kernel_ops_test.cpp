@@ -144,12 +144,51 @@ TEST(ChunkedLinearCrossEntropy, LossAndGradientsEqualAten) {
   for (const auto& [rows, block] : {std::pair<int64_t, int64_t>{4, 10}, {5, 33}, {100, 1000}, {1, 1}}) {
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(block));
     const at::Tensor h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
-    const at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, -100, rows, block);
+    const at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, rows, block);
     EXPECT_TRUE(close(loss, ref.detach())) << loss.item<float>() << " vs " << ref.item<float>();
     (loss * 0.7).backward();
     EXPECT_TRUE(close(h.grad(), hr.grad()));
     EXPECT_TRUE(close(w.grad(), wr.grad()));
+    // Note [Gradients into .grad]: with w.grad already there, the weight's gradient
+    // is added into it, and the sum is the same.
+    const at::Tensor before = at::randn_like(w0);
+    const at::Tensor w2 = w0.clone().requires_grad_(true);
+    w2.mutable_grad() = before.clone();
+    const at::Tensor grad_storage = w2.grad();
+    (model::chunked_linear_cross_entropy(h0, w2, t, rows, block) * 0.7).backward();
+    EXPECT_TRUE(w2.grad().is_same(grad_storage)) << "the gradient was not added in place";
+    EXPECT_TRUE(close(w2.grad(), before + wr.grad()));
   }
+}
+
+// at::embedding's gradient scatters rows into a zeroed V x C tensor; embedding_into_grad
+// adds them into weight.grad when it exists (repeated ids included) and otherwise
+// returns the same gradient. The sums are of the same terms in another order.
+TEST(EmbeddingIntoGrad, GradientEqualsAtenAndGoesIntoGradInPlace) {
+  at::manual_seed(12);
+  const int64_t V = 50, C = 8;
+  const at::Tensor w0 = at::randn({V, C});
+  const at::Tensor ids = at::tensor({3, 7, 3, 49, 0, 3}, at::kLong).reshape({2, 3});
+  const at::Tensor dy = at::randn({2, 3, C});
+  const at::Tensor wr = w0.clone().requires_grad_(true);
+  at::embedding(wr, ids).backward(dy);
+  const at::Tensor w1 = w0.clone().requires_grad_(true);
+  const at::Tensor y = model::embedding_into_grad(w1, ids);
+  EXPECT_TRUE(at::equal(y, at::embedding(w0, ids)));
+  y.backward(dy);
+  EXPECT_TRUE(at::allclose(w1.grad(), wr.grad(), 0, 1e-6));
+  const at::Tensor before = at::randn_like(w0);
+  const at::Tensor w2 = w0.clone().requires_grad_(true);
+  w2.mutable_grad() = before.clone();
+  const at::Tensor grad_storage = w2.grad();
+  measure::CpuMemoryMeter meter;
+  const at::Tensor y2 = model::embedding_into_grad(w2, ids);
+  meter.reset_peak();
+  const int64_t before_bwd = meter.current_bytes();
+  y2.backward(dy);
+  EXPECT_LT(meter.peak_bytes() - before_bwd, V * C * 4) << "a V x C gradient was allocated";
+  EXPECT_TRUE(w2.grad().is_same(grad_storage));
+  EXPECT_TRUE(at::allclose(w2.grad(), before + wr.grad(), 0, 1e-6));
 }
 
 // The forward keeps one float per row besides its inputs, and no more than one block
@@ -161,7 +200,7 @@ TEST(ChunkedLinearCrossEntropy, HoldsOneBlockOfLogitsAndKeepsOneFloatPerRow) {
   measure::CpuMemoryMeter meter;
   const int64_t before = meter.current_bytes();
   meter.reset_peak();
-  at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, -100, rows, block);
+  at::Tensor loss = model::chunked_linear_cross_entropy(h, w, t, rows, block);
   const int64_t kept = meter.current_bytes() - before, peak = meter.peak_bytes() - before;
   // lse (N floats), the row count and the loss (one float each), and 64-byte-rounded nothing else.
   EXPECT_LE(kept, N * 4 + 2 * 4 + 256);
@@ -173,14 +212,20 @@ TEST(ChunkedLinearCrossEntropy, HoldsOneBlockOfLogitsAndKeepsOneFloatPerRow) {
   loss.backward();
   // Backward: the gradients it returns (N x C and V x C) and one block of logits.
   EXPECT_LE(meter.peak_bytes() - before_bwd, (N * C + V * C) * 4 + rows * block * 4 + 1024);
+  // With w.grad there (Note [Gradients into .grad]), no V x C gradient is made.
+  at::Tensor loss2 = model::chunked_linear_cross_entropy(h, w, t, rows, block);
+  meter.reset_peak();
+  const int64_t before_bwd2 = meter.current_bytes();
+  loss2.backward();
+  EXPECT_LE(meter.peak_bytes() - before_bwd2, N * C * 4 + rows * block * 4 + 1024);
 }
 
 TEST(ChunkedLinearCrossEntropy, RefusesShapesAndTypesNamingThem) {
   const at::Tensor h = at::randn({4, 8}), w = at::randn({10, 8}), t = at::zeros({4}, at::kLong);
-  EXPECT_THROW(model::chunked_linear_cross_entropy(h, at::randn({10, 9}), t), std::invalid_argument);
-  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, at::zeros({4}, at::kInt)), std::invalid_argument);
-  EXPECT_THROW(model::chunked_linear_cross_entropy(h.to(at::kDouble), w, t), std::invalid_argument);
-  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, t, -100, 0, 10), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, at::randn({10, 9}), t, 2, 4), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, at::zeros({4}, at::kInt), 2, 4), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h.to(at::kDouble), w, t, 2, 4), std::invalid_argument);
+  EXPECT_THROW(model::chunked_linear_cross_entropy(h, w, t, 0, 10), std::invalid_argument);
 }
 
 }  // namespace
