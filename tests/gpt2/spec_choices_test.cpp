@@ -36,6 +36,7 @@ TEST(SpecChoices, PresetSuppliesEverythingNotChosen) {
   EXPECT_EQ(s.config.granularity, Granularity::Block);
   EXPECT_EQ(s.config.attention, Attention::Explicit);
   EXPECT_EQ(s.config.kernels, Kernels::Aten);
+  EXPECT_EQ(s.config.loss, Loss::Aten);
   EXPECT_EQ(s.seed, 1234u);
   EXPECT_TRUE(s.hf_dir.empty());
 }
@@ -48,6 +49,7 @@ TEST(SpecChoices, OverridesApplyAndRenameTheModelOnlyWhenDimensionsChange) {
   ch.granularity = "sublayer";
   ch.attention = "sdpa";
   ch.kernels = "memopt";
+  ch.loss = "chunked";
   ch.seed = 7;
   Gpt2Spec s = build_gpt2_spec(ch);
   EXPECT_EQ(s.preset, "tiny");  // the workload and kernels do not change which model it is
@@ -58,6 +60,7 @@ TEST(SpecChoices, OverridesApplyAndRenameTheModelOnlyWhenDimensionsChange) {
   EXPECT_EQ(s.config.granularity, Granularity::Sublayer);
   EXPECT_EQ(s.config.attention, Attention::Sdpa);
   EXPECT_EQ(s.config.kernels, Kernels::Memopt);
+  EXPECT_EQ(s.config.loss, Loss::Chunked);
   EXPECT_EQ(s.seed, 7u);
 
   ch.n_layer = 4;  // the preset's own value: still the preset
@@ -126,6 +129,7 @@ TEST(SpecChoices, EachBadChoiceIsNamedWithItsFix) {
   EXPECT_EQ(with([](Gpt2Choices& c) { c.granularity = "layer"; }), "granularity: 'layer' is not block or sublayer");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.attention = "flash"; }), "attention: 'flash' is not explicit or sdpa");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.kernels = "cudnn"; }), "kernels: 'cudnn' is not memopt or aten");
+  EXPECT_EQ(with([](Gpt2Choices& c) { c.loss = "fused"; }), "loss: 'fused' is not aten or chunked");
   // What only the whole model can check is named by validate()'s words.
   EXPECT_EQ(with([](Gpt2Choices& c) { c.n_head = 3; }),
             "invalid model: n_embd 128 is not divisible by n_head 3; pick n_embd as a multiple of n_head (GPT-2 "
@@ -154,6 +158,25 @@ TEST(SpecChoices, ErrorsNameChoicesInTheCallersWords) {
 TEST(SpecChoices, ChoiceTableNamesEveryChoiceOnce) {
   for (const auto& row : kChoices) EXPECT_STREQ(choice_word(row.value), row.word);
   EXPECT_STREQ(choice_word(Choice::Seq), "seq_len");  // the profile's "model" key
+}
+
+// Note [Loss choice]: the profile's "model" object records the loss; one written
+// before the field existed means aten; an unknown word is refused by name.
+TEST(SpecJson, LossIsRecordedAndReadBack) {
+  Gpt2Choices ch;
+  ch.loss = "chunked";
+  nlohmann::json j = gpt2_spec_to_json(build_gpt2_spec(ch));
+  EXPECT_EQ(j.at("loss"), "chunked");
+  EXPECT_EQ(gpt2_spec_from_json(j).config.loss, Loss::Chunked);
+  j.erase("loss");
+  EXPECT_EQ(gpt2_spec_from_json(j).config.loss, Loss::Aten);
+  j["loss"] = "fused";
+  try {
+    gpt2_spec_from_json(j);
+    ADD_FAILURE() << "accepted loss 'fused'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "model/loss: 'fused' is not aten or chunked");
+  }
 }
 
 }  // namespace
