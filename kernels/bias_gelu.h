@@ -9,8 +9,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/exp_approx.h"
 #include "kernels/philox.h"  // MEMOPT_HOST_DEVICE
 
 namespace memopt::kernels {
@@ -21,33 +21,10 @@ inline constexpr float kGeluC = 0.044715f;
 // Note [GELU through exp]
 // 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(z) = z s with s = 1 / (1 + e), e = exp(-2u),
 // and gelu'(z) = s + 2 z u'(z) s (1 - s) with 1 - s = e s (no cancellation). This
-// needs one exp and one division per element: on the CPU, exp_approx below is plain
+// needs one exp and one division per element: on the CPU, exp_approx (exp_approx.h) is plain
 // arithmetic that the compiler vectorizes (libm's tanhf is a scalar call, about 30 ns
 // an element here); CUDA uses its own expf. Both stay within a few float ulp of the
 // double-precision reference (tests/kernels/bias_gelu_test.cpp).
-
-// exp(x) for x in [-87, 88] (clamped): x = n ln2 + r with |r| <= ln2/2 (ln2 split in
-// two so n ln2 is exact), exp(r) by its degree-7 Taylor polynomial (truncation error
-// <= r^8/8! < 6e-9, under float's 6e-8), 2^n by building the float's exponent bits.
-MEMOPT_HOST_DEVICE inline float exp_approx(float x) {
-  x = x > -87.0f ? x : -87.0f;  // two selects, not a branch: the loop stays vectorizable
-  x = x < 88.0f ? x : 88.0f;
-  // Round to nearest by adding and subtracting 1.5 * 2^23 (exact for |x| < 2^22).
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-06f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);  // compiles to a register move, in C++17 CUDA passes too
-  return p * scale;
-}
 
 // exp(-2u), the argument held to [-80, 80]: beyond, 1 / (1 + e) would be a float
 // subnormal (slow on x86, and below 1e-34 anyway), and gelu's value there is below

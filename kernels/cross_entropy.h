@@ -19,6 +19,14 @@
 // the logits, which it recomputes block by block from the hidden rows and the weight
 // rather than storing them (B x T x V floats). The cost is one more logits matmul
 // per chunk in the backward; the saving is the whole logits tensor.
+// The other way -- turning each block into its gradient during the forward, as
+// Liger's fused linear cross-entropy does -- saves that matmul, but the weight's
+// V x C gradient must then outlive the forward (as large as the weight) or be added
+// into .grad by the forward itself. memopt's schedules run forwards without a
+// backward (no-grad passes before a recomputation), and pipelines seed the backward
+// with a micro-batch scale rather than 1, so a forward that writes gradients would be
+// wrong or would hold V x C floats; the recomputation is always right and holds one
+// block.
 #pragma once
 
 #include <cstdint>

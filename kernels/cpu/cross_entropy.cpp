@@ -6,18 +6,52 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/exp_approx.h"
+
 namespace memopt::kernels::cpu {
+namespace {
+
+// Note [Lane reductions]
+// A float max or sum over a row is a chain of dependent operations the compiler may
+// not reorder (the result would round differently), so it stays scalar. Kept in
+// kLanes independent partial results -- lane j takes columns j, j + kLanes, ... --
+// the loop vectorizes; the lanes are combined at the end. The sum's order differs
+// from a left-to-right one by rounding only, and exp is exp_approx's, a few ulp from
+// libm's: the tests compare against a double-precision reference, not bit for bit.
+constexpr int64_t kLanes = 8;
+
+float row_max(const float* x, int64_t cols) {
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = lane[j] < x[c + j] ? x[c + j] : lane[j];
+  float m = *std::max_element(lane, lane + kLanes);
+  for (; c < cols; ++c) m = std::max(m, x[c]);
+  return m;
+}
+
+// sum over the row of exp(x - m).
+float row_sum_exp(const float* x, int64_t cols, float m) {
+  float lane[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= cols; c += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += exp_approx(x[c + j] - m);
+  float sum = 0;
+  for (; c < cols; ++c) sum += exp_approx(x[c] - m);
+  for (int64_t j = 0; j < kLanes; ++j) sum += lane[j];
+  return sum;
+}
+
+}  // namespace
 
 void cross_entropy_lse_block(const LogitsBlock& b, const int64_t* targets, int64_t ignore_index, float* running_max,
                              float* running_sum, float* target_logit) {
   for (int64_t r = 0; r < b.rows; ++r) {
     if (targets[r] == ignore_index) continue;
     const float* x = b.logits + r * b.row_stride;
-    float block_max = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 0; c < b.cols; ++c) block_max = std::max(block_max, x[c]);
-    const float m = std::max(running_max[r], block_max);
-    float sum = 0;
-    for (int64_t c = 0; c < b.cols; ++c) sum += std::exp(x[c] - m);
+    const float m = std::max(running_max[r], row_max(x, b.cols));
+    const float sum = row_sum_exp(x, b.cols, m);  // Note [Lane reductions]
     // Note [Online log-sum-exp]: the sum so far rescaled to the new max (exp(-inf) = 0
     // on the first block).
     running_sum[r] = running_sum[r] * std::exp(running_max[r] - m) + sum;
@@ -50,7 +84,7 @@ void cross_entropy_grad_block(float* logits, int64_t rows, int64_t cols, int64_t
       continue;
     }
     const float l = lse[r];
-    for (int64_t c = 0; c < cols; ++c) x[c] = scale * std::exp(x[c] - l);
+    for (int64_t c = 0; c < cols; ++c) x[c] = scale * exp_approx(x[c] - l);
     const int64_t t = targets[r] - col0;
     if (t >= 0 && t < cols) x[t] -= scale;
   }
