@@ -56,12 +56,13 @@ enum class Loss {
   Chunked,
 };
 // The chunked loss's blocks of logits: rows of the N tokens by columns of the V
-// vocabulary entries (at most 8 MiB of floats), what model/ runs and the analytic
-// twin counts. Measured on GPT-2 small's head (C = 768, V = 50,257, one thread),
-// the block's shape moves the head's time by a few percent; taller blocks read the
-// weight fewer times and were the fastest tried (256 x 8192, 512 x 4096, 1024 x 8192).
+// vocabulary entries (at most 2 MiB of floats), what model/ runs and the analytic
+// twin counts. Measured on GPT-2 small's head (C = 768, V = 50,257, one thread), the
+// block's shape moves the head's time by a few percent; tall, narrow blocks read the
+// weight fewest times and keep a block in cache: 1024 x 512 was the fastest of
+// 256-1024 rows by 512-8192 columns.
 inline constexpr int64_t kChunkedLossRows = 1024;
-inline constexpr int64_t kChunkedLossVocabBlock = 2048;
+inline constexpr int64_t kChunkedLossVocabBlock = 512;
 
 // Each enumeration's one table: value, JSON/CLI word, what it means.
 struct GranularityInfo { Granularity value; const char* word; const char* meaning; };

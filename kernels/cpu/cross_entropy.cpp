@@ -20,7 +20,18 @@ namespace {
 // libm's: the tests compare against a double-precision reference, not bit for bit.
 constexpr int64_t kLanes = 8;
 
-float row_max(const float* x, int64_t cols) {
+// Note [AVX2 clones]
+// The project builds for baseline x86-64 (SSE2: 4 floats a vector). These row loops
+// are also compiled for AVX2 (8 floats), chosen at load time by the CPU the process
+// runs on (GCC's target_clones). AVX2 without FMA: the same operations in the same
+// order, so both clones give the same bits, only twice as many at a time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MEMOPT_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define MEMOPT_AVX2_CLONES
+#endif
+
+MEMOPT_AVX2_CLONES float row_max(const float* x, int64_t cols) {
   float lane[kLanes];
   std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
   int64_t c = 0;
@@ -32,7 +43,7 @@ float row_max(const float* x, int64_t cols) {
 }
 
 // sum over the row of exp(x - m).
-float row_sum_exp(const float* x, int64_t cols, float m) {
+MEMOPT_AVX2_CLONES float row_sum_exp(const float* x, int64_t cols, float m) {
   float lane[kLanes] = {};
   int64_t c = 0;
   for (; c + kLanes <= cols; c += kLanes)
@@ -41,6 +52,11 @@ float row_sum_exp(const float* x, int64_t cols, float m) {
   for (; c < cols; ++c) sum += exp_approx(x[c] - m);
   for (int64_t j = 0; j < kLanes; ++j) sum += lane[j];
   return sum;
+}
+
+// x[c] = scale exp(x[c] - l).
+MEMOPT_AVX2_CLONES void scaled_exp_row(float* x, int64_t cols, float l, float scale) {
+  for (int64_t c = 0; c < cols; ++c) x[c] = scale * exp_approx(x[c] - l);
 }
 
 }  // namespace
@@ -84,7 +100,7 @@ void cross_entropy_grad_block(float* logits, int64_t rows, int64_t cols, int64_t
       continue;
     }
     const float l = lse[r];
-    for (int64_t c = 0; c < cols; ++c) x[c] = scale * exp_approx(x[c] - l);
+    scaled_exp_row(x, cols, l, scale);
     const int64_t t = targets[r] - col0;
     if (t >= 0 && t < cols) x[t] -= scale;
   }

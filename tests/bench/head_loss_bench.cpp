@@ -4,7 +4,10 @@
 //   BM_HeadStage/loss/T    loss 0 = aten, 1 = chunked
 // Each iteration is one training step's share of the head: forward with grad, then
 // backward into gradients kept allocated and zeroed between iterations (as memopt's
-// trainers keep them; the zeroing is not timed). Run with repetitions interleaved at
+// trainers keep them; the zeroing is not timed). Tensors come from memopt's caching
+// testbed allocator, as in every measured step (Note [A caching testbed allocator]):
+// with c10's default one, ATen's loss would pay page faults for its N x V and V x C
+// temporaries every iteration, which no GPU does. Run with repetitions interleaved at
 // random so that the two losses share the machine's state:
 //   build/tests/bench/head_loss_bench --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true
 #include <benchmark/benchmark.h>
@@ -12,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "measure/cpu_allocator.h"
 #include "model/gpt2.h"
 
 namespace {
@@ -19,6 +23,7 @@ namespace {
 using memopt::gpt2::Loss;
 
 void BM_HeadStage(benchmark::State& state) {
+  memopt::measure::counting_cpu_allocator();  // installed once, before any tensor
   at::set_num_threads(1);
   memopt::gpt2::Gpt2Config c;
   c.n_layer = 1;

@@ -148,6 +148,9 @@ class Distributed : public ::testing::Test {
     // process would; a link so that schedules may offload.
     profile_ = (dir_ / "P.json").string();
     ASSERT_EQ(run_command(kMemopt + " profile --preset tiny --dropout 0 --repeat 1 --threads 1 --link 8GB/s --out " + profile_), 0);
+    chunked_profile_ = (dir_ / "P_chunked.json").string();
+    ASSERT_EQ(run_command(kMemopt + " profile --preset tiny --dropout 0 --repeat 1 --threads 1 --loss chunked --out " +
+                          chunked_profile_), 0);
     offload_ = (dir_ / "offload.json").string();
     ASSERT_EQ(run_command(kMemopt + " solve --profile " + profile_ + " --solver offload-all --budget 100% --out " + offload_), 0);
     ASSERT_EQ(run_command(kMemopt + " plan --profile " + profile_ + " --gpu-memory 1GiB --pipeline-stages 2 --world-size 2 "
@@ -156,8 +159,8 @@ class Distributed : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
   // Single-process training on the whole batch: the reference.
-  static std::vector<at::Tensor> reference() {
-    const solver::Profile p = solver::read_profile(profile_);
+  static std::vector<at::Tensor> reference(const std::string& profile) {
+    const solver::Profile p = solver::read_profile(profile);
     const gpt2::Gpt2Spec spec = gpt2::gpt2_spec_from_json(p.model);
     model::Gpt2 gpt2 = model::make_gpt2(spec);
     model::StagedModel model = model::stage_gpt2(gpt2);
@@ -177,15 +180,18 @@ class Distributed : public ::testing::Test {
 
   // Runs a job and checks every rank's parameters against the reference; returns
   // each rank's result JSON.
-  std::vector<nlohmann::json> train_and_compare(int world, std::vector<std::string> extra, const std::string& name) {
+  std::vector<nlohmann::json> train_and_compare(int world, std::vector<std::string> extra, const std::string& name,
+                                                const std::string& profile = profile_) {
     const std::string out = (dir_ / name).string();
-    std::vector<std::string> args{"train", "--profile", profile_, "--steps", std::to_string(kSteps), "--lr",
+    std::vector<std::string> args{"train", "--profile", profile, "--steps", std::to_string(kSteps), "--lr",
                                   std::to_string(kLr), "--adam-eps", std::to_string(kEps), "--threads", "1",
                                   "--timeout", "60", "--out", out};
     args.insert(args.end(), extra.begin(), extra.end());
     Ranks ranks(world, args, out);
     if (!ranks.wait_all_ok(240)) return {};
-    static const std::vector<at::Tensor> ref = reference();
+    static std::map<std::string, std::vector<at::Tensor>> refs;
+    if (!refs.count(profile)) refs[profile] = reference(profile);
+    const std::vector<at::Tensor>& ref = refs.at(profile);
     std::vector<nlohmann::json> results;
     std::vector<bool> seen(ref.size(), false);
     double max_diff = 0;
@@ -233,7 +239,7 @@ class Distributed : public ::testing::Test {
   }
 
   static inline fs::path dir_;
-  static inline std::string profile_, offload_;
+  static inline std::string profile_, chunked_profile_, offload_;
 };
 
 // ZeRO-3 gathers the buckets a stage reads around every forward op (first runs and
@@ -275,6 +281,20 @@ TEST_F(Distributed, ZeroStagesAtWorldSize2WithRecomputeAndOffload) {
         EXPECT_EQ(r.at("num_gathers").get<int64_t>(), expected_gathers(solver::read_profile(profile_).chain, s.ops, 1));
     }
   }
+}
+
+// The chunked loss adds wte's gradients into wte.grad in place when it exists (ZeRO
+// 0 and 1 keep gradients allocated) and returns them otherwise (ZeRO-2 and 3 release
+// them after each stage): every stage trains as one process does, and 1F1B too.
+TEST_F(Distributed, ZeroStagesAndPipelineWithTheChunkedLoss) {
+  for (int k = 0; k <= 3; ++k) {
+    const auto results = train_and_compare(2, {"--zero-stage", std::to_string(k)}, "chunked_z" + std::to_string(k),
+                                           chunked_profile_);
+    ASSERT_EQ(results.size(), 2u);
+  }
+  const auto pp = train_and_compare(2, {"--pipeline-stages", "2", "--micro-batches", "4"}, "chunked_pp",
+                                    chunked_profile_);
+  ASSERT_EQ(pp.size(), 2u);
 }
 
 TEST_F(Distributed, ZeroStagesAtWorldSize4) {
