@@ -55,6 +55,10 @@ def quartiles(v):
     return q(0.25), statistics.median(v), q(0.75)
 
 
+def ms(v):
+    return f"{v:.0f}" if v >= 10 else f"{v:.3g}"
+
+
 def head_stage(profile):
     return next(s for s in profile["stages"] if s["name"] == "head")
 
@@ -70,18 +74,19 @@ def main():
         for loss, label, color in LOSSES:
             r = reports[(prefix, loss)]
             x, y = curve(r, "optimal")
-            ax.plot(x, y, "-o", color=color, ms=3, label=f"{label}: optimal plan")
             floor = r["min_budget_bytes"]["optimal"] / MIB
+            ax.plot(x, y, "-o", color=color, ms=3,
+                    label=f"{label}: optimal plan; smallest budget {floor:.0f} MiB "
+                          f"({100 * floor / aten_store_all:.1f}% of ATen store-all), dashed")
             ax.axvline(floor, color=color, ls="--", lw=1)
-            ax.annotate(f"smallest {floor:.0f} MiB\n({100 * floor / aten_store_all:.1f}% of ATen store-all)",
-                        (floor, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -28),
-                        textcoords="offset points", fontsize=8, color=color, va="top")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the curves
+        ax.legend(fontsize=7, loc="upper right")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("activation budget (MiB)")
         ax.set_ylabel("predicted step time (ms)")
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8, loc="center right")
     fig.suptitle("Smallest budget and trade-off curve, before (ATen loss) and after (chunked loss)", fontsize=12)
     fig.tight_layout()
     for ext in ("png", "svg"):
@@ -155,7 +160,7 @@ def main():
         for loss, _, _ in LOSSES:
             h = head_stage(profiles[(prefix, loss)])
             o.append(f"| {title} | {loss} | {h['saved_bytes'] / MIB:.2f} MiB | {h['fwd_tmp_bytes'] / MIB:.2f} MiB | "
-                     f"{h['bwd_tmp_bytes'] / MIB:.2f} MiB | {h['fwd_ms']:.1f} | {h['bwd_ms']:.1f} |")
+                     f"{h['bwd_tmp_bytes'] / MIB:.2f} MiB | {ms(h['fwd_ms'])} | {ms(h['bwd_ms'])} |")
     o += ["", "![head time](head_time.png)", "",
           "| T | ATen ms (IQR) | chunked ms (IQR) | chunked / ATen | repetitions |", "|---:|---:|---:|---:|---:|"]
     for t in seqs:
