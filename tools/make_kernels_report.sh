@@ -19,31 +19,22 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 build/tests/bench/kernels_compare_bench --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
   --benchmark_min_time=0.1 --benchmark_out="$dir/kernels_compare_bench.json" --benchmark_out_format=json >/dev/null
 "$python" - "$dir" "$date" "$load" <<'PY'
-import json, statistics, sys
+import sys
+sys.path.insert(0, "tools")
+from benchmark_json import quartiles, repetitions, time_ns
 d, date, load = sys.argv[1:4]
-j = json.load(open(f"{d}/kernels_compare_bench.json"))
-reps = {}
-for b in j["benchmarks"]:
-    if b.get("run_type") == "iteration":
-        reps.setdefault(b["run_name"], []).append(b)
-scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+j, reps = repetitions(f"{d}/kernels_compare_bench.json")
 def per_element_ns(b):
     # CPU time of one iteration over the elements it processes: the product of the
     # benchmark's arguments (n; rows x cols; n x tensors).
     elements = 1
     for a in b["run_name"].split("/")[1:]:
         elements *= int(a)
-    return b["cpu_time"] * scale[b["time_unit"]] / elements
-def quart(v):
-    v = sorted(v)
-    def q(p):
-        x = p * (len(v) - 1); lo = int(x); hi = min(lo + 1, len(v) - 1)
-        return v[lo] + (x - lo) * (v[hi] - v[lo])
-    return q(0.25), statistics.median(v), q(0.75)
+    return time_ns(b, "cpu_time") / elements
 rows = []
 for name, bs in reps.items():
     ns = [per_element_ns(b) for b in bs]
-    q1, m, q3 = quart(ns)
+    q1, m, q3 = quartiles(ns)
     rows.append((name, m, q1, q3, len(ns)))
 o = ["# memopt's own kernels against ATen's on this CPU (MEASURED)", "",
      "Every row is one benchmark of `build/tests/bench/kernels_compare_bench`: memopt's kernels (kernels/cpu) and "

@@ -16,14 +16,14 @@ files memopt wrote.
 """
 
 import json
-import os
-import statistics
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from benchmark_json import quartiles, repetitions, time_ns  # noqa: E402
 
 MIB = 2 ** 20
 LOSSES = [("aten", "ATen loss (N x V logits)", "#1f77b4"), ("chunked", "chunked loss", "#d62728")]
@@ -42,17 +42,6 @@ def curve(report, solver):
     pts = [p for p in report["points"] if p["solver"] == solver and p["status"] == "ok"]
     pts.sort(key=lambda p: p["budget_bytes"])
     return [p["budget_bytes"] / MIB for p in pts], [p["predicted"]["time_ms"] for p in pts]
-
-
-def quartiles(v):
-    v = sorted(v)
-
-    def q(p):
-        x = p * (len(v) - 1)
-        lo = int(x)
-        hi = min(lo + 1, len(v) - 1)
-        return v[lo] + (x - lo) * (v[hi] - v[lo])
-    return q(0.25), statistics.median(v), q(0.75)
 
 
 def ms(v):
@@ -93,14 +82,10 @@ def main():
         fig.savefig(f"{d}/tradeoff_before_after.{ext}", dpi=130)
     plt.close(fig)
 
-    bench = load(f"{d}/head_loss_bench.json")
-    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-    reps = {}
-    for b in bench["benchmarks"]:
-        if b.get("run_type") == "iteration":
-            reps.setdefault(b["run_name"], []).append(b["real_time"] * scale[b["time_unit"]])
+    bench, reps = repetitions(f"{d}/head_loss_bench.json")
     heads = {}  # (loss, T) -> (q25, median, q75, n)
-    for name, times in reps.items():
+    for name, runs in reps.items():
+        times = [time_ns(b) / 1e6 for b in runs]  # ms
         _, loss_arg, seq = name.split("/")
         loss = "aten" if loss_arg == "0" else "chunked"
         heads[(loss, int(seq))] = (*quartiles(times), len(times))
