@@ -67,18 +67,28 @@ int64_t scale(int64_t fp32_bytes, int64_t fixed_bytes, int64_t dtype_bytes) {
   return fixed_bytes + (fp32_bytes - fixed_bytes) * dtype_bytes / kFp32;
 }
 
-// The fp32 part of the head's backward transient (Note [Activation dtype]): the
-// gradients of the log-probabilities (nll_loss's) and of the logits (log_softmax's),
-// N x V each, less nll_loss's fp32 total weight, released by then. They coexist at the
-// head's backward peak whenever 2 N V exceeds V C + N C, the weight and input
-// gradients of the lm_head's mm, which run after the log-probabilities are freed
-// (N >= C suffices); below that this over-estimates.
-int64_t fixed_head_bwd_tmp_bytes(const Shapes& s) { return 2 * s.N * s.V * kFp32 - kFp32; }
-
-// The chunked loss's fp32 transients: one block of logits (the kernel's float rows)
-// and, in the forward, its five per-row vectors.
-int64_t chunked_block_bytes(const Shapes& s) {
-  return kFp32 * std::min(gpt2::kChunkedLossRows, s.N) * std::min(gpt2::kChunkedLossVocabBlock, s.V);
+// The parts of the transients that stay fp32 in every dtype (Note [Activation dtype]);
+// only the head has any.
+struct FixedTransients {
+  int64_t fwd_nograd_bytes = 0;
+  int64_t bwd_bytes = 0;
+};
+FixedTransients fixed_transient_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s) {
+  if (kind != Kind::Head) return {};
+  if (c.loss == gpt2::Loss::Chunked) {
+    // One block of logits (the kernel's float rows) and, in the forward, the five
+    // per-row vectors: running max, sum and target logit, log-sum-exp, row losses.
+    const int64_t block =
+        kFp32 * std::min(gpt2::kChunkedLossRows, s.N) * std::min(gpt2::kChunkedLossVocabBlock, s.V);
+    return {block + 5 * s.N * kFp32, block};
+  }
+  // Forward: the fp32 log-probabilities. Backward: the gradients of the
+  // log-probabilities (nll_loss's) and of the logits (log_softmax's), N x V each, less
+  // nll_loss's fp32 total weight, released by then. They coexist at the head's
+  // backward peak whenever 2 N V exceeds V C + N C, the weight and input gradients of
+  // the lm_head's mm, which run after the log-probabilities are freed (N >= C
+  // suffices); below that this over-estimates.
+  return {s.N * s.V * kFp32, 2 * s.N * s.V * kFp32 - kFp32};
 }
 
 // Forward kernels, as model/gpt2.cpp runs them. d: bytes per activation element.
@@ -190,13 +200,9 @@ std::vector<StageBytes> gpt2_stage_bytes(const gpt2::Gpt2Config& config, const g
     b.out_bytes = head ? a.out_bytes : scale(a.out_bytes, 0, d);  // the head's output is the fp32 loss
     b.saved_bytes = scale(a.saved_bytes, fixed_saved_bytes(kind, c, s), d);
     b.fwd_tmp_grad_bytes = scale(a.fwd_tmp_grad_bytes, 0, d);
-    if (head && c.loss == gpt2::Loss::Chunked) {
-      b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, chunked_block_bytes(s) + 5 * s.N * kFp32, d);
-      b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, chunked_block_bytes(s), d);
-    } else {
-      b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, head ? s.N * s.V * kFp32 : 0, d);
-      b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, head ? fixed_head_bwd_tmp_bytes(s) : 0, d);
-    }
+    const FixedTransients fixed = fixed_transient_bytes(kind, c, s);
+    b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, fixed.fwd_nograd_bytes, d);
+    b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, fixed.bwd_bytes, d);
     out.push_back(b);
   }
   return out;

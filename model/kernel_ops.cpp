@@ -221,8 +221,8 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
     // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row.
     const float scale = (grads[0] / count).item<float>();
     const at::Tensor into = ctx->needs_input_grad(1) ? grad_to_add_into(weight) : at::Tensor();
-    at::Tensor dh = at::zeros_like(h);
-    at::Tensor dw = !ctx->needs_input_grad(1) ? at::Tensor() : into.defined() ? into : at::zeros_like(w);
+    at::Tensor dh = at::zeros_like(h), dw = into;
+    if (!dw.defined() && ctx->needs_input_grad(1)) dw = at::zeros_like(w);
     for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, N - r0);
       const at::Tensor hc = h.narrow(0, r0, n);
