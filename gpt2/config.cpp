@@ -6,53 +6,33 @@
 
 namespace memopt::gpt2 {
 
-const char* granularity_word(Granularity g) {
-  for (const auto& row : kGranularities)
-    if (row.value == g) return row.word;
+namespace {
+
+// Each enumeration's lookups, in its one table (config.h).
+template <typename Row, size_t K, typename E>
+const char* word_in(const Row (&table)[K], E value) {
+  for (const Row& row : table)
+    if (row.value == value) return row.word;
   return "?";
 }
 
-std::optional<Granularity> granularity_from_word(const std::string& word) {
-  for (const auto& row : kGranularities)
+template <typename Row, size_t K>
+auto value_in(const Row (&table)[K], const std::string& word) -> std::optional<decltype(table[0].value)> {
+  for (const Row& row : table)
     if (word == row.word) return row.value;
   return std::nullopt;
 }
 
-const char* attention_word(Attention a) {
-  for (const auto& row : kAttentions)
-    if (row.value == a) return row.word;
-  return "?";
-}
+}  // namespace
 
-std::optional<Attention> attention_from_word(const std::string& word) {
-  for (const auto& row : kAttentions)
-    if (word == row.word) return row.value;
-  return std::nullopt;
-}
-
-const char* kernels_word(Kernels k) {
-  for (const auto& row : kKernelChoices)
-    if (row.value == k) return row.word;
-  return "?";
-}
-
-std::optional<Kernels> kernels_from_word(const std::string& word) {
-  for (const auto& row : kKernelChoices)
-    if (word == row.word) return row.value;
-  return std::nullopt;
-}
-
-const char* loss_word(Loss l) {
-  for (const auto& row : kLosses)
-    if (row.value == l) return row.word;
-  return "?";
-}
-
-std::optional<Loss> loss_from_word(const std::string& word) {
-  for (const auto& row : kLosses)
-    if (word == row.word) return row.value;
-  return std::nullopt;
-}
+const char* granularity_word(Granularity g) { return word_in(kGranularities, g); }
+std::optional<Granularity> granularity_from_word(const std::string& word) { return value_in(kGranularities, word); }
+const char* attention_word(Attention a) { return word_in(kAttentions, a); }
+std::optional<Attention> attention_from_word(const std::string& word) { return value_in(kAttentions, word); }
+const char* kernels_word(Kernels k) { return word_in(kKernelChoices, k); }
+std::optional<Kernels> kernels_from_word(const std::string& word) { return value_in(kKernelChoices, word); }
+const char* loss_word(Loss l) { return word_in(kLosses, l); }
+std::optional<Loss> loss_from_word(const std::string& word) { return value_in(kLosses, word); }
 
 std::optional<Gpt2Preset> gpt2_preset(const std::string& name) {
   auto make = [&](int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t vocab, int64_t n_positions,
@@ -143,6 +123,17 @@ T field(const nlohmann::json& j, const char* key) {
   }
 }
 
+// An enumeration's field, when present: its word in `table`, or an error naming the
+// field, the word and the choices.
+template <typename Row, size_t K, typename E>
+void read_choice(const nlohmann::json& j, const char* key, const Row (&table)[K], E& target) {
+  if (!j.contains(key)) return;
+  const std::string word = field<std::string>(j, key);
+  const auto value = value_in(table, word);
+  if (!value) throw std::invalid_argument(std::string("model/") + key + ": '" + word + "' is not " + words_of(table));
+  target = *value;
+}
+
 }  // namespace
 
 Gpt2Spec gpt2_spec_from_json(const nlohmann::json& j) {
@@ -161,30 +152,14 @@ Gpt2Spec gpt2_spec_from_json(const nlohmann::json& j) {
   s.workload.batch = field<int64_t>(j, "batch");
   c.n_positions = j.contains("n_positions") ? field<int64_t>(j, "n_positions") : s.workload.seq_len;
   if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = field<double>(j, "layer_norm_epsilon");
-  if (j.contains("granularity")) {
-    const auto g = granularity_from_word(field<std::string>(j, "granularity"));
-    if (!g) throw std::invalid_argument("model/granularity: '" + j.at("granularity").get<std::string>() + "' is not block or sublayer");
-    c.granularity = *g;
-  }
-  if (j.contains("attention")) {
-    const auto a = attention_from_word(field<std::string>(j, "attention"));
-    if (!a) throw std::invalid_argument("model/attention: '" + j.at("attention").get<std::string>() + "' is not explicit or sdpa");
-    c.attention = *a;
-  }
-  // Note [Kernel choice]: a profile from before the field ran ATen's kernels.
+  // Note [Kernel choice], Note [Loss choice]: a profile from before those fields ran
+  // ATen's kernels and loss.
   c.kernels = Kernels::Aten;
-  if (j.contains("kernels")) {
-    const auto k = kernels_from_word(field<std::string>(j, "kernels"));
-    if (!k) throw std::invalid_argument("model/kernels: '" + j.at("kernels").get<std::string>() + "' is not memopt or aten");
-    c.kernels = *k;
-  }
-  // Note [Loss choice]: a profile from before the field ran ATen's loss.
   c.loss = Loss::Aten;
-  if (j.contains("loss")) {
-    const auto l = loss_from_word(field<std::string>(j, "loss"));
-    if (!l) throw std::invalid_argument("model/loss: '" + j.at("loss").get<std::string>() + "' is not aten or chunked");
-    c.loss = *l;
-  }
+  read_choice(j, "granularity", kGranularities, c.granularity);
+  read_choice(j, "attention", kAttentions, c.attention);
+  read_choice(j, "kernels", kKernelChoices, c.kernels);
+  read_choice(j, "loss", kLosses, c.loss);
   if (j.contains("dropout")) {
     const nlohmann::json& d = j.at("dropout");
     if (d.is_number()) {

@@ -3,6 +3,7 @@
 // LibTorch here, so the analytic twin and the CLI's flag checks can use it cheaply.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +88,14 @@ inline constexpr LossInfo kLosses[] = {
     {Loss::Aten, "aten", "linear + log_softmax + nll_loss: N x V logits, dense V x C gradients of wte"},
     {Loss::Chunked, "chunked", "chunked linear cross-entropy; wte's gradients added into its .grad in place"},
 };
+
+// A table's words for errors: "block or sublayer", "a, b or c".
+template <typename Row, size_t K>
+std::string words_of(const Row (&table)[K]) {
+  std::string out;
+  for (size_t i = 0; i < K; ++i) out += (i == 0 ? "" : i + 1 == K ? " or " : ", ") + std::string(table[i].word);
+  return out;
+}
 
 const char* granularity_word(Granularity g);
 std::optional<Granularity> granularity_from_word(const std::string& word);

@@ -62,16 +62,16 @@ Gpt2Spec build_gpt2_spec(const Gpt2Choices& ch, ChoiceName name) {
   if (ch.grow_positions) c.n_positions = std::max(c.n_positions, spec.workload.seq_len);
 
   const auto g = granularity_from_word(ch.granularity);
-  if (!g) fail(Choice::Granularity, ": '" + ch.granularity + "' is not block or sublayer");
+  if (!g) fail(Choice::Granularity, ": '" + ch.granularity + "' is not " + words_of(kGranularities));
   c.granularity = *g;
   const auto attention = attention_from_word(ch.attention);
-  if (!attention) fail(Choice::Attention, ": '" + ch.attention + "' is not explicit or sdpa");
+  if (!attention) fail(Choice::Attention, ": '" + ch.attention + "' is not " + words_of(kAttentions));
   c.attention = *attention;
   const auto kernels = kernels_from_word(ch.kernels);
-  if (!kernels) fail(Choice::Kernels, ": '" + ch.kernels + "' is not memopt or aten");
+  if (!kernels) fail(Choice::Kernels, ": '" + ch.kernels + "' is not " + words_of(kKernelChoices));
   c.kernels = *kernels;
   const auto loss = loss_from_word(ch.loss);
-  if (!loss) fail(Choice::Loss, ": '" + ch.loss + "' is not aten or chunked");
+  if (!loss) fail(Choice::Loss, ": '" + ch.loss + "' is not " + words_of(kLosses));
   c.loss = *loss;
 
   if (spec.workload.seq_len > c.n_positions) {
