@@ -1,11 +1,13 @@
 // link_emulation.cpp: Note [Emulated link] in numbers.
 #include "gpt2/link_emulation.h"
 
+#include <cctype>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "gpt2/config.h"
+#include "solver/units.h"
 
 namespace memopt::gpt2 {
 namespace {
@@ -90,6 +92,24 @@ nlohmann::ordered_json to_json(const LinkEmulation& e) {
 void apply_link_emulation(solver::Profile& profile, const LinkEmulation& e) {
   profile.chain.link = solver::Link{e.emulated_bytes_per_s, e.emulated_bytes_per_s};
   profile.device["link_emulation"] = to_json(e);
+}
+
+void set_link_bandwidth(solver::Profile& profile, const std::string& bandwidth_text) {
+  profile.device.erase("link_emulation");  // the link is no longer the emulated one
+  if (bandwidth_text == "none") {
+    profile.chain.link.reset();
+    return;
+  }
+  const double bytes_per_s = solver::parse_bandwidth(bandwidth_text);
+  profile.chain.link = solver::Link{bytes_per_s, bytes_per_s};
+}
+
+void set_link(solver::Profile& profile, const std::string& text) {
+  if (text == "none" || (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))) {
+    set_link_bandwidth(profile, text);
+    return;
+  }
+  apply_link_emulation(profile, emulate_link(profile, text));
 }
 
 }  // namespace memopt::gpt2

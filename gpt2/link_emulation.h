@@ -51,4 +51,12 @@ void apply_link_emulation(solver::Profile& profile, const LinkEmulation& emulati
 
 nlohmann::ordered_json to_json(const LinkEmulation& emulation);
 
+// The profile's link from one word, as `memopt solve --bandwidth` and the Python
+// package read it: "none" removes the link, a bandwidth ("16GB/s", both directions)
+// sets it; either drops a recorded emulation.
+void set_link_bandwidth(solver::Profile& profile, const std::string& bandwidth_text);
+// The same, also taking "GPU[:LINK[:DTYPE]]" (emulate_link) for any text that does
+// not start with a digit and is not "none".
+void set_link(solver::Profile& profile, const std::string& text);
+
 }  // namespace memopt::gpt2

@@ -24,13 +24,19 @@ struct RunnerHolder : torch::CustomClassHolder {
   std::unique_ptr<runtime::ScheduleRunner> runner;
 };
 
+// The batch's targets reach the loss stage only, never autograd: wrapped so that
+// Function::apply does not take them (possibly undefined) for a differentiable input.
+struct Targets {
+  at::Tensor tensor;
+};
+
 struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const model::StagedModel* model,
                             const solver::Schedule* schedule, runtime::ExecutorOptions options, const at::Tensor& x,
-                            const at::Tensor& anchor) {
+                            const Targets& targets, const at::Tensor& anchor) {
     auto holder = c10::make_intrusive<RunnerHolder>();
     holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
-    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), {}});
+    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), targets.tensor});
     ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
     // The caller's tensor must not carry the inner graph of a kept last stage.
     return a_L.detach();
@@ -42,12 +48,19 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
     auto* holder = static_cast<RunnerHolder*>(capsule.get());
     at::Tensor d0 = holder->runner->run_backward(grad_outputs[0]);
     holder->runner.reset();
-    // One gradient per forward() argument: none for the model, schedule and options.
-    return {at::Tensor(), at::Tensor(), at::Tensor(), d0, at::Tensor()};
+    // One gradient per forward() argument: none for the model, schedule, options,
+    // targets and anchor.
+    return {at::Tensor(), at::Tensor(), at::Tensor(), d0, at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+at::Tensor run_scheduled_step(const model::StagedModel& model, const solver::Schedule& schedule,
+                              const runtime::ExecutorOptions& options, const model::Batch& batch,
+                              const at::Tensor& anchor) {
+  return ScheduledChain::apply(&model, &schedule, options, batch.input, Targets{batch.targets}, anchor);
+}
 
 OptimizedSequentialImpl::OptimizedSequentialImpl(torch::nn::Sequential seq, solver::Schedule schedule,
                                                  runtime::ExecutorOptions options)
@@ -61,7 +74,7 @@ OptimizedSequentialImpl::OptimizedSequentialImpl(torch::nn::Sequential seq, solv
 
 at::Tensor OptimizedSequentialImpl::forward(const at::Tensor& x) {
   if (!at::GradMode::is_enabled()) return seq_->forward(x);
-  return ScheduledChain::apply(&staged_, &schedule_, options_, x, anchor_);
+  return run_scheduled_step(staged_, schedule_, options_, model::Batch{x, {}}, anchor_);
 }
 
 OptimizedSequential optimize(torch::nn::Sequential seq, const at::Tensor& sample, const OptimizeOptions& options) {

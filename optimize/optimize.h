@@ -42,6 +42,16 @@ struct OptimizeOptions {
   runtime::ExecutorOptions executor;
 };
 
+// One training step of `model` along `schedule`, as one custom autograd function:
+// returns a_L (the loss, for a model that ends with it) having run every op before
+// `loss`; its backward runs the rest and returns d_0. Parameters are not inputs of
+// the function: their gradients accumulate inside it, so `anchor` (a scalar that
+// requires grad) is what makes a_L require grad when nothing else fed to it does.
+// `model`, `schedule` and the options' pointees must outlive the backward.
+at::Tensor run_scheduled_step(const model::StagedModel& model, const solver::Schedule& schedule,
+                              const runtime::ExecutorOptions& options, const model::Batch& batch,
+                              const at::Tensor& anchor);
+
 class OptimizedSequentialImpl : public torch::nn::Module {
  public:
   OptimizedSequentialImpl(torch::nn::Sequential seq, solver::Schedule schedule, runtime::ExecutorOptions options);

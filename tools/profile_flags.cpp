@@ -4,20 +4,13 @@
 #include <stdexcept>
 
 #include "gpt2/link_emulation.h"
-#include "solver/units.h"
 
 namespace memopt::tools {
 
 void apply_bandwidth_flag(solver::Profile& profile, const std::string& bandwidth_text) {
   if (bandwidth_text.empty()) return;
-  profile.device.erase("link_emulation");  // the link is no longer the emulated one
-  if (bandwidth_text == "none") {
-    profile.chain.link.reset();
-    return;
-  }
   try {
-    const double bytes_per_s = solver::parse_bandwidth(bandwidth_text);
-    profile.chain.link = solver::Link{bytes_per_s, bytes_per_s};
+    gpt2::set_link_bandwidth(profile, bandwidth_text);
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("--bandwidth: ") + e.what());
   }

@@ -1,0 +1,231 @@
+// core_module.cpp: the extension module memopt._core -- memopt's C++ core as the
+// Python package (python/memopt/) calls it. Marshalling only: chains of Python
+// callables become StagedModels, JSON travels as text, and the profiler, solver,
+// simulator and executor are the ones the CLI runs.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/nn/module.h>
+
+#include "gpt2/link_emulation.h"
+#include "measure/cpu_allocator.h"
+#include "model/staged_model.h"
+#include "optimize/optimize.h"
+#include "profiler/profiler.h"
+#include "runtime/copy_engine.h"
+#include "runtime/copy_plan.h"
+#include "runtime/executor.h"
+#include "solver/budget.h"
+#include "solver/profile_json.h"
+#include "solver/schedule_check.h"
+#include "solver/schedule_json.h"
+#include "solver/simulate.h"
+#include "solver/solve.h"
+
+namespace py = pybind11;
+
+namespace memopt::python {
+namespace {
+
+// Note [Python callables and the GIL]
+// The profiler and the executor call stages from C++ with the GIL released (the
+// autograd engine refuses to run while a thread holds it, and the executor runs
+// backward passes), on the thread that called in, or inside loss.backward(), which
+// releases the GIL itself. So each call into Python takes the GIL, and the
+// py::objects that std::function copies carry are destroyed under it.
+std::shared_ptr<py::object> hold(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// Carries the Python module's train/eval flag, so that the profiler's and the
+// executor's train() reach its dropouts.
+class PythonOwner final : public torch::nn::Module {
+ public:
+  explicit PythonOwner(std::shared_ptr<py::object> module) : module_(std::move(module)) {
+    py::gil_scoped_acquire gil;
+    torch::nn::Module::train(module_->attr("training").cast<bool>());
+  }
+  void train(bool on) override {
+    torch::nn::Module::train(on);
+    py::gil_scoped_acquire gil;
+    module_->attr("train")(on);
+  }
+
+ private:
+  std::shared_ptr<py::object> module_;
+};
+
+// A chain of Python stages: forward(x, targets) -> tensor each.
+struct Chain {
+  std::shared_ptr<model::StagedModel> staged;
+};
+
+Chain make_chain(const std::vector<std::string>& names, const std::vector<py::object>& forwards,
+                 const std::vector<std::vector<at::Tensor>>& parameters, py::object owner, bool ends_with_loss) {
+  if (names.size() != forwards.size() || names.size() != parameters.size())
+    throw std::invalid_argument("memopt: one name, forward and parameter list per stage");
+  if (names.empty()) throw std::invalid_argument("memopt: a chain needs at least one stage");
+  std::vector<model::Stage> stages;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::shared_ptr<py::object> fn = hold(forwards[i]);
+    model::Stage stage;
+    stage.name = names[i];
+    stage.parameters = parameters[i];
+    stage.forward = [fn](const at::Tensor& input, const model::Batch& batch) {
+      py::gil_scoped_acquire gil;
+      py::object targets = batch.targets.defined() ? py::cast(batch.targets) : py::none();
+      return (*fn)(input, targets).cast<at::Tensor>();
+    };
+    stages.push_back(std::move(stage));
+  }
+  auto owner_module = std::make_shared<PythonOwner>(hold(std::move(owner)));
+  return Chain{std::make_shared<model::StagedModel>(std::move(stages), owner_module, ends_with_loss)};
+}
+
+std::string profile_chain(const Chain& chain, const at::Tensor& input, const std::optional<at::Tensor>& targets,
+                          const std::string& model_json, int repeat, int warmup, int threads,
+                          const py::object& on_progress) {
+  profiler::ProfileOptions options;
+  options.repeat = repeat;
+  options.warmup = warmup;
+  options.threads = threads;
+  if (!on_progress.is_none()) {
+    std::shared_ptr<py::object> progress = hold(on_progress);
+    options.on_progress = [progress](int done, int total) {
+      py::gil_scoped_acquire gil;
+      (*progress)(done, total);
+    };
+  }
+  py::gil_scoped_release no_gil;
+  const model::Batch batch{input, targets.value_or(at::Tensor())};
+  const profiler::MeasuredProfile measured = profiler::profile_cpu_detailed(
+      *chain.staged, batch, nlohmann::ordered_json::parse(model_json), options);
+  return profiler::profile_json(measured).dump(2);
+}
+
+std::string set_link(const std::string& profile_text, const std::string& link) {
+  solver::Profile profile = solver::parse_profile(profile_text, "the profile");
+  gpt2::set_link(profile, link);
+  return solver::profile_to_json(profile).dump(2);
+}
+
+std::string solve(const std::string& profile_text, const std::string& budget, const std::string& solver_word,
+                  int slots, int threads) {
+  const solver::Profile profile = solver::parse_profile(profile_text, "the profile");
+  const auto kind = solver::solver_kind_from_word(solver_word);
+  if (!kind) throw std::invalid_argument("solver: unknown solver '" + solver_word + "'");
+  solver::SolveOptions options{0, *kind, slots, threads};
+  if (const std::string e = solver::check_problem_size(profile.chain, options); !e.empty())
+    throw std::invalid_argument(e);
+  options.budget_bytes = solver::budget_from_text(budget, profile.chain, options);
+  py::gil_scoped_release no_gil;
+  try {
+    return solver::schedule_to_json(solver::solve(profile.chain, options)).dump(2);
+  } catch (const solver::InfeasibleBudget& e) {
+    if (e.min_budget_bytes <= 0) throw;
+    throw solver::InfeasibleBudget(std::string(e.what()) + " Pass budget=\"" + std::to_string(e.min_budget_bytes) +
+                                       "\" or budget=\"min\".",
+                                   e.min_budget_bytes, e.store_all_peak_bytes);
+  }
+}
+
+std::string simulate(const std::string& profile_text, const std::string& schedule_text) {
+  const solver::Profile profile = solver::parse_profile(profile_text, "the profile");
+  const solver::Schedule schedule = solver::parse_schedule(schedule_text, "the schedule");
+  solver::SimResult r;
+  try {
+    r = solver::check_schedule_for_chain(schedule, profile.chain, "the schedule", "the profile");
+  } catch (const std::runtime_error& e) {
+    throw py::value_error(e.what());  // a schedule that does not fit the profile is bad input
+  }
+  nlohmann::ordered_json j;
+  j["peak_bytes"] = r.peak_bytes;
+  j["time_ms"] = r.time_ms;
+  j["budget_bytes"] = schedule.budget_bytes;
+  j["fits"] = r.peak_bytes <= schedule.budget_bytes;
+  j["copy_ms"] = r.copy_ms;
+  j["stall_ms"] = r.stall_ms;
+  j["store_all_peak_bytes"] = solver::store_all_peak_bytes(profile.chain);
+  return j.dump(2);
+}
+
+// One schedule ready to run on a chain, step after step: its copy engine (for
+// offloading schedules, on the profile's link) lives as long as it does.
+class Runner {
+ public:
+  Runner(Chain chain, const std::string& profile_text, const std::string& schedule_text)
+      : chain_(std::move(chain)),
+        profile_(solver::parse_profile(profile_text, "the profile")),
+        schedule_(solver::parse_schedule(schedule_text, "the schedule")),
+        anchor_(at::zeros({}).requires_grad_(true)) {
+    runtime::check_schedule_fits_model(schedule_, *chain_.staged);
+    solver::check_schedule_for_chain(schedule_, profile_.chain, "the schedule", "the profile");
+    if (const auto copies = runtime::plan_copies(profile_.chain, schedule_.ops, "the schedule")) {
+      engine_ = runtime::make_copy_engine(c10::Device(c10::kCPU), copies->engine);
+      options_.copy_engine = engine_.get();
+      options_.offload_done_before = copies->offload_done_before;
+    }
+  }
+
+  at::Tensor run(const at::Tensor& input, const std::optional<at::Tensor>& targets) {
+    py::gil_scoped_release no_gil;
+    // A step's copies have all landed once its backward ended; recycle the pool.
+    if (engine_) engine_->finish_step();
+    return run_scheduled_step(*chain_.staged, schedule_, options_, model::Batch{input, targets.value_or(at::Tensor())},
+                              anchor_);
+  }
+
+  const solver::Schedule& schedule() const { return schedule_; }
+
+ private:
+  Chain chain_;
+  solver::Profile profile_;
+  solver::Schedule schedule_;
+  std::unique_ptr<runtime::CopyEngine> engine_;
+  runtime::ExecutorOptions options_;
+  at::Tensor anchor_;
+};
+
+}  // namespace
+}  // namespace memopt::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace memopt;
+  using namespace memopt::python;
+  m.doc() = "memopt's C++ core: profiler, solver, simulator and executor (see the memopt package)";
+  py::register_exception<solver::InfeasibleBudget>(m, "InfeasibleBudget", PyExc_ValueError);
+  py::register_exception<solver::ProblemTooLarge>(m, "ProblemTooLarge", PyExc_ValueError);
+
+  py::class_<Chain>(m, "Chain").def_property_readonly("num_stages", [](const Chain& c) {
+    return c.staged->num_stages();
+  });
+  m.def("make_chain", &make_chain, py::arg("names"), py::arg("forwards"), py::arg("parameters"), py::arg("owner"),
+        py::arg("ends_with_loss"));
+  m.def("profile", &profile_chain, py::arg("chain"), py::arg("input"), py::arg("targets"), py::arg("model_json"),
+        py::arg("repeat"), py::arg("warmup"), py::arg("threads"), py::arg("on_progress"));
+  m.def("set_link", &set_link, py::arg("profile"), py::arg("link"));
+  m.def("solve", &solve, py::arg("profile"), py::arg("budget"), py::arg("solver"), py::arg("slots"),
+        py::arg("threads"));
+  m.def("simulate", &simulate, py::arg("profile"), py::arg("schedule"));
+  py::class_<Runner>(m, "Runner")
+      .def(py::init<Chain, const std::string&, const std::string&>(), py::arg("chain"), py::arg("profile"),
+           py::arg("schedule"))
+      .def("run", &Runner::run, py::arg("input"), py::arg("targets"));
+
+  // The testbed's device memory: the counting allocator (Note [A caching testbed
+  // allocator]) that every memopt measurement reads.
+  m.def("install_testbed_allocator", [] { measure::counting_cpu_allocator(); });
+  m.def("current_bytes", [] { return measure::counting_cpu_allocator().current_bytes(); });
+  m.def("peak_bytes", [] { return measure::counting_cpu_allocator().peak_bytes(); });
+  m.def("reset_peak", [] { measure::counting_cpu_allocator().reset_peak(); });
+  m.def("empty_cache", [] { measure::counting_cpu_allocator().empty_cache(); });
+}

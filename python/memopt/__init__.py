@@ -1,0 +1,20 @@
+"""memopt: train a PyTorch model within a byte budget of activation memory.
+
+    import memopt
+    model = memopt.optimize(model, ids, budget="60%", link="h100-sxm:pcie5")
+    loss = model(input_ids=ids, labels=ids).loss   # the training loop as it was
+    loss.backward()
+    opt.step()
+
+optimize() profiles the model's stages, solves for the fastest plan of keeping,
+recomputing and offloading activations that fits the budget, and replays that plan in
+every training step, dropout masks recomputed with the same randomness. It takes an
+unmodified transformers GPT2LMHeadModel or any nn.Sequential. profile(), solve() and
+simulate() read and write the JSON of the memopt command line.
+"""
+from ._api import (InfeasibleBudget, OptimizedSequential, Plan, ProblemTooLarge, optimize, profile, simulate,
+                   solve, unoptimize)
+from . import testbed
+
+__all__ = ["optimize", "unoptimize", "profile", "solve", "simulate", "Plan", "OptimizedSequential",
+           "InfeasibleBudget", "ProblemTooLarge", "testbed"]

@@ -1,0 +1,235 @@
+"""memopt's Python API: profile, solve, simulate, and optimize, which does all three and
+makes the model train along the plan. The profiler, solver, simulator and executor are
+the C++ core's (memopt._core); JSON is the CLI's (docs/formats.md)."""
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+from torch import nn
+
+from . import _core
+from ._chains import ChainSpec, gpt2_sample, hf_gpt2_chain, is_hf_gpt2, sequential_chain
+
+InfeasibleBudget = _core.InfeasibleBudget
+ProblemTooLarge = _core.ProblemTooLarge
+
+# Note [One testbed allocator per process]
+# memopt measures bytes with a counting, caching CPU allocator (the CPU plays the GPU's
+# memory). It is installed when the package is imported, so that the model's tensors,
+# plain training's and memopt's are all counted by it, like every memopt measurement.
+_core.install_testbed_allocator()
+
+
+def _build_chain(model, sample_inputs, granularity) -> ChainSpec:
+    if is_hf_gpt2(model):
+        return hf_gpt2_chain(model, sample_inputs, granularity)
+    if isinstance(model, nn.Sequential):
+        if granularity != "block":
+            raise ValueError(f"memopt: granularity '{granularity}' applies to GPT-2; an nn.Sequential's stages "
+                             f"are its children")
+        return sequential_chain(model, sample_inputs)
+    raise TypeError(f"memopt: {type(model).__name__} is not chain-shaped as memopt takes models: pass an "
+                    f"nn.Sequential (one stage per child) or a transformers GPT2LMHeadModel")
+
+
+def _check_devices(model: nn.Module, tensors):
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()) + tensors:
+        if t is not None and t.device.type != "cpu":
+            raise ValueError(f"memopt: tensor '{name}' is on {t.device}; this build of memopt plans and runs "
+                             f"on the CPU testbed (its CUDA backends are not built into the Python package): "
+                             f"move the model and the inputs to the CPU")
+
+
+def _read_json(what, value):
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, (str, os.PathLike)):
+        with open(value) as f:
+            return f.read()
+    raise TypeError(f"memopt: {what} must be a dict or the path of a JSON file, got {type(value).__name__}")
+
+
+def _write_json(path, text):
+    if path is not None:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+
+
+def _progress_printer(enabled):
+    if not enabled:
+        return None
+
+    def show(done, total):
+        print(f"[memopt] profiled {done}/{total} stages", file=sys.stderr, flush=True)
+    return show
+
+
+def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
+    _check_devices(spec.owner, [("sample input", spec.sample_input), ("sample labels", spec.sample_targets)])
+    chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
+    return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(spec.model_json),
+                                repeat, warmup, threads, _progress_printer(progress))
+
+
+def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
+            warmup: int = 1, threads: int = 1, progress: bool = False) -> dict:
+    """Measures every stage of `model` on `sample_inputs` (time, output, saved and
+    temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
+    `out`, also writes it there."""
+    spec = _build_chain(model, sample_inputs, granularity)
+    _, text = _profile_chain(spec, repeat, warmup, threads, progress)
+    _write_json(out, text)
+    return json.loads(text)
+
+
+def _with_link(profile_text: str, link: Optional[str], model_json: dict) -> str:
+    if link is None:
+        return profile_text
+    if not isinstance(link, str):
+        raise TypeError(f"memopt: link must be None, 'none', a bandwidth such as '16GB/s' or an emulated GPU "
+                        f"link such as 'h100-sxm:pcie5', got {type(link).__name__}")
+    emulated = link != "none" and not link[:1].isdigit()
+    if emulated and model_json.get("name") != "gpt2":
+        raise ValueError(f"memopt: link '{link}' emulates a GPU's link from GPT-2's FLOPs; for this model give "
+                         f"a bandwidth such as '16GB/s'")
+    return _core.set_link(profile_text, link)
+
+
+def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optional[str] = None,
+          slots: int = 500, threads: int = 0, out=None) -> dict:
+    """The fastest schedule of `solver` that fits `budget` ("8GiB", "60%" of the
+    store-all peak, a byte count, or "min") on a profile (a dict or a profile.json
+    path), with the profile's link or `link`. Returns the schedule JSON `memopt solve
+    --out` writes; with `out`, also writes it there."""
+    text = _read_json("profile", profile)
+    text = _with_link(text, link, json.loads(text).get("model", {}))
+    schedule = _core.solve(text, str(budget), solver, slots, threads)
+    _write_json(out, schedule)
+    return json.loads(schedule)
+
+
+def simulate(profile, schedule) -> dict:
+    """The simulator's verdict on a schedule for a profile (dicts or paths): peak_bytes,
+    time_ms, fits (its budget), copy_ms, stall_ms, store_all_peak_bytes. Raises
+    ValueError naming the op when the schedule is not valid for the profile."""
+    return json.loads(_core.simulate(_read_json("profile", profile), _read_json("schedule", schedule)))
+
+
+@dataclass
+class Plan:
+    """What optimize chose: the profile and schedule (the CLI's JSON) and the
+    simulator's prediction for one training step."""
+    profile: dict
+    schedule: dict
+    predicted: dict
+
+    @property
+    def budget_bytes(self) -> int:
+        return self.schedule["budget_bytes"]
+
+    def save(self, directory):
+        """Writes profile.json and schedule.json, which `memopt simulate` and `memopt
+        run` read."""
+        os.makedirs(directory, exist_ok=True)
+        _write_json(os.path.join(directory, "profile.json"), json.dumps(self.profile, indent=2))
+        _write_json(os.path.join(directory, "schedule.json"), json.dumps(self.schedule, indent=2))
+
+
+class OptimizedSequential(nn.Module):
+    """An nn.Sequential that trains along a memopt schedule: under autograd, forward
+    returns the output after the schedule's forward part and backward runs the rest;
+    without grad it is the plain Sequential."""
+
+    def __init__(self, seq: nn.Sequential, runner, plan: Plan):
+        super().__init__()
+        self.seq = seq
+        self.plan = plan
+        self._runner = runner
+
+    def forward(self, x):
+        if not torch.is_grad_enabled():
+            return self.seq(x)
+        return self._runner.run(x, None)
+
+
+class _Gpt2Forward:
+    """GPT2LMHeadModel.forward for training with labels: the whole step along the
+    schedule, returning the loss (logits stay inside the head stage: None). Anything
+    else -- no labels, no grad, generation -- goes to the model's own forward."""
+
+    _UNSUPPORTED = ("past_key_values", "token_type_ids", "position_ids", "inputs_embeds",
+                    "encoder_hidden_states", "encoder_attention_mask")
+
+    def __init__(self, model, spec: ChainSpec, runner, plan: Plan):
+        self.original = type(model).forward.__get__(model)
+        self.stages = spec.gpt2
+        self.runner = runner
+        self.plan = plan
+        self.shape = tuple(spec.sample_input.shape)
+
+    def __call__(self, input_ids=None, labels=None, attention_mask=None, return_dict=None, use_cache=None,
+                 **kwargs):
+        if labels is None or not torch.is_grad_enabled():
+            return self.original(input_ids=input_ids, labels=labels, attention_mask=attention_mask,
+                                 return_dict=return_dict, use_cache=use_cache, **kwargs)
+        given = [k for k in kwargs if kwargs[k] is not None and k not in ("output_attentions", "output_hidden_states")]
+        if given or input_ids is None:
+            what = ", ".join(given) if given else "inputs_embeds without input_ids"
+            raise ValueError(f"memopt: the optimized GPT-2 trains on input_ids, labels and attention_mask; "
+                             f"got {what}. memopt.unoptimize(model) restores the model's own forward")
+        if tuple(input_ids.shape) != self.shape:
+            raise ValueError(f"memopt: the plan was made for input_ids of shape {self.shape}, got "
+                             f"{tuple(input_ids.shape)}; call memopt.optimize with a sample of this shape")
+        if input_ids.device.type != "cpu":
+            raise ValueError(f"memopt: input_ids is on {input_ids.device}; this build runs on the CPU testbed")
+        self.stages.prepare(input_ids, attention_mask)
+        loss = self.runner.run(input_ids, labels)
+        if return_dict is False:
+            return (loss,)
+        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+        return CausalLMOutputWithCrossAttentions(loss=loss, logits=None)
+
+
+def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
+             granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
+             repeat: int = 5, warmup: int = 1, progress: bool = False, save=None):
+    """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
+    train along the plan. Returns the model to train: for a GPT2LMHeadModel the same
+    object, whose forward with labels now runs the plan (memopt.unoptimize undoes it);
+    for an nn.Sequential an OptimizedSequential around it. The plan is at `.plan`
+    (Sequential) or `.memopt_plan` (GPT-2).
+
+      budget       "8GiB", "3.5GB", a byte count, "60%" of storing everything, or "min"
+      link         None (the profile has none: recomputation only), a bandwidth
+                   "16GB/s", or an emulated GPU link "h100-sxm:pcie5" (GPT-2 only)
+      granularity  "block" or "sublayer" (GPT-2's attention and MLP halves)
+      threads      compute threads while profiling (1: the testbed's one stream)
+      save         a folder for profile.json and schedule.json
+    """
+    spec = _build_chain(model, sample_inputs, granularity)
+    chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
+    profile_text = _with_link(profile_text, link, spec.model_json)
+    schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
+    plan = Plan(json.loads(profile_text), json.loads(schedule_text),
+                json.loads(_core.simulate(profile_text, schedule_text)))
+    if save is not None:
+        plan.save(save)
+    runner = _core.Runner(chain, profile_text, schedule_text)
+    if spec.gpt2 is not None:
+        model.forward = _Gpt2Forward(model, spec, runner, plan)
+        model.memopt_plan = plan
+        return model
+    return OptimizedSequential(model, runner, plan)
+
+
+def unoptimize(model: nn.Module) -> nn.Module:
+    """Gives an optimized GPT-2 back its own forward (an OptimizedSequential's is `.seq`)."""
+    if isinstance(model.__dict__.get("forward"), _Gpt2Forward):
+        del model.forward
+        del model.memopt_plan
+    return model

@@ -1,0 +1,177 @@
+"""memopt.optimize on an unmodified Hugging Face GPT2LMHeadModel, against plain HF
+training and HF's own gradient checkpointing: gradients bit for bit with dropout on,
+activation peaks within the budget and as predicted."""
+import copy
+
+import pytest
+import torch
+
+import memopt
+from memopt import testbed
+
+transformers = pytest.importorskip("transformers")
+
+B, T = 2, 32
+
+
+def tiny_gpt2(n_layer=3, dropout=0.1, seed=0):
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=96, n_positions=T, n_embd=64, n_head=4, n_layer=n_layer,
+                                     resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                                     bos_token_id=0, eos_token_id=0)
+    config._attn_implementation = "eager"
+    model = transformers.GPT2LMHeadModel(config)
+    model.train()
+    return model
+
+
+def enable_hf_checkpointing(model):
+    """HF's gradient checkpointing (renamed activation checkpointing in recent versions)."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
+def batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 96, (B, T), generator=g)
+
+
+def step(model, ids, seed):
+    """One step of the user's loop; returns the loss and the activation peak: the
+    most the testbed allocator held above what existed before the step."""
+    model.zero_grad(set_to_none=False)
+    torch.manual_seed(seed)
+    base = testbed.current_bytes()
+    testbed.reset_peak()
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    peak = testbed.peak_bytes() - base
+    return loss.detach(), peak
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def assert_same_grads(a, b):
+    assert a.keys() == b.keys()
+    for n in a:
+        assert torch.equal(a[n], b[n]), f"gradient of {n} differs: max |diff| {(a[n] - b[n]).abs().max().item()}"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("granularity", ["block", "sublayer"])
+@pytest.mark.parametrize("budget,link,solver", [
+    ("100%", None, "optimal"),
+    ("60%", None, "optimal"),
+    ("min", None, "optimal"),
+    ("100%", None, "recompute-all"),
+    ("100%", "h100-sxm:pcie5", "offload-all"),
+    ("50%", "h100-sxm:pcie5", "optimal"),
+])
+def test_gradients_equal_plain_hf_training_bit_for_bit(granularity, budget, link, solver):
+    plain = tiny_gpt2()
+    model = copy.deepcopy(plain)
+    ids = batch()
+    memopt.optimize(model, ids, budget=budget, link=link, granularity=granularity, solver=solver, repeat=1)
+    for seed in (11, 12):  # a second step: the runner and its copy engine are reused
+        ref_loss, _ = step(plain, ids, seed)
+        loss, _ = step(model, ids, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(grads(model), grads(plain))
+    if solver == "offload-all":
+        ops = [op[0] for op in model.memopt_plan.schedule["ops"]]
+        assert any(o.startswith("offload") for o in ops) and any(o.startswith("prefetch") for o in ops)
+
+
+def test_gradients_equal_hf_gradient_checkpointing():
+    reference = tiny_gpt2()
+    model = copy.deepcopy(reference)
+    enable_hf_checkpointing(reference)
+    ids = batch()
+    memopt.optimize(model, ids, budget="min", repeat=1)
+    ref_loss, _ = step(reference, ids, 5)
+    loss, _ = step(model, ids, 5)
+    assert torch.equal(loss, ref_loss)
+    assert_same_grads(grads(model), grads(reference))
+
+
+def test_peak_stays_within_the_budget_falls_with_it_and_is_predicted():
+    ids = batch()
+    peaks = []
+    for budget in ("100%", "70%", "40%", "min"):
+        model = tiny_gpt2()
+        memopt.optimize(model, ids, budget=budget, repeat=1)
+        step(model, ids, 3)  # warm-up: lazily allocated state
+        _, peak = step(model, ids, 3)
+        plan = model.memopt_plan
+        predicted = plan.predicted["peak_bytes"]
+        assert peak <= plan.budget_bytes, (budget, peak, plan.budget_bytes)
+        # The prediction counts a_0, the B x T int64 token ids, which the caller
+        # allocated before the step; nothing else may differ.
+        assert abs(peak - predicted) <= B * T * 8, (budget, peak, predicted)
+        peaks.append(peak)
+    assert peaks == sorted(peaks, reverse=True) and peaks[-1] < peaks[0]
+
+
+def test_memopt_at_hf_checkpointings_peak_fits_it():
+    ids = batch()
+    hf = tiny_gpt2()
+    enable_hf_checkpointing(hf)
+    step(hf, ids, 3)
+    _, hf_peak = step(hf, ids, 3)
+    model = tiny_gpt2()
+    memopt.optimize(model, ids, budget=str(hf_peak), repeat=1)
+    step(model, ids, 3)
+    _, peak = step(model, ids, 3)
+    assert peak <= hf_peak
+
+
+def test_eval_and_no_grad_run_the_models_own_forward():
+    model = tiny_gpt2()
+    ids = batch()
+    plain = copy.deepcopy(model)
+    memopt.optimize(model, ids, budget="min", repeat=1)
+    with torch.no_grad():  # in training mode: dropout draws, so the same seed for both
+        torch.manual_seed(4)
+        out = model(input_ids=ids, labels=ids)
+        torch.manual_seed(4)
+        ref = plain(input_ids=ids, labels=ids)
+    assert out.logits is not None and torch.equal(out.logits, ref.logits)
+    memopt.unoptimize(model)
+    assert "forward" not in model.__dict__ and not hasattr(model, "memopt_plan")
+
+
+def test_errors_say_what_is_wrong_and_the_fix():
+    ids = batch()
+    model = tiny_gpt2()
+    with pytest.raises(memopt.InfeasibleBudget, match=r"smallest budget that works is .* Pass budget="):
+        memopt.optimize(model, ids, budget="1KiB", repeat=1)
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(TypeError, match="not chain-shaped"):
+        memopt.optimize(Branchy(), ids)
+
+    on_meta = tiny_gpt2().to("meta")
+    with pytest.raises(ValueError, match=r"tensor 'transformer\.wte\.weight' is on meta"):
+        memopt.optimize(on_meta, ids)
+
+    memopt.optimize(model, ids, budget="min", repeat=1)
+    with pytest.raises(ValueError, match=r"made for input_ids of shape \(2, 32\), got \(1, 32\)"):
+        model(input_ids=ids[:1], labels=ids[:1])
+    with pytest.raises(ValueError, match="got token_type_ids"):
+        model(input_ids=ids, labels=ids, token_type_ids=ids)
+    with pytest.raises(ValueError, match="granularity 'op' is not block or sublayer"):
+        memopt.optimize(tiny_gpt2(), ids, granularity="op")
+    with pytest.raises(ValueError, match="unknown GPU 'tpu'"):
+        memopt.optimize(tiny_gpt2(), ids, link="tpu:pcie5", repeat=1)
