@@ -22,6 +22,7 @@ namespace {
 // autograd context.
 struct RunnerHolder : torch::CustomClassHolder {
   std::unique_ptr<runtime::ScheduleRunner> runner;
+  std::shared_ptr<void> in_flight;  // run_scheduled_step's token
 };
 
 // The batch's targets reach the loss stage only, never autograd: wrapped so that
@@ -33,8 +34,9 @@ struct Targets {
 struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const model::StagedModel* model,
                             const solver::Schedule* schedule, runtime::ExecutorOptions options, const at::Tensor& x,
-                            const Targets& targets, const at::Tensor& anchor) {
+                            const Targets& targets, const at::Tensor& anchor, std::shared_ptr<void> in_flight) {
     auto holder = c10::make_intrusive<RunnerHolder>();
+    holder->in_flight = std::move(in_flight);
     holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
     const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), targets.tensor});
     ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
@@ -48,9 +50,10 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
     auto* holder = static_cast<RunnerHolder*>(capsule.get());
     at::Tensor d0 = holder->runner->run_backward(grad_outputs[0]);
     holder->runner.reset();
+    holder->in_flight.reset();
     // One gradient per forward() argument: none for the model, schedule, options,
-    // targets and anchor.
-    return {at::Tensor(), at::Tensor(), at::Tensor(), d0, at::Tensor(), at::Tensor()};
+    // targets, anchor and token.
+    return {at::Tensor(), at::Tensor(), at::Tensor(), d0, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -58,8 +61,9 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
 
 at::Tensor run_scheduled_step(const model::StagedModel& model, const solver::Schedule& schedule,
                               const runtime::ExecutorOptions& options, const model::Batch& batch,
-                              const at::Tensor& anchor) {
-  return ScheduledChain::apply(&model, &schedule, options, batch.input, Targets{batch.targets}, anchor);
+                              const at::Tensor& anchor, std::shared_ptr<void> in_flight) {
+  return ScheduledChain::apply(&model, &schedule, options, batch.input, Targets{batch.targets}, anchor,
+                               std::move(in_flight));
 }
 
 OptimizedSequentialImpl::OptimizedSequentialImpl(torch::nn::Sequential seq, solver::Schedule schedule,

@@ -48,9 +48,11 @@ struct OptimizeOptions {
 // the function: their gradients accumulate inside it, so `anchor` (a scalar that
 // requires grad) is what makes a_L require grad when nothing else fed to it does.
 // `model`, `schedule` and the options' pointees must outlive the backward.
+// `in_flight`, when given, is held from the forward until the backward has run (or
+// the graph is dropped without one), so that a caller can tell a step is under way.
 at::Tensor run_scheduled_step(const model::StagedModel& model, const solver::Schedule& schedule,
                               const runtime::ExecutorOptions& options, const model::Batch& batch,
-                              const at::Tensor& anchor);
+                              const at::Tensor& anchor, std::shared_ptr<void> in_flight = nullptr);
 
 class OptimizedSequentialImpl : public torch::nn::Module {
  public:

@@ -177,11 +177,18 @@ class Runner {
   }
 
   at::Tensor run(const at::Tensor& input, const std::optional<at::Tensor>& targets) {
+    // The copy engine's host pool holds one step's offloaded data; the next step may
+    // only start once the last one's backward has used it (or its graph is gone).
+    if (engine_ && !in_flight_.expired())
+      throw py::value_error(
+          "memopt: a forward while the previous step's backward is still to come; this plan offloads, and its "
+          "host memory holds one step at a time: call backward (or drop that loss) before the next forward");
     py::gil_scoped_release no_gil;
-    // A step's copies have all landed once its backward ended; recycle the pool.
     if (engine_) engine_->finish_step();
+    auto token = std::make_shared<int>(0);
+    in_flight_ = token;
     return run_scheduled_step(*chain_.staged, schedule_, options_, model::Batch{input, targets.value_or(at::Tensor())},
-                              anchor_);
+                              anchor_, std::move(token));
   }
 
   const solver::Schedule& schedule() const { return schedule_; }
@@ -193,6 +200,7 @@ class Runner {
   std::unique_ptr<runtime::CopyEngine> engine_;
   runtime::ExecutorOptions options_;
   at::Tensor anchor_;
+  std::weak_ptr<void> in_flight_;
 };
 
 }  // namespace

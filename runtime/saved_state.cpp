@@ -75,13 +75,18 @@ class Hooks final : public torch::autograd::SavedVariableHooks {
 
 class MemoptEngine final : public torch::autograd::Engine {
  public:
+  // The engine that was the default before this one (Python's, in a Python process).
+  static torch::autograd::Engine*& replaced() {
+    static torch::autograd::Engine* engine = nullptr;
+    return engine;
+  }
   static Engine& get() {
     static MemoptEngine engine;
     return engine;
   }
   std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks() override {
-    if (!t_capturing) return nullptr;
-    return std::make_unique<Hooks>(t_capturing);
+    if (t_capturing) return std::make_unique<Hooks>(t_capturing);
+    return replaced()->get_default_saved_variable_hooks();
   }
 };
 
@@ -89,7 +94,10 @@ class MemoptEngine final : public torch::autograd::Engine {
 
 void install_saved_state_engine() {
   static std::once_flag once;
-  std::call_once(once, [] { torch::autograd::set_default_engine_stub(&MemoptEngine::get); });
+  std::call_once(once, [] {
+    MemoptEngine::replaced() = &torch::autograd::Engine::get_default_engine();
+    torch::autograd::set_default_engine_stub(&MemoptEngine::get);
+  });
 }
 
 SavedState::SavedState(std::shared_ptr<const std::unordered_set<const void*>> static_storages)

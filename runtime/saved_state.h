@@ -8,8 +8,11 @@
 // made (Engine::get_default_saved_variable_hooks, virtual; Python's engine answers
 // with its saved_tensors_hooks). install_saved_state_engine() makes a subclass of
 // Engine the default through set_default_engine_stub; it answers with memopt's hooks
-// while a CaptureScope is open on the calling thread and with none otherwise, so
-// every other graph is built exactly as before. The hooks do not hold the tensors:
+// while a CaptureScope is open on the calling thread and otherwise asks the engine
+// that was the default before, so every other graph is built exactly as before -- in
+// a Python process that is Python's engine, whose saved_tensors_hooks (what
+// torch.utils.checkpoint without reentrancy and save_on_cpu are built on) must keep
+// working after memopt moved saved state once. The hooks do not hold the tensors:
 // they hold views (sizes, strides, offset) into per-storage slots, which SavedState
 // owns and can swap between the device and a host copy. Storages that must stay --
 // parameters and buffers (static memory), the stage's input and output (a_i and

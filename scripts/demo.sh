@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
+scripts/install_python.sh
 memopt=build/tools/memopt
 out=out/demo
 mkdir -p "$out"

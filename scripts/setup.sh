@@ -4,7 +4,9 @@
 #   Benchmark, nlohmann/json, CLI11, Gloo headers (c10d's ProcessGroupGloo.hpp includes
 #   them; the wheel lacks them).
 #   .venv/ (git-ignored): the PyTorch wheel that provides LibTorch, plus the Python
-#   packages the tests and report scripts use (transformers, safetensors, matplotlib).
+#   packages the tests and report scripts use (transformers, safetensors, matplotlib,
+#   pytest) and scikit-build-core, which scripts/install_python.sh builds memopt's own
+#   Python package with.
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again at any time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,18 +58,8 @@ if ! torch_headers_ok; then
   fi
 fi
 
-py_packages=(numpy transformers safetensors matplotlib pytest)
-if ! "$py" -c 'import numpy, transformers, safetensors, matplotlib, pytest' 2>/dev/null; then
+py_packages=(numpy transformers safetensors matplotlib pytest scikit-build-core)
+if ! "$py" -c 'import numpy, transformers, safetensors, matplotlib, pytest, scikit_build_core' 2>/dev/null; then
   log "installing ${py_packages[*]} into .venv"
   "$py" -m pip install -q "${py_packages[@]}"
-fi
-
-# The Python package memopt: scripts/build.sh builds it into build/python/ against this
-# venv's torch (its headers, its pybind11, libtorch_python; no pip, so no other torch
-# can arrive), and this path file puts that folder on the venv's import path.
-site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-pth="$site/memopt.pth"
-if [ "$(cat "$pth" 2>/dev/null)" != "$PWD/build/python" ]; then
-  log "registering build/python (the memopt Python package) in .venv"
-  echo "$PWD/build/python" > "$pth"
 fi

@@ -18,6 +18,7 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 jobs=${MEMOPT_JOBS:-$(nproc)}
 scripts/setup.sh
 scripts/build.sh
+scripts/install_python.sh
 cuda_build=${MEMOPT_CUDA_BUILD:-auto}
 case "$cuda_build" in
   auto|require|0|1) ;;

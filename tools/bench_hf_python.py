@@ -1,16 +1,17 @@
-"""bench_hf_python.py: a Hugging Face GPT-2 trained four ways in one process, one
+"""bench_hf_python.py: a Hugging Face GPT-2 trained several ways in one process, one
 compute thread, steps interleaved (A B C D A B C D ...) after warm-up rounds:
   plain     HF training, everything stored;
   hf-ckpt   HF's gradient_checkpointing_enable() (every block recomputed);
   memopt    memopt.optimize, recompute-only, budget = hf-ckpt's measured peak;
-  memopt+offload  the same budget, offloading over an emulated GPU link.
+  memopt+LINK  the same budget, offloading allowed over an emulated GPU link;
+and both again at larger budgets (--budgets), to show what memory buys.
 The model is HF's GPT2LMHeadModel as it is (eager attention, dropout 0.1), random
-weights. A step is `model(input_ids=ids, labels=ids).loss.backward()` plus zeroing the
-gradients; its activation peak is what the testbed allocator held above the bytes that
-existed before it. Writes one JSON per shape.
+weights. A timed step is `model(input_ids=ids, labels=ids).loss.backward()` (the
+gradients are zeroed in place before it, untimed); its activation peak is what the
+testbed allocator held above the bytes that existed before it. Writes one JSON per shape.
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
-      --link h100-sxm:pcie5 --out results/DIR/small.json
+      --out results/DIR/small.json
 """
 import argparse
 import copy
@@ -58,7 +59,10 @@ def main():
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
-    ap.add_argument("--link", default="h100-sxm:pcie5", help="emulated GPU link of memopt+offload")
+    ap.add_argument("--links", default="h100-sxm:pcie5,gh200:nvlink-c2c",
+                    help="emulated GPU links memopt may offload over, comma-separated")
+    ap.add_argument("--budgets", default="80%",
+                    help="budgets besides hf-ckpt's peak, comma-separated (memopt's budget words)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--out", required=True)
@@ -67,28 +71,43 @@ def main():
     log = lambda *a: print("[bench]", *a, file=sys.stderr, flush=True)
 
     ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
-    base_model = model_for(args)
-    plain = base_model
-    hf = copy.deepcopy(base_model)
+    plain = model_for(args)
+    hf = copy.deepcopy(plain)
     (getattr(hf, "activation_checkpointing_enable", None) or hf.gradient_checkpointing_enable)()
     for _ in range(2):
         _, hf_peak = step(hf, ids)
-    budget = hf_peak
-    log(f"hf-ckpt peak {hf_peak} B; memopt budget {budget} B")
-    variants = {"plain": plain, "hf-ckpt": hf}
-    plans = {}
-    for name, link in (("memopt", None), ("memopt+offload", args.link)):
-        m = copy.deepcopy(base_model)
-        log(f"optimizing {name}")
-        memopt.optimize(m, ids, budget=str(budget), link=link, progress=True)
-        variants[name] = m
-        plans[name] = {"predicted": m.memopt_plan.predicted, "solver": m.memopt_plan.schedule["solver"],
-                       "ops": [op[0] for op in m.memopt_plan.schedule["ops"]]}
+    log(f"hf-ckpt peak {hf_peak} B")
+    # A guard on the comparison: HF's checkpointing must recompute in every step (its
+    # first block's ln_1 runs twice), whatever ran in the process before.
+    ln_1_calls = [0]
+    hf.transformer.h[0].ln_1.register_forward_hook(lambda *a: ln_1_calls.__setitem__(0, ln_1_calls[0] + 1))
+    # Every memopt plan runs on one copy of the model: optimize() returns the plan's
+    # forward on it, and each step puts the forward of its variant in place.
+    m = copy.deepcopy(plain)
+    profile = None
+    variants, forwards, plans = {"plain": plain, "hf-ckpt": hf}, {}, {}
+    for budget in [str(hf_peak)] + [b for b in args.budgets.split(",") if b]:
+        for link in [None] + args.links.split(","):
+            name = ("memopt" if link is None else f"memopt+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
+            log(f"optimizing {name}")
+            memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile)
+            profile = m.memopt_plan.profile
+            variants[name], forwards[name] = m, m.forward
+            plan = m.memopt_plan
+            ops = [op[0] for op in plan.schedule["ops"]]
+            plans[name] = {"budget_bytes": plan.budget_bytes, "predicted": plan.predicted, "link": link,
+                           "num_offloads": sum(o.startswith("offload") for o in ops),
+                           "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}
     for r in range(args.warmup + args.steps):
-        for name, m in variants.items():
-            ms, peak = step(m, ids)
+        for name, model in variants.items():
+            if name in forwards:
+                model.forward = forwards[name]
+            ln_1_calls[0] = 0
+            ms, peak = step(model, ids)
+            if name == "hf-ckpt" and ln_1_calls[0] != 2:
+                raise SystemExit(f"hf-ckpt did not recompute in round {r + 1} (ln_1 ran {ln_1_calls[0]} times)")
             log(f"round {r + 1} {name}: {ms:.0f} ms, peak {peak / 2**20:.1f} MiB")
             if r >= args.warmup:
                 times[name].append(ms)
@@ -96,8 +115,8 @@ def main():
     out = {
         "model": {"n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads, "batch": args.batch,
                   "seq_len": args.seq, "attention": "eager", "dropout": 0.1},
-        "link": args.link, "threads": 1, "warmup_rounds": args.warmup, "rounds": args.steps,
-        "hf_ckpt_peak_bytes": hf_peak, "memopt_budget_bytes": budget,
+        "threads": 1, "warmup_rounds": args.warmup, "rounds": args.steps, "hf_ckpt_peak_bytes": hf_peak,
+        "store_all_peak_bytes": plan.predicted["store_all_peak_bytes"],
         "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
                          "max_peak_bytes": max(peaks[k])} for k in variants},
         "plans": plans,

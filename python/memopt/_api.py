@@ -4,6 +4,7 @@ the C++ core's (memopt._core); JSON is the CLI's (docs/formats.md)."""
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -61,11 +62,21 @@ def _write_json(path, text):
 
 
 def _progress_printer(enabled):
+    """Says when profiling starts and ends, and how far it got every few seconds."""
     if not enabled:
         return None
+    clock = {"start": 0.0, "last": 0.0}
 
     def show(done, total):
-        print(f"[memopt] profiled {done}/{total} stages", file=sys.stderr, flush=True)
+        now = time.monotonic()
+        if done == 0:
+            clock["start"] = clock["last"] = now
+            print(f"[memopt] profiling {total} stages", file=sys.stderr, flush=True)
+        elif done == total:
+            print(f"[memopt] profiled {total} stages in {now - clock['start']:.1f} s", file=sys.stderr, flush=True)
+        elif now - clock["last"] >= 5.0:
+            clock["last"] = now
+            print(f"[memopt] profiled {done}/{total} stages", file=sys.stderr, flush=True)
     return show
 
 
@@ -77,7 +88,7 @@ def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
 
 
 def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
-            warmup: int = 1, threads: int = 1, progress: bool = False) -> dict:
+            warmup: int = 1, threads: int = 1, progress: bool = True) -> dict:
     """Measures every stage of `model` on `sample_inputs` (time, output, saved and
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
     `out`, also writes it there."""
@@ -98,6 +109,18 @@ def _with_link(profile_text: str, link: Optional[str], model_json: dict) -> str:
         raise ValueError(f"memopt: link '{link}' emulates a GPU's link from GPT-2's FLOPs; for this model give "
                          f"a bandwidth such as '16GB/s'")
     return _core.set_link(profile_text, link)
+
+
+def _check_profile_matches(profile: dict, spec: ChainSpec):
+    names = [stage.get("name") for stage in profile.get("stages", [])]
+    if names != spec.names:
+        raise ValueError(f"memopt.optimize: the profile's stages ({len(names)}: {', '.join(map(str, names[:3]))}, ...) "
+                         f"are not this model's ({len(spec.names)}: {', '.join(spec.names[:3])}, ...); profile "
+                         f"this model (profile=None)")
+    for key in ("batch", "seq_len"):
+        if key in spec.model_json and profile.get("model", {}).get(key) != spec.model_json[key]:
+            raise ValueError(f"memopt.optimize: the profile's model/{key} is {profile['model'].get(key)}, the "
+                             f"sample's {spec.model_json[key]}; profile this sample (profile=None)")
 
 
 def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optional[str] = None,
@@ -197,7 +220,7 @@ class _Gpt2Forward:
 
 def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
              granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
-             repeat: int = 5, warmup: int = 1, progress: bool = False, save=None):
+             repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None):
     """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
     train along the plan. Returns the model to train: for a GPT2LMHeadModel the same
     object, whose forward with labels now runs the plan (memopt.unoptimize undoes it);
@@ -209,11 +232,21 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
                    "16GB/s", or an emulated GPU link "h100-sxm:pcie5" (GPT-2 only)
       granularity  "block" or "sublayer" (GPT-2's attention and MLP halves)
       threads      compute threads while profiling (1: the testbed's one stream)
+      repeat       measured runs per stage (their median); warmup: unmeasured ones
+      progress     say on stderr how profiling goes
       save         a folder for profile.json and schedule.json
+      profile      a profile of this model and sample shape made earlier (a dict or a
+                   path, e.g. a plan's .profile): used instead of profiling again
     """
     spec = _build_chain(model, sample_inputs, granularity)
-    chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
-    profile_text = _with_link(profile_text, link, spec.model_json)
+    if profile is None:
+        chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
+    else:
+        chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
+        profile_text = _read_json("profile", profile)
+        _check_profile_matches(json.loads(profile_text), spec)
+    # None means no link here, also on a reused profile that had one.
+    profile_text = _with_link(profile_text, "none" if link is None else link, spec.model_json)
     schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
     plan = Plan(json.loads(profile_text), json.loads(schedule_text),
                 json.loads(_core.simulate(profile_text, schedule_text)))

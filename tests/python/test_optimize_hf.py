@@ -75,6 +75,8 @@ def one_thread():
     ("100%", None, "recompute-all"),
     ("100%", "h100-sxm:pcie5", "offload-all"),
     ("50%", "h100-sxm:pcie5", "optimal"),
+    ("60%", "100GB/s", "optimal"),           # moves saved state (offload_saved)
+    ("40%", "gh200:nvlink-c2c", "optimal"),  # moves an input and saved state
 ])
 def test_gradients_equal_plain_hf_training_bit_for_bit(granularity, budget, link, solver):
     plain = tiny_gpt2()
@@ -86,9 +88,11 @@ def test_gradients_equal_plain_hf_training_bit_for_bit(granularity, budget, link
         loss, _ = step(model, ids, seed)
         assert torch.equal(loss, ref_loss)
         assert_same_grads(grads(model), grads(plain))
+    ops = [op[0] for op in model.memopt_plan.schedule["ops"]]
     if solver == "offload-all":
-        ops = [op[0] for op in model.memopt_plan.schedule["ops"]]
-        assert any(o.startswith("offload") for o in ops) and any(o.startswith("prefetch") for o in ops)
+        assert "offload" in ops and "prefetch" in ops
+    if link in ("100GB/s", "gh200:nvlink-c2c") and granularity == "block":
+        assert "offload_saved" in ops and "prefetch_saved" in ops
 
 
 def test_gradients_equal_hf_gradient_checkpointing():
@@ -175,3 +179,56 @@ def test_errors_say_what_is_wrong_and_the_fix():
         memopt.optimize(tiny_gpt2(), ids, granularity="op")
     with pytest.raises(ValueError, match="unknown GPU 'tpu'"):
         memopt.optimize(tiny_gpt2(), ids, link="tpu:pcie5", repeat=1)
+
+
+def test_a_saved_profile_is_reused_and_a_foreign_one_refused(tmp_path):
+    ids = batch()
+    first = tiny_gpt2()
+    memopt.optimize(first, ids, budget="60%", link="h100-sxm:pcie5", repeat=1, save=str(tmp_path))
+    again = tiny_gpt2()
+    memopt.optimize(again, ids, budget="60%", profile=str(tmp_path / "profile.json"))
+    assert "link" not in again.memopt_plan.profile  # link=None: recomputation only
+    plain = tiny_gpt2()
+    step(plain, ids, 9)
+    step(again, ids, 9)
+    assert_same_grads(grads(again), grads(plain))
+    with pytest.raises(ValueError, match="are not this model's"):
+        memopt.optimize(tiny_gpt2(n_layer=2), ids, profile=first.memopt_plan.profile)
+    with pytest.raises(ValueError, match="model/batch is 2, the sample's 1"):
+        memopt.optimize(tiny_gpt2(), ids[:1], profile=first.memopt_plan.profile)
+
+
+def test_pytorchs_saved_tensor_hooks_keep_working_after_memopt_moved_saved_state():
+    """memopt captures saved tensors through the autograd engine's hook point; after
+    it did, Python's saved_tensors_hooks (HF's checkpointing is built on them) must
+    still be called, and HF's checkpointing must still recompute."""
+    ids = batch()
+    model = tiny_gpt2()
+    memopt.optimize(model, ids, budget="60%", link="100GB/s", repeat=1)
+    assert "offload_saved" in [op[0] for op in model.memopt_plan.schedule["ops"]]
+    step(model, ids, 1)
+    packed = []
+    x = torch.randn(4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        (x * x).sum().backward()
+    assert len(packed) == 2
+    hf = tiny_gpt2()
+    enable_hf_checkpointing(hf)
+    calls = [0]
+    hf.transformer.h[0].ln_1.register_forward_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
+    step(hf, ids, 1)
+    assert calls[0] == 2  # the forward, and the recomputation in backward
+
+
+def test_a_second_forward_before_the_backward_of_an_offloading_plan_is_refused():
+    ids = batch()
+    model = tiny_gpt2()
+    memopt.optimize(model, ids, budget="100%", link="h100-sxm:pcie5", solver="offload-all", repeat=1)
+    loss = model(input_ids=ids, labels=ids).loss
+    with pytest.raises(ValueError, match="previous step's backward is still to come"):
+        model(input_ids=ids, labels=ids)
+    loss.backward()
+    model(input_ids=ids, labels=ids).loss.backward()  # the next step may start now
+    dropped = model(input_ids=ids, labels=ids).loss
+    del dropped  # a step abandoned before its backward ends too
+    model(input_ids=ids, labels=ids).loss.backward()

@@ -1,0 +1,81 @@
+"""plot_hf_python.py: the figure and table of the Python benchmark (bench_hf_python.py):
+per shape, each variant's median step time (bars: interquartile range) against its
+measured activation peak (dotted: hf-ckpt's peak, memopt's budget), and a Markdown
+table of the same numbers.
+  python3 tools/plot_hf_python.py --out DIR --case "TITLE" small.json --case "TITLE" c256.json
+"""
+import argparse
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MIB = 2**20
+
+
+def series(name):
+    """(legend label, style): one colour per way of training; memopt's circles sit at
+    hf-ckpt's peak as budget, its diamonds at the larger budget."""
+    if name == "plain":
+        return "plain HF", dict(marker="s", color="black")
+    if name == "hf-ckpt":
+        return "HF gradient checkpointing", dict(marker="^", color="tab:red", markersize=9)
+    link, _, budget = name.partition(" @")
+    label = "memopt, recompute-only" if link == "memopt" else f"memopt, offload over {link.split('+')[1]}"
+    color = {"memopt": "tab:blue"}.get(link, "tab:green" if "gh200" in link else "tab:orange")
+    return label + (f", budget {budget} of store-all" if budget else ", budget = hf-ckpt's peak"), \
+        dict(marker="D" if budget else "o", color=color)
+
+
+def table(title, d):
+    hf = d["variants"]["hf-ckpt"]["time_ms"]["median"]
+    rows = [f"**{title}** (hf-ckpt's measured peak: {d['hf_ckpt_peak_bytes'] / MIB:.1f} MiB)", "",
+            "| variant | budget | step time, median (IQR) | vs hf-ckpt | measured peak | predicted peak | recomputed / offloaded ops |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, v in d["variants"].items():
+        t = v["time_ms"]
+        plan = d["plans"].get(name)
+        budget = f"{plan['budget_bytes'] / MIB:.1f} MiB" if plan else ""
+        predicted = f"{plan['predicted']['peak_bytes'] / MIB:.1f} MiB" if plan else ""
+        ops = f"{plan['num_recomputed']} / {plan['num_offloads']}" if plan else ""
+        rows.append(f"| {name} | {budget} | {t['median']:.0f} ms ({t['q1']:.0f}-{t['q3']:.0f}) | "
+                    f"{t['median'] / hf:.2f}x | {v['peak_bytes'] / MIB:.1f} MiB | {predicted} | {ops} |")
+    return "\n".join(rows) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--case", nargs=2, action="append", metavar=("TITLE", "JSON"), required=True)
+    args = ap.parse_args()
+    fig, axes = plt.subplots(1, len(args.case), figsize=(6.5 * len(args.case), 5.6), squeeze=False)
+    md = []
+    for ax, (title, path) in zip(axes[0], args.case):
+        with open(path) as f:
+            d = json.load(f)
+        md.append(table(title, d))
+        for name, v in d["variants"].items():
+            t = v["time_ms"]
+            label, style = series(name)
+            ax.errorbar([v["peak_bytes"] / MIB], [t["median"]], yerr=[[t["median"] - t["q1"]], [t["q3"] - t["median"]]],
+                        linestyle="none", capsize=3, label=label, **style)
+        ax.axvline(d["hf_ckpt_peak_bytes"] / MIB, color="tab:red", linestyle=":", linewidth=1)
+        ax.axhline(0.8 * d["variants"]["hf-ckpt"]["time_ms"]["median"], color="gray", linestyle="--", linewidth=1,
+                   label="0.8x HF checkpointing's time")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("measured activation peak (MiB)")
+        ax.set_ylabel("step time, median (ms)")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.savefig(os.path.join(args.out, "steps.png"), dpi=120)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
