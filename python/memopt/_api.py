@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from . import _core
-from ._chains import ChainSpec, gpt2_sample, hf_gpt2_chain, is_hf_gpt2, sequential_chain
+from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
 
 InfeasibleBudget = _core.InfeasibleBudget
 ProblemTooLarge = _core.ProblemTooLarge
@@ -36,8 +36,9 @@ def _build_chain(model, sample_inputs, granularity) -> ChainSpec:
                     f"nn.Sequential (one stage per child) or a transformers GPT2LMHeadModel")
 
 
-def _check_devices(model: nn.Module, tensors):
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()) + tensors:
+def _check_devices(spec: ChainSpec):
+    tensors = [("sample input", spec.sample_input), ("sample labels", spec.sample_targets)]
+    for name, t in list(spec.owner.named_parameters()) + list(spec.owner.named_buffers()) + tensors:
         if t is not None and t.device.type != "cpu":
             raise ValueError(f"memopt: tensor '{name}' is on {t.device}; this build of memopt plans and runs "
                              f"on the CPU testbed (its CUDA backends are not built into the Python package): "
@@ -81,7 +82,6 @@ def _progress_printer(enabled):
 
 
 def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
-    _check_devices(spec.owner, [("sample input", spec.sample_input), ("sample labels", spec.sample_targets)])
     chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
     return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(spec.model_json),
                                 repeat, warmup, threads, _progress_printer(progress))
@@ -93,6 +93,7 @@ def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=Non
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
     `out`, also writes it there."""
     spec = _build_chain(model, sample_inputs, granularity)
+    _check_devices(spec)
     _, text = _profile_chain(spec, repeat, warmup, threads, progress)
     _write_json(out, text)
     return json.loads(text)
@@ -239,6 +240,7 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
                    path, e.g. a plan's .profile): used instead of profiling again
     """
     spec = _build_chain(model, sample_inputs, granularity)
+    _check_devices(spec)
     if profile is None:
         chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
     else:
