@@ -14,12 +14,12 @@ transformers = pytest.importorskip("transformers")
 B, T = 2, 32
 
 
-def tiny_gpt2(n_layer=3, dropout=0.1, seed=0):
+def tiny_gpt2(n_layer=3, dropout=0.1, seed=0, attention="eager"):
     torch.manual_seed(seed)
     config = transformers.GPT2Config(vocab_size=96, n_positions=T, n_embd=64, n_head=4, n_layer=n_layer,
                                      resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                                      bos_token_id=0, eos_token_id=0)
-    config._attn_implementation = "eager"
+    config._attn_implementation = attention
     model = transformers.GPT2LMHeadModel(config)
     model.train()
     return model
@@ -93,6 +93,20 @@ def test_gradients_equal_plain_hf_training_bit_for_bit(granularity, budget, link
         assert "offload" in ops and "prefetch" in ops
     if link in ("100GB/s", "gh200:nvlink-c2c") and granularity == "block":
         assert "offload_saved" in ops and "prefetch_saved" in ops
+
+
+@pytest.mark.parametrize("budget,link", [("min", None), ("60%", "100GB/s")])
+def test_sdpa_attention_as_hf_loads_models_by_default(budget, link):
+    plain = tiny_gpt2(attention="sdpa")
+    model = copy.deepcopy(plain)
+    ids = batch()
+    memopt.optimize(model, ids, budget=budget, link=link, repeat=1)
+    assert model.memopt_plan.profile["model"]["attention"] == "sdpa"
+    for seed in (21, 22):
+        ref_loss, _ = step(plain, ids, seed)
+        loss, _ = step(model, ids, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(grads(model), grads(plain))
 
 
 def test_gradients_equal_hf_gradient_checkpointing():
@@ -232,3 +246,18 @@ def test_a_second_forward_before_the_backward_of_an_offloading_plan_is_refused()
     dropped = model(input_ids=ids, labels=ids).loss
     del dropped  # a step abandoned before its backward ends too
     model(input_ids=ids, labels=ids).loss.backward()
+
+
+def test_a_padded_batch_with_an_attention_mask_and_ignored_labels():
+    plain = tiny_gpt2()
+    model = copy.deepcopy(plain)
+    ids = batch()
+    mask = torch.ones_like(ids)
+    mask[1, T // 2:] = 0  # the second sequence is padded
+    labels = ids.masked_fill(mask == 0, -100)
+    memopt.optimize(model, {"input_ids": ids, "labels": labels}, budget="min", repeat=1)
+    for m in (plain, model):
+        m.zero_grad()
+        torch.manual_seed(31)
+        m(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    assert_same_grads(grads(model), grads(plain))
