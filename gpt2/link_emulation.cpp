@@ -50,7 +50,8 @@ LinkEmulation emulate_link(const solver::Profile& profile, const std::string& te
   try {
     spec = gpt2_spec_from_json(profile.model);
   } catch (const std::exception& e) {
-    throw std::invalid_argument(std::string("emulated link: needs a GPT-2 profile to count its FLOPs: ") + e.what());
+    throw std::invalid_argument(std::string("emulated link: needs a GPT-2 profile to count its FLOPs (") + e.what() +
+                                "); for another model give the link as a bandwidth, e.g. 16GB/s");
   }
   const auto ops = gpt2_stage_ops(spec.config, spec.workload, testbed_dtype);
   const solver::Chain& chain = profile.chain;

@@ -22,6 +22,7 @@
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "solver/budget.h"
+#include "solver/json_printer.h"
 #include "solver/profile_json.h"
 #include "solver/schedule_check.h"
 #include "solver/schedule_json.h"
@@ -109,13 +110,13 @@ std::string profile_chain(const Chain& chain, const at::Tensor& input, const std
   const model::Batch batch{input, targets.value_or(at::Tensor())};
   const profiler::MeasuredProfile measured = profiler::profile_cpu_detailed(
       *chain.staged, batch, nlohmann::ordered_json::parse(model_json), options);
-  return profiler::profile_json(measured).dump(2);
+  return solver::format_json(profiler::profile_json(measured));
 }
 
 std::string set_link(const std::string& profile_text, const std::string& link) {
   solver::Profile profile = solver::parse_profile(profile_text, "the profile");
   gpt2::set_link(profile, link);
-  return solver::profile_to_json(profile).dump(2);
+  return solver::format_json(solver::profile_to_json(profile));
 }
 
 std::string solve(const std::string& profile_text, const std::string& budget, const std::string& solver_word,
@@ -124,12 +125,10 @@ std::string solve(const std::string& profile_text, const std::string& budget, co
   const auto kind = solver::solver_kind_from_word(solver_word);
   if (!kind) throw std::invalid_argument("solver: unknown solver '" + solver_word + "'");
   solver::SolveOptions options{0, *kind, slots, threads};
-  if (const std::string e = solver::check_problem_size(profile.chain, options); !e.empty())
-    throw std::invalid_argument(e);
   options.budget_bytes = solver::budget_from_text(budget, profile.chain, options);
   py::gil_scoped_release no_gil;
   try {
-    return solver::schedule_to_json(solver::solve(profile.chain, options)).dump(2);
+    return solver::format_json(solver::schedule_to_json(solver::solve(profile.chain, options)));
   } catch (const solver::InfeasibleBudget& e) {
     if (e.min_budget_bytes <= 0) throw;
     throw solver::InfeasibleBudget(std::string(e.what()) + " Pass budget=\"" + std::to_string(e.min_budget_bytes) +
@@ -224,6 +223,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("solve", &solve, py::arg("profile"), py::arg("budget"), py::arg("solver"), py::arg("slots"),
         py::arg("threads"));
   m.def("simulate", &simulate, py::arg("profile"), py::arg("schedule"));
+  m.def(
+      "write_json",
+      [](const std::string& path, const std::string& text) {
+        solver::write_json_atomic(path, nlohmann::ordered_json::parse(text));
+      },
+      py::arg("path"), py::arg("text"));
   py::class_<Runner>(m, "Runner")
       .def(py::init<Chain, const std::string&, const std::string&>(), py::arg("chain"), py::arg("profile"),
            py::arg("schedule"))

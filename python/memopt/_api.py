@@ -55,11 +55,9 @@ def _read_json(what, value):
 
 
 def _write_json(path, text):
+    """Writes JSON text as the command line writes its files (same layout, atomically)."""
     if path is not None:
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
+        _core.write_json(os.fspath(path), text)
 
 
 def _progress_printer(enabled):
@@ -99,16 +97,12 @@ def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=Non
     return json.loads(text)
 
 
-def _with_link(profile_text: str, link: Optional[str], model_json: dict) -> str:
+def _with_link(profile_text: str, link: Optional[str]) -> str:
     if link is None:
         return profile_text
     if not isinstance(link, str):
         raise TypeError(f"memopt: link must be None, 'none', a bandwidth such as '16GB/s' or an emulated GPU "
                         f"link such as 'h100-sxm:pcie5', got {type(link).__name__}")
-    emulated = link != "none" and not link[:1].isdigit()
-    if emulated and model_json.get("name") != "gpt2":
-        raise ValueError(f"memopt: link '{link}' emulates a GPU's link from GPT-2's FLOPs; for this model give "
-                         f"a bandwidth such as '16GB/s'")
     return _core.set_link(profile_text, link)
 
 
@@ -131,7 +125,7 @@ def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optio
     path), with the profile's link or `link`. Returns the schedule JSON `memopt solve
     --out` writes; with `out`, also writes it there."""
     text = _read_json("profile", profile)
-    text = _with_link(text, link, json.loads(text).get("model", {}))
+    text = _with_link(text, link)
     schedule = _core.solve(text, str(budget), solver, slots, threads)
     _write_json(out, schedule)
     return json.loads(schedule)
@@ -160,8 +154,8 @@ class Plan:
         """Writes profile.json and schedule.json, which `memopt simulate` and `memopt
         run` read."""
         os.makedirs(directory, exist_ok=True)
-        _write_json(os.path.join(directory, "profile.json"), json.dumps(self.profile, indent=2))
-        _write_json(os.path.join(directory, "schedule.json"), json.dumps(self.schedule, indent=2))
+        _write_json(os.path.join(directory, "profile.json"), json.dumps(self.profile))
+        _write_json(os.path.join(directory, "schedule.json"), json.dumps(self.schedule))
 
 
 class OptimizedSequential(nn.Module):
@@ -248,7 +242,7 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
         profile_text = _read_json("profile", profile)
         _check_profile_matches(json.loads(profile_text), spec)
     # None means no link here, also on a reused profile that had one.
-    profile_text = _with_link(profile_text, "none" if link is None else link, spec.model_json)
+    profile_text = _with_link(profile_text, "none" if link is None else link)
     schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
     plan = Plan(json.loads(profile_text), json.loads(schedule_text),
                 json.loads(_core.simulate(profile_text, schedule_text)))

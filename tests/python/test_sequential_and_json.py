@@ -56,7 +56,7 @@ def test_a_stage_returning_a_tuple_is_refused_by_name():
 
 def test_emulated_links_need_gpt2_and_bandwidths_do_not():
     seq, x = mlp(), torch.randn(16, 48)
-    with pytest.raises(ValueError, match="give a bandwidth such as '16GB/s'"):
+    with pytest.raises(ValueError, match="needs a GPT-2 profile to count its FLOPs .* give the link as a bandwidth"):
         memopt.optimize(seq, x, link="h100-sxm:pcie5", repeat=1)
     net = memopt.optimize(seq, x, budget="min", link="16GB/s", repeat=1)
     assert net.plan.profile["link"]["d2h_bytes_per_s"] == 16e9
@@ -87,6 +87,12 @@ def test_profile_solve_simulate_share_the_clis_json(tmp_path):
                               "--out", str(cli_schedule)], capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
         assert json.loads(cli_schedule.read_text())["ops"] == python_schedule["ops"]
+    # Files written from Python are laid out as the CLI writes them, byte for byte.
+    memopt.solve(str(profile_path), "60%", out=str(tmp_path / "python.json"))
+    run = subprocess.run([CLI, "solve", "--profile", str(profile_path), "--budget", "60%", "--out", str(cli_schedule)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "python.json").read_text() == cli_schedule.read_text()
 
     # memopt.solve reads a profile the CLI's estimator wrote.
     estimated = tmp_path / "estimated.json"
