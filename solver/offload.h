@@ -24,9 +24,12 @@
 // the DP is exact over this class in slots and quantum units; the tests compare it
 // with an exhaustive search over the class. The class does not hold every optimum:
 // against the fastest plan of the whole vocabulary on small chains
-// (tests/solver/exhaustive_oracle.h) it lacks `offload_saved` issued during the
-// backward, prefetches more than one item ahead, offloads whose copies queue on the
-// link, and forward orders that are not persistent. A kept stage's input never leaves
+// (tests/solver/exhaustive_oracle.h, chains of up to 4 stages) it lacks
+// `offload_saved` issued during the backward, offloads issued ops after their data
+// exists, prefetches more than one item ahead, offloads whose copies queue on the
+// link, compute ops made to wait until a copy has freed its bytes (the oracle's
+// plans do it with an offload and a prefetch of one activation in the same gap), and
+// forward orders that are not persistent. A kept stage's input never leaves
 // the device before its backward: the stage may have saved it (Note [A kept stage
 // keeps its input] in simulate.h). `optimal` also tries the pipelined family of
 // offload_pipeline.h, whose plans of one shape have far prefetches and queued copies.

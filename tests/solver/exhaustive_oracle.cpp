@@ -4,8 +4,10 @@
 #include "tests/solver/exhaustive_oracle.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "solver/simulate.h"
 
@@ -38,14 +40,26 @@ struct Prefix {
   std::vector<Event> pending;
   int gap = kNoCopyYet;
   size_t gap_begin = 0;                                        // the first op after the last compute op
+  // Note [Copies issued too early]: when the gap's last copy on each link starts.
+  double gap_d2h_last_start_ms = -1, gap_h2d_last_start_ms = -1;
+  Op gap_d2h_last{OpKind::Loss, -1}, gap_h2d_last{OpKind::Loss, -1};
   double mandatory_ms = 0;                                     // bwd, loss and fwd_keep still to run
 };
 
 class Search {
  public:
-  Search(const Chain& chain, int64_t budget) : c_(chain), L_(chain.length()), budget_(budget) {}
+  Search(const Chain& chain, int64_t budget, bool cuts) : c_(chain), L_(chain.length()), budget_(budget), cuts_(cuts) {}
 
-  OracleResult run() {
+  OracleResult run(const std::vector<Op>* incumbent) {
+    if (incumbent) {
+      const SimResult r = simulate_timeline(c_, *incumbent);
+      if (!r.valid) throw std::invalid_argument("oracle: the incumbent plan is not valid: " + r.error);
+      if (r.peak_bytes <= budget_) {
+        out_.ops = *incumbent;
+        out_.time_ms = r.time_ms;
+        out_.peak_bytes = r.peak_bytes;
+      }
+    }
     Prefix p;
     const size_t n = static_cast<size_t>(L_) + 2;
     for (auto* v : {&p.plain, &p.saved, &p.grad, &p.hollow, &p.on_host, &p.a_out, &p.a_in, &p.saved_out,
@@ -83,21 +97,62 @@ class Search {
     return false;
   }
 
-  // A prefetch in the gap of its own offload only holds the bytes longer: the plan
-  // without both copies is as fast and as small, so it is never tried.
-  bool offloaded_in_this_gap(const Prefix& p, OpKind offload, int k) const {
-    for (size_t q = p.gap_begin; q < p.ops.size(); ++q)
-      if (p.ops[q].kind == offload && p.ops[q].index == k) return true;
-    return false;
-  }
-
   bool hopeless(const Prefix& p) const {
     if (stranded(p)) return true;
     if (p.final_peak_bytes > budget_) return true;
     return out_.ops && p.compute_end_ms + p.mandatory_ms >= out_.time_ms;
   }
 
+  // Note [Equal futures]: the part of a prefix its continuations depend on, with
+  // every time taken relative to the end of its last compute op.
+  std::string future_key(const Prefix& p) const {
+    std::string key;
+    const auto put = [&key](const auto& value) {
+      const char* bytes = reinterpret_cast<const char*>(&value);
+      key.append(bytes, sizeof value);
+    };
+    const double now = p.compute_end_ms;
+    const auto later = [now](double t) { return std::max(0.0, t - now); };
+    for (const auto* v : {&p.plain, &p.saved, &p.grad, &p.hollow, &p.on_host, &p.a_out, &p.a_in, &p.saved_out,
+                          &p.saved_in, &p.bwd_done, &p.keep_done})
+      key.append(v->data(), v->size());
+    for (int k = 0; k <= L_ + 1; ++k) {
+      put(p.plain[k] ? later(p.ready_ms[k]) : 0.0);
+      put(p.on_host[k] ? later(p.on_host_ms[k]) : 0.0);
+      put(p.saved[k] ? later(p.saved_ready_ms[k]) : 0.0);
+      put(p.hollow[k] ? later(p.saved_on_host_ms[k]) : 0.0);
+    }
+    put(later(p.d2h_free_ms));
+    put(later(p.h2d_free_ms));
+    put(p.final_total_bytes);
+    put(p.gap);
+    put(p.gap_d2h_last_start_ms < 0 ? -1.0 : p.gap_d2h_last_start_ms - now);
+    put(p.gap_h2d_last_start_ms < 0 ? -1.0 : p.gap_h2d_last_start_ms - now);
+    for (size_t q = p.gap_begin; q < p.ops.size(); ++q) { put(p.ops[q].kind); put(p.ops[q].index); }
+    // Pending events in the order the simulator will count them; a copy's end keeps
+    // its rank before every op at the same instant, the others only their sequence.
+    std::vector<Event> pending = p.pending;
+    std::sort(pending.begin(), pending.end(), by_time);
+    for (const Event& e : pending) {
+      put(e.time_ms - now);
+      put(e.order < 0);
+      put(e.delta_bytes);
+    }
+    return key;
+  }
+
+  // True when an earlier prefix reached the same future no later (Note [Equal futures]).
+  bool dominated(const Prefix& p) {
+    if (!cuts_) return false;
+    auto [it, inserted] = seen_.try_emplace(future_key(p), p.compute_end_ms);
+    if (inserted) return false;
+    if (it->second <= p.compute_end_ms) return true;
+    it->second = p.compute_end_ms;
+    return false;
+  }
+
   void visit(Prefix& p) {
+    if (dominated(p)) { ++out_.num_dominated; return; }
     ++out_.num_nodes;
     if (p.bwd_done[0]) { finish(p); return; }
     computes(p);
@@ -119,12 +174,14 @@ class Search {
   void copies(const Prefix& p) {
     for (int k = 0; k <= L_; ++k) {
       if (p.gap <= kD2hCopies) {
-        if (p.plain[k] && !p.on_host[k] && !p.a_out[k]) try_copy(p, {OpKind::Offload, k});
+        // Note [A kept stage keeps its input] (simulate.h): not while ā_{k+1} is resident.
+        if (p.plain[k] && !p.on_host[k] && !p.a_out[k] && !(k < L_ && p.saved[k + 1]))
+          try_copy(p, {OpKind::Offload, k});
         if (k >= 1 && p.saved[k] && !p.hollow[k] && !p.saved_out[k]) try_copy(p, {OpKind::OffloadSaved, k});
       }
-      if (p.on_host[k] && !p.a_in[k] && !offloaded_in_this_gap(p, OpKind::Offload, k))
+      if (p.on_host[k] && !p.a_in[k])
         try_copy(p, {OpKind::Prefetch, k});
-      if (k >= 1 && p.hollow[k] && !p.saved_in[k] && !offloaded_in_this_gap(p, OpKind::OffloadSaved, k))
+      if (k >= 1 && p.hollow[k] && !p.saved_in[k])
         try_copy(p, {OpKind::PrefetchSaved, k});
     }
   }
@@ -141,6 +198,8 @@ class Search {
         p.pending.push_back({end, -1, -c_.x(k)});
         p.on_host[k] = 1; p.on_host_ms[k] = end; p.plain[k] = 0; p.a_out[k] = 1;
         p.gap = kD2hCopies;
+        p.gap_d2h_last_start_ms = end - d2h_ms(c_.x(k));
+        p.gap_d2h_last = op;
         break;
       }
       case OpKind::OffloadSaved: {
@@ -150,6 +209,8 @@ class Search {
         p.pending.push_back({end, -1, -bytes});
         p.hollow[k] = 1; p.saved_on_host_ms[k] = end; p.saved_out[k] = 1;
         p.gap = kD2hCopies;
+        p.gap_d2h_last_start_ms = end - d2h_ms(bytes);
+        p.gap_d2h_last = op;
         break;
       }
       case OpKind::Prefetch: {
@@ -158,6 +219,8 @@ class Search {
         p.h2d_free_ms = end;
         p.on_host[k] = 0; p.plain[k] = 1; p.ready_ms[k] = end; p.a_in[k] = 1;
         p.gap = kH2dCopies;
+        p.gap_h2d_last_start_ms = end - h2d_ms(c_.x(k));
+        p.gap_h2d_last = op;
         break;
       }
       case OpKind::PrefetchSaved: {
@@ -167,6 +230,8 @@ class Search {
         p.h2d_free_ms = end;
         p.hollow[k] = 0; p.saved_ready_ms[k] = end; p.saved_in[k] = 1;
         p.gap = kH2dCopies;
+        p.gap_h2d_last_start_ms = end - h2d_ms(bytes);
+        p.gap_h2d_last = op;
         break;
       }
       default: throw std::logic_error("oracle: not a copy");
@@ -195,6 +260,24 @@ class Search {
     }
   }
 
+  // Note [Copies issued too early]: the gap's last copy on a link starts at or after
+  // the end of the compute op `op` (ending at end_ms), which does not wait for it.
+  bool issued_too_early(const Prefix& p, const Op& op, const ComputeCost& cost, double end_ms) const {
+    if (!cuts_) return false;
+    if (p.gap_d2h_last_start_ms >= 0 && p.gap_d2h_last_start_ms >= end_ms) {
+      // Unless its data comes back in this gap: `op` may wait for that prefetch.
+      const Op back{p.gap_d2h_last.kind == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved,
+                    p.gap_d2h_last.index};
+      if (std::find(p.ops.begin() + static_cast<std::ptrdiff_t>(p.gap_begin), p.ops.end(), back) == p.ops.end())
+        return true;
+    }
+    if (p.gap_h2d_last_start_ms < 0 || p.gap_h2d_last_start_ms < end_ms) return false;
+    const Op& copy = p.gap_h2d_last;
+    const bool waits = copy.kind == OpKind::Prefetch ? cost.reads == copy.index
+                                                     : op.kind == OpKind::Bwd && op.index + 1 == copy.index;
+    return !waits;
+  }
+
   void try_compute(const Prefix& from, Op op) {
     Prefix p = from;
     const int i = op.index;
@@ -208,6 +291,7 @@ class Search {
     const double dur = cost.dur_ms;
     int64_t remove = 0;
     const double start = ready, end = start + dur;
+    if (issued_too_early(p, op, cost, end)) return;
     size_t n_final = 0;
     // Note [What the oracle enumerates]: every later event is at or after `start`,
     // and one at `start` that sorts before this op's start is a free of 0 bytes.
@@ -247,6 +331,7 @@ class Search {
     p.pending.push_back({end, order + 1, -(tmp + remove)});
     p.compute_end_ms = end;
     p.gap = kNoCopyYet;
+    p.gap_d2h_last_start_ms = p.gap_h2d_last_start_ms = -1;
     p.ops.push_back(op);
     p.gap_begin = p.ops.size();
     if (!hopeless(p)) visit(p);
@@ -255,13 +340,19 @@ class Search {
   const Chain& c_;
   int L_;
   int64_t budget_;
+  bool cuts_;
   OracleResult out_;
+  std::unordered_map<std::string, double> seen_;  // future key -> least compute_end_ms reaching it
 };
 
 }  // namespace
 
-OracleResult fastest_valid_plan(const Chain& chain, int64_t budget_bytes) {
-  return Search(chain, budget_bytes).run();
+OracleResult fastest_valid_plan(const Chain& chain, int64_t budget_bytes, const std::vector<Op>* incumbent) {
+  return Search(chain, budget_bytes, /*cuts=*/true).run(incumbent);
+}
+
+OracleResult fastest_valid_plan_without_cuts(const Chain& chain, int64_t budget_bytes) {
+  return Search(chain, budget_bytes, /*cuts=*/false).run(nullptr);
 }
 
 }  // namespace memopt::solver::testing

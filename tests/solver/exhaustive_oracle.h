@@ -14,7 +14,9 @@
 // Copies go anywhere between compute ops, in any order on the same link (the d2h
 // and h2d copies of one gap commute: the links are independent and a prefetch's
 // allocation at issue does not depend on an offload's free, so d2h copies are put
-// first). The search is finite: between two bwd ops every forward op sets a
+// first). An offload and the prefetch of the same data may share a gap: the round
+// trip is how a plan makes a compute op wait until another copy has freed its
+// bytes, so it is not the same as leaving the data in place. The search is finite: between two bwd ops every forward op sets a
 // higher activation than any it clears, and copies are bounded by the rule above.
 // It is a branch and bound, and both bounds are exact lower bounds, so no plan
 // faster than the one returned is pruned:
@@ -22,10 +24,33 @@
 //    later event happens at or after it), so their running peak only grows;
 //  - time: the compute stream still has to run every bwd, the loss and every
 //    fwd_keep not yet run (each runs exactly once), back to back at best.
+// Only ever prefixes the simulator accepts are extended: an exact cut below (Note
+// [Equal futures]) must not let an invalid prefix stand for a valid one.
 // A forward whose output nothing left could consume (its bwd, and every later one,
 // already ran) is never tried: such a plan cannot end valid. Every plan the search
 // completes is checked by simulate_timeline, whose peak and time are the ones
-// compared. Exponential: meant for L <= 4.
+// compared. Exponential: meant for L <= 5.
+//
+// Note [Equal futures]
+// Two prefixes with the same residency, the same one-shot flags, the same copies in
+// the current gap, and the same times and pending memory events relative to the end
+// of their last compute op have the same continuations, and each continuation adds
+// the same time and the same memory events after that instant: what was final
+// before it only has to fit the budget, which both prefixes already do. So the one
+// whose compute stream ended later can never finish faster, and is cut. Times that
+// lie before that instant count as that instant (every use takes the maximum with
+// a time at or after it), and so do times of things no longer resident. This is an
+// exact dominance, not a heuristic: it only removes plans no faster than one kept.
+//
+// Note [Copies issued too early]
+// If the last copy a gap put on a link starts at or after the end of the compute op
+// that follows, and that op waits for nothing it brings (and, for an offload, its
+// prefetch is not in the same gap), the plan that issues the copy right after the
+// op instead is enumerated too, and is at least as good: the copy starts at the
+// same instant, after the same copies on its link, so every time is unchanged; an
+// offload frees at the same instant and a prefetch allocates later. So the earlier
+// issue is cut. Only the last copy of a link is moved, so the order on the link is
+// kept.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +68,17 @@ struct OracleResult {
   int64_t peak_bytes = 0;
   int64_t num_plans = 0;  // complete plans the search reached and simulated
   int64_t num_nodes = 0;  // op prefixes it visited
+  int64_t num_dominated = 0;  // prefixes cut by Note [Equal futures]
 };
 
 // The fastest valid plan with peak <= budget_bytes (the first found among equals).
-OracleResult fastest_valid_plan(const Chain& chain, int64_t budget_bytes);
+// An incumbent -- any valid plan, a solver's say -- only seeds the time bound: the
+// search still covers every plan faster than it, and returns it when there is none
+// (or a faster one). A plan over the budget seeds nothing.
+OracleResult fastest_valid_plan(const Chain& chain, int64_t budget_bytes, const std::vector<Op>* incumbent = nullptr);
+
+// The same search without the cuts of Notes [Equal futures] and [Copies issued too
+// early]: only the two bounds prune. Its reference in the tests, on tiny chains.
+OracleResult fastest_valid_plan_without_cuts(const Chain& chain, int64_t budget_bytes);
 
 }  // namespace memopt::solver::testing
