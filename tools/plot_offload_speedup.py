@@ -62,14 +62,19 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.6), squeeze=False, sharey=True)
-    for ax, (label, xs, ys_old, ys_new) in zip(axes[0], curves):
+    ncols = min(4, len(curves))  # four panels to a row at most
+    nrows = (len(curves) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.6 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(curves):]:
+        ax.set_visible(False)
+    for ax, (label, xs, ys_old, ys_new) in zip(axes.flat, curves):
         ax.plot(xs, ys_old, "o--", label="optimal, before")
         ax.plot(xs, ys_new, "s-", label="optimal, after")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("budget (% of the store-all peak)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("faster than recompute-only (%)")
+    for row in axes:
+        row[0].set_ylabel("faster than recompute-only (%)")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "speedup.png"), dpi=120)
