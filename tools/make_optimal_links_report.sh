@@ -9,9 +9,10 @@
 #     OLD_MEMOPT  a `memopt` binary built from the commit to compare with (a
 #                 torch-free build is enough: `git archive REV | tar -x -C DIR`, then
 #                 cmake -S DIR -B DIR/build -DMEMOPT_TORCH=OFF and build the target memopt)
-#     OLD_LABEL   the commit, for the README (default: unknown)
+#     OLD_LABEL   the commit, recorded in commands.txt (default: unknown)
 # Writes results/DATE-optimal-links/: new-*/ and old-*/ tradeoff reports,
-# speedup.md and speedup.png (tools/plot_offload_speedup.py), README-commands.txt.
+# speedup.md and speedup.png (tools/plot_offload_speedup.py), commands.txt. The README
+# beside them is written by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old_memopt=${1:?usage: tools/make_optimal_links_report.sh OLD_MEMOPT [DATE] [OLD_LABEL]}

@@ -4,7 +4,6 @@
 #include "tests/solver/exhaustive_oracle.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -24,7 +23,13 @@ bool by_time(const Event& a, const Event& b) {
   return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
 }
 
-enum Gap : int { kNoCopyYet = 0, kD2hCopies = 1, kH2dCopies = 2 };
+// The last copy the current gap put on one link, and when it starts (Note [Copies
+// issued too early]); start_ms < 0: none yet.
+struct GapCopy {
+  Op op{OpKind::Loss, -1};
+  double start_ms = -1;
+  bool any() const { return start_ms >= 0; }
+};
 
 // A prefix of a plan: what is where, when each queue is free, the memory events not
 // yet final, and which one-shot ops already ran.
@@ -38,11 +43,8 @@ struct Prefix {
   double compute_end_ms = 0, d2h_free_ms = 0, h2d_free_ms = 0;
   int64_t final_total_bytes = 0, final_peak_bytes = 0;         // over the events already final
   std::vector<Event> pending;
-  int gap = kNoCopyYet;
   size_t gap_begin = 0;                                        // the first op after the last compute op
-  // Note [Copies issued too early]: when the gap's last copy on each link starts.
-  double gap_d2h_last_start_ms = -1, gap_h2d_last_start_ms = -1;
-  Op gap_d2h_last{OpKind::Loss, -1}, gap_h2d_last{OpKind::Loss, -1};
+  GapCopy gap_d2h, gap_h2d;                                     // d2h copies come first in a gap
   double mandatory_ms = 0;                                     // bwd, loss and fwd_keep still to run
 };
 
@@ -125,9 +127,8 @@ class Search {
     put(later(p.d2h_free_ms));
     put(later(p.h2d_free_ms));
     put(p.final_total_bytes);
-    put(p.gap);
-    put(p.gap_d2h_last_start_ms < 0 ? -1.0 : p.gap_d2h_last_start_ms - now);
-    put(p.gap_h2d_last_start_ms < 0 ? -1.0 : p.gap_h2d_last_start_ms - now);
+    put(p.gap_d2h.any() ? p.gap_d2h.start_ms - now : -1.0);
+    put(p.gap_h2d.any() ? p.gap_h2d.start_ms - now : -1.0);
     for (size_t q = p.gap_begin; q < p.ops.size(); ++q) { put(p.ops[q].kind); put(p.ops[q].index); }
     // Pending events in the order the simulator will count them; a copy's end keeps
     // its rank before every op at the same instant, the others only their sequence.
@@ -173,7 +174,7 @@ class Search {
 
   void copies(const Prefix& p) {
     for (int k = 0; k <= L_; ++k) {
-      if (p.gap <= kD2hCopies) {
+      if (!p.gap_h2d.any()) {
         // Note [A kept stage keeps its input] (simulate.h): not while ā_{k+1} is resident.
         if (p.plain[k] && !p.on_host[k] && !p.a_out[k] && !(k < L_ && p.saved[k + 1]))
           try_copy(p, {OpKind::Offload, k});
@@ -193,45 +194,37 @@ class Search {
     const double issue = p.compute_end_ms;
     switch (op.kind) {
       case OpKind::Offload: {
-        const double end = std::max({issue, p.ready_ms[k], p.d2h_free_ms}) + d2h_ms(c_.x(k));
+        const double start = std::max({issue, p.ready_ms[k], p.d2h_free_ms}), end = start + d2h_ms(c_.x(k));
         p.d2h_free_ms = end;
         p.pending.push_back({end, -1, -c_.x(k)});
         p.on_host[k] = 1; p.on_host_ms[k] = end; p.plain[k] = 0; p.a_out[k] = 1;
-        p.gap = kD2hCopies;
-        p.gap_d2h_last_start_ms = end - d2h_ms(c_.x(k));
-        p.gap_d2h_last = op;
+        p.gap_d2h = {op, start};
         break;
       }
       case OpKind::OffloadSaved: {
         const int64_t bytes = c_.xbar(k) - c_.x(k);
-        const double end = std::max({issue, p.saved_ready_ms[k], p.d2h_free_ms}) + d2h_ms(bytes);
+        const double start = std::max({issue, p.saved_ready_ms[k], p.d2h_free_ms}), end = start + d2h_ms(bytes);
         p.d2h_free_ms = end;
         p.pending.push_back({end, -1, -bytes});
         p.hollow[k] = 1; p.saved_on_host_ms[k] = end; p.saved_out[k] = 1;
-        p.gap = kD2hCopies;
-        p.gap_d2h_last_start_ms = end - d2h_ms(bytes);
-        p.gap_d2h_last = op;
+        p.gap_d2h = {op, start};
         break;
       }
       case OpKind::Prefetch: {
         p.pending.push_back({issue, order, c_.x(k)});
-        const double end = std::max({issue, p.h2d_free_ms, p.on_host_ms[k]}) + h2d_ms(c_.x(k));
+        const double start = std::max({issue, p.h2d_free_ms, p.on_host_ms[k]}), end = start + h2d_ms(c_.x(k));
         p.h2d_free_ms = end;
         p.on_host[k] = 0; p.plain[k] = 1; p.ready_ms[k] = end; p.a_in[k] = 1;
-        p.gap = kH2dCopies;
-        p.gap_h2d_last_start_ms = end - h2d_ms(c_.x(k));
-        p.gap_h2d_last = op;
+        p.gap_h2d = {op, start};
         break;
       }
       case OpKind::PrefetchSaved: {
         const int64_t bytes = c_.xbar(k) - c_.x(k);
         p.pending.push_back({issue, order, bytes});
-        const double end = std::max({issue, p.h2d_free_ms, p.saved_on_host_ms[k]}) + h2d_ms(bytes);
+        const double start = std::max({issue, p.h2d_free_ms, p.saved_on_host_ms[k]}), end = start + h2d_ms(bytes);
         p.h2d_free_ms = end;
         p.hollow[k] = 0; p.saved_ready_ms[k] = end; p.saved_in[k] = 1;
-        p.gap = kH2dCopies;
-        p.gap_h2d_last_start_ms = end - h2d_ms(bytes);
-        p.gap_h2d_last = op;
+        p.gap_h2d = {op, start};
         break;
       }
       default: throw std::logic_error("oracle: not a copy");
@@ -264,15 +257,14 @@ class Search {
   // the end of the compute op `op` (ending at end_ms), which does not wait for it.
   bool issued_too_early(const Prefix& p, const Op& op, const ComputeCost& cost, double end_ms) const {
     if (!cuts_) return false;
-    if (p.gap_d2h_last_start_ms >= 0 && p.gap_d2h_last_start_ms >= end_ms) {
+    if (p.gap_d2h.any() && p.gap_d2h.start_ms >= end_ms) {
       // Unless its data comes back in this gap: `op` may wait for that prefetch.
-      const Op back{p.gap_d2h_last.kind == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved,
-                    p.gap_d2h_last.index};
+      const Op back{p.gap_d2h.op.kind == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved, p.gap_d2h.op.index};
       if (std::find(p.ops.begin() + static_cast<std::ptrdiff_t>(p.gap_begin), p.ops.end(), back) == p.ops.end())
         return true;
     }
-    if (p.gap_h2d_last_start_ms < 0 || p.gap_h2d_last_start_ms < end_ms) return false;
-    const Op& copy = p.gap_h2d_last;
+    if (!p.gap_h2d.any() || p.gap_h2d.start_ms < end_ms) return false;
+    const Op& copy = p.gap_h2d.op;
     const bool waits = copy.kind == OpKind::Prefetch ? cost.reads == copy.index
                                                      : op.kind == OpKind::Bwd && op.index + 1 == copy.index;
     return !waits;
@@ -330,8 +322,7 @@ class Search {
     }
     p.pending.push_back({end, order + 1, -(tmp + remove)});
     p.compute_end_ms = end;
-    p.gap = kNoCopyYet;
-    p.gap_d2h_last_start_ms = p.gap_h2d_last_start_ms = -1;
+    p.gap_d2h = p.gap_h2d = {};
     p.ops.push_back(op);
     p.gap_begin = p.ops.size();
     if (!hopeless(p)) visit(p);

@@ -40,6 +40,17 @@ Chain small_chain(std::mt19937_64& rng, int L) {
   return chain;
 }
 
+// A budget `percent` of the way from the largest backward working set (the least
+// any plan needs, up to the transients' order) to the store-all peak; below it for a
+// negative percent.
+int64_t budget_between_floor_and_store_all(const Chain& chain, int percent) {
+  int64_t floor_bytes = 0;
+  for (int i = 0; i < chain.length(); ++i)
+    floor_bytes = std::max(floor_bytes, chain.x(i + 1) + chain.xbar(i + 1) + 2 * chain.x(i) + chain.btmp(i));
+  const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  return std::max<int64_t>(1, floor_bytes + (store_all - floor_bytes) * percent / 100);
+}
+
 TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0;
@@ -100,12 +111,8 @@ TEST(ExhaustiveOracle, ItsCutsLoseNoPlan) {
       for (Stage& st : chain.stages) { st.fwd_ms = ms(rng); st.bwd_ms = ms(rng); st.fwd_nograd_ms.reset(); }
     }
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
-    int64_t floor_bytes = 0;
-    for (int i = 0; i < L; ++i)
-      floor_bytes = std::max(floor_bytes, chain.x(i + 1) + chain.xbar(i + 1) + 2 * chain.x(i) + chain.btmp(i));
     for (const int percent : {-10, 0, 25, 50, 75}) {
-      const int64_t budget = std::max<int64_t>(1, floor_bytes + (store_all - floor_bytes) * percent / 100);
+      const int64_t budget = budget_between_floor_and_store_all(chain, percent);
       SCOPED_TRACE("budget " + std::to_string(budget));
       const testing::OracleResult cut = testing::fastest_valid_plan(chain, budget);
       const testing::OracleResult full = testing::fastest_valid_plan_without_cuts(chain, budget);
@@ -181,12 +188,8 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
     const Chain chain = small_chain(rng, L);
     ++num_chains;
     SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
     for (const int percent : {0, 25, 50, 75, 100}) {
-      int64_t floor_bytes = 0;
-      for (int i = 0; i < L; ++i)
-        floor_bytes = std::max(floor_bytes, chain.x(i + 1) + chain.xbar(i + 1) + 2 * chain.x(i) + chain.btmp(i));
-      const int64_t budget = std::max<int64_t>(1, floor_bytes + (store_all - floor_bytes) * percent / 100);
+      const int64_t budget = budget_between_floor_and_store_all(chain, percent);
       SCOPED_TRACE("budget " + std::to_string(budget));
       SolveOptions o;
       o.budget_bytes = budget;
