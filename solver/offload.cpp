@@ -15,7 +15,7 @@ constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 
 // What the previous item left for the one starting at e (the state's third part).
 enum Left : int { kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
-enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt };
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun };
 
 struct StateIndex {
   int L;
@@ -181,6 +181,25 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             }
           }
 
+          // KR [e, f), f >= e + 2: K e .. K f-1, the previous item's prefetch issued
+          // when bwd f-1 starts, so it hides behind the whole run's backward and every
+          // bwd of the run holds its bytes.
+          if (lead && (!prev.pending() || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S &&
+              keep_bwd <= m) {
+            int64_t d = D + xbar_next, units = keep_units, hidden = ub_units;
+            for (int k = e + 1; k < L; ++k) {
+              const int64_t xbar_k = n.sl(chain.xbar(k + 1)), x_k1 = table.x_slots(k + 1);
+              if (d + xbar_k + n.sl(chain.ftmp_keep(k)) > S) break;
+              if (d + prev.prefetch_slots + xbar_k + x_k1 + table.x_slots(k) + n.sl(chain.btmp(k)) > S) break;
+              d += xbar_k;
+              units += n.units(chain.uf(k)) + n.units(chain.ub(k));
+              hidden += n.units(chain.ub(k));
+              Back b = here;
+              b.item = Item::KeepRun;
+              relax(k + 1, d, kLeftKept, so_far + units + std::max<int64_t>(0, prev.prefetch_units - hidden), b);
+            }
+          }
+
           // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
           if (prev.pending() && chain.uf_nograd(e) < prev.pending_ms) continue;
           if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
@@ -234,6 +253,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       ops.push_back({OpKind::FwdCkpt, e});
       if (it.offload) ops.push_back({OpKind::Offload, e});
       for (int k = e + 1; k < end_of(i); ++k) ops.push_back({OpKind::FwdDrop, k});
+    } else if (it.item == Item::KeepRun) {
+      for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
     } else {
       ops.push_back({OpKind::FwdKeep, e});
       if (it.item == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, e + 1});
@@ -250,6 +271,9 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       case Item::Tail: table.emit(e, L, prev.pending() ? m - prev.pending_slots : m, ops); break;
       case Item::Keep:
       case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
+      case Item::KeepRun:
+        for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
+        break;
       case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
     }
     if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);

@@ -10,10 +10,14 @@
 //  - KO e:    `fwd_keep e, offload_saved e+1`; later `prefetch_saved e+1`, `bwd e`.
 //  - C [e,n): `fwd_ckpt e`, optionally `offload e`, `fwd_drop e+1 .. n-1`; later a
 //             persistent schedule (rotor.h) of stages e..n-1.
+//  - KR [e,f): right after an item that offloaded, `fwd_keep e .. f-1` (f >= e+2);
+//             later that item's prefetch, then `bwd f-1 .. e` (the prefetch hides
+//             behind the whole run and each of its bwd holds the bytes).
 //  - tail e:  a persistent schedule of e..L (with the loss); e = 0 is recompute-only.
 // An item's offloaded data is prefetched either when the next item's backward
-// starts ("lead": the copy hides behind that backward, its bytes held during it) or
-// when it ends ("just in time": no bytes held, the whole copy is exposed).
+// starts ("lead": the copy hides behind that backward, its bytes held during it; a
+// KR run is one such backward) or when it ends ("just in time": no bytes held, the
+// whole copy is exposed).
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
 // the end of the next item's first compute op, and before the tail starts unless
 // the tail is the lone loss; `offload e` needs a plain a_e.
@@ -26,10 +30,10 @@
 // against the fastest plan of the whole vocabulary on small chains
 // (tests/solver/exhaustive_oracle.h, chains of up to 4 stages) it lacks
 // `offload_saved` issued during the backward, offloads issued ops after their data
-// exists, prefetches more than one item ahead, offloads whose copies queue on the
-// link, compute ops made to wait until a copy has freed its bytes (the oracle's
-// plans do it with an offload and a prefetch of one activation in the same gap), and
-// forward orders that are not persistent. A kept stage's input never leaves
+// exists, prefetches more than one item ahead other than across a KR run, offloads
+// whose copies queue on the link, compute ops made to wait until a copy has freed
+// its bytes (the oracle's plans do it with an offload and a prefetch of one
+// activation in the same gap), and forward orders that are not persistent. A kept stage's input never leaves
 // the device before its backward: the stage may have saved it (Note [A kept stage
 // keeps its input] in simulate.h). `optimal` also tries the pipelined family of
 // offload_pipeline.h, whose plans of one shape have far prefetches and queued copies.

@@ -16,7 +16,10 @@ struct Item {
   enum Kind { Keep, KeepOffload, Ckpt } kind;
   int start, end;      // stages start..end-1
   bool offload = false;
-  bool lead = false;   // its prefetch is issued when the next item's backward starts
+  // Its prefetch is issued when the backward of item `lead` places later starts
+  // (0: when the next item's backward ends); beyond 1, every item up to that one
+  // is a plain Keep.
+  int lead = 0;
   bool offloads() const { return kind == KeepOffload || (kind == Ckpt && offload); }
 };
 
@@ -60,11 +63,14 @@ class Builder {
   void choose_leads(size_t i) {
     if (i == items_.size()) { if (windows_ok()) choose_inner(0, {}); return; }
     choose_leads(i + 1);
-    if (items_[i].offloads()) {
-      items_[i].lead = true;
+    if (!items_[i].offloads()) return;
+    for (size_t d = 1; i + d <= items_.size(); ++d) {
+      if (d >= 2 && (i + d == items_.size() || items_[i + d - 1].kind != Item::Keep || items_[i + d].kind != Item::Keep))
+        break;
+      items_[i].lead = static_cast<int>(d);
       choose_leads(i + 1);
-      items_[i].lead = false;
     }
+    items_[i].lead = 0;
   }
 
   // The class rule: each offload copy, started when the op before it ends, ends by
@@ -141,13 +147,16 @@ class Builder {
       }
     }
     // Backward: the tail, then the items right to left; item k's prefetch goes
-    // before (lead) or after the backward of item k+1 (the tail for the last item).
+    // before (lead: issued when the backward of item k+lead starts, the tail for the
+    // last item) or after the backward of item k+1.
     const auto prefetch_of = [&](const Item& it) {
       return it.kind == Item::KeepOffload ? Op{OpKind::PrefetchSaved, it.start + 1} : Op{OpKind::Prefetch, it.start};
     };
     for (size_t j = items_.size() + 1; j-- > 0;) {
       const Item* before = j > 0 ? &items_[j - 1] : nullptr;
-      if (before && before->offloads() && before->lead) ops.push_back(prefetch_of(*before));
+      for (size_t b = 0; b < j; ++b)
+        if (items_[b].offloads() && items_[b].lead > 0 && b + static_cast<size_t>(items_[b].lead) == j)
+          ops.push_back(prefetch_of(items_[b]));
       if (j == items_.size()) {
         ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
       } else if (items_[j].kind == Item::Ckpt) {
@@ -155,7 +164,7 @@ class Builder {
       } else {
         ops.push_back({OpKind::Bwd, items_[j].start});
       }
-      if (before && before->offloads() && !before->lead) ops.push_back(prefetch_of(*before));
+      if (before && before->offloads() && before->lead == 0) ops.push_back(prefetch_of(*before));
     }
     const SimResult r = simulate_timeline(chain_, ops);
     if (!r.valid) throw std::logic_error("offload brute force built an invalid schedule: " + r.error);
