@@ -51,9 +51,26 @@ int64_t budget_between_floor_and_store_all(const Chain& chain, int percent) {
   return std::max<int64_t>(1, floor_bytes + (store_all - floor_bytes) * percent / 100);
 }
 
+// A prefetch followed at once by two or more bwd ops that do not wait for it (a KR
+// run; one item ahead leaves room for one).
+bool prefetches_across_a_run(const Chain& chain, const std::vector<Op>& ops) {
+  for (size_t p = 0; p < ops.size(); ++p) {
+    if (ops[p].kind != OpKind::Prefetch && ops[p].kind != OpKind::PrefetchSaved) continue;
+    int num_bwd = 0;
+    for (size_t q = p + 1; q < ops.size() && ops[q].kind == OpKind::Bwd; ++q) {
+      const bool waits = ops[p].kind == OpKind::Prefetch ? compute_cost(chain, ops[q]).reads == ops[p].index
+                                                         : ops[q].index + 1 == ops[p].index;
+      if (waits) break;
+      ++num_bwd;
+    }
+    if (num_bwd >= 2) return true;
+  }
+  return false;
+}
+
 TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
-  int num_compared = 0, num_offloading = 0, num_beating_recompute = 0;
+  int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
     const Chain chain = small_chain(rng, L);
@@ -86,6 +103,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       bool offloads = false;
       for (const Op& op : *dp) offloads |= is_copy(op.kind);
       num_offloading += offloads;
+      num_prefetching_across_a_run += prefetches_across_a_run(chain, *dp);
       const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
       num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
     }
@@ -94,6 +112,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   EXPECT_GT(num_compared, 400);
   EXPECT_GT(num_offloading, 60);
   EXPECT_GT(num_beating_recompute, 30);
+  EXPECT_GT(num_prefetching_across_a_run, 0);  // the KR items are reached
 }
 
 // The oracle's two exact cuts (Notes [Equal futures] and [Copies issued too early])
