@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <algorithm>
 
 namespace memopt::solver {
 namespace {
@@ -89,6 +91,12 @@ std::string validate(const Chain& chain) {
     c.bytes(p + "fwd_tmp_bytes", s.fwd_tmp_bytes);
     if (s.fwd_keep_tmp_bytes) c.bytes(p + "fwd_keep_tmp_bytes", *s.fwd_keep_tmp_bytes);
     c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
+    if (c.ok() && s.carried_bytes < 0)
+      c.error = p + "carried_bytes: " + std::to_string(s.carried_bytes) + " is negative, but it is a byte count (>= 0)";
+    if (c.ok() && s.carried_bytes > std::min(s.out_bytes, chain.x(static_cast<int>(i))))
+      c.error = p + "carried_bytes: " + std::to_string(s.carried_bytes) + " is more than the stage's output (" +
+                std::to_string(s.out_bytes) + " bytes) or its input (" + std::to_string(chain.x(static_cast<int>(i))) +
+                " bytes), but it is the part of the output that is the input's own tensors";
     for (size_t k = 0; k < s.param_reads.size() && c.ok(); ++k)
       if (s.param_reads[k].first < 0 || s.param_reads[k].first >= static_cast<int>(i))
         c.error = p + "param_reads/" + std::to_string(k) + "/0: home stage " + std::to_string(s.param_reads[k].first) +
@@ -104,6 +112,20 @@ std::string validate(const Chain& chain) {
     c.bandwidth("/link/h2d_bytes_per_s", chain.link->h2d_bytes_per_s);
   }
   return c.error;
+}
+
+int64_t Chain::shared(int j, int k) const {
+  if (j > k) std::swap(j, k);
+  if (j == k) return x(k);
+  int64_t run = x(j);
+  for (int b = j + 1; b <= k && run > 0; ++b) run = std::min(run, carried(b));
+  return run;
+}
+
+bool Chain::carries() const {
+  for (const Stage& s : stages)
+    if (s.carried_bytes > 0) return true;
+  return false;
 }
 
 double sum_fwd_bwd_ms(const Chain& chain) {

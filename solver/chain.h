@@ -34,7 +34,30 @@ struct Stage {
   // Absent in files from before them and in modeled profiles that do not know them.
   std::optional<int64_t> param_bytes;
   std::vector<std::pair<int, int64_t>> param_reads;
+  // c_{i+1} (memopt's extension, Note [Carried bytes]): the first carried_bytes of
+  // a_{i+1} are a_i's own first bytes, passed through unchanged, and likewise d_i
+  // shares its first carried_bytes with d_{i+1}. 0 (the default, and every file
+  // without the field): the output is all new.
+  int64_t carried_bytes = 0;
 };
+
+// Note [Carried bytes]
+// At operator granularity a transformer block's residual stream runs beside the
+// operators: ln_1 maps x to (x, ln_1(x)), the projection maps (x, h) to (x, qkv), and
+// only the residual add ends the run. Those outputs hold the very tensor x their
+// inputs held, so two boundary activations of one run share bytes: a_j and a_k
+// (j < k) share sh(j, k) = min(c_{j+1}, ..., c_k), the first bytes of each (a prefix
+// carried through every stage between them, so a shorter carry keeps a prefix of a
+// longer one). Whatever is resident, the device holds every a_k (as itself or inside
+// ā_k) once, less the longest prefix it shares with another resident a_j -- and since
+// sh shrinks with distance, that is the one shared with the nearest resident
+// neighbour on either side. Gradients the same: d_k shares sh(j, k) with d_j (the
+// residual's gradient passes through those stages unchanged). The simulators count
+// memory so, the recompute DP is exact with it (rotor.cpp), and everything the
+// profiler measures above a baseline is above that deduplicated baseline. An offload
+// or prefetch of an activation that shares bytes with another one on the device is
+// refused: moving a_k cannot free what a neighbour still holds, and a prefetched
+// copy would not be the neighbour's tensor.
 
 struct LossStage {
   double bwd_ms = 0;            // ub_L
@@ -76,6 +99,11 @@ struct Chain {
     return i < length() ? stages[i].fwd_keep_tmp_bytes.value_or(stages[i].fwd_tmp_bytes) : 0;
   }
   int64_t btmp(int i) const { return i < length() ? stages[i].bwd_tmp_bytes : loss.bwd_tmp_bytes; }
+  // c_k: the bytes a_k shares with a_{k-1} (and d_k with d_{k-1}), k in 1..L; 0 elsewhere.
+  int64_t carried(int k) const { return k >= 1 && k <= length() ? stages[k - 1].carried_bytes : 0; }
+  // sh(j, k) of Note [Carried bytes], any order; x_k when j == k.
+  int64_t shared(int j, int k) const;
+  bool carries() const;  // any c_k > 0
 };
 
 // Checks the invariants of docs/formats.md section 1 (non-negative finite numbers, saved >= out, at least one

@@ -10,12 +10,12 @@ namespace {
 struct Emitter {
   const Chain& chain;
   const Decide& decide;
-  const std::function<int64_t(int)>& x_units;
-  const std::function<int64_t(int)>& xbar_units;
+  const KeepUnits& keep_units;
+  const CheckpointUnits& checkpoint_units;
   std::vector<Op>& ops;
 
-  int64_t x(int k) const { return x_units ? x_units(k) : 0; }
-  int64_t xbar(int k) const { return xbar_units ? xbar_units(k) : 0; }
+  int64_t keep_taken(int s) const { return keep_units ? keep_units(s) : 0; }
+  int64_t checkpoint_taken(int s, int j) const { return checkpoint_units ? checkpoint_units(s, j) : 0; }
 
   void emit(int s, int t, int64_t m) {
     const int L = chain.length();
@@ -27,7 +27,7 @@ struct Emitter {
       if (d.keep) {
         ops.push_back({OpKind::FwdKeep, s});
         kept.push_back(s);
-        m -= xbar(s + 1);
+        m -= keep_taken(s);
         ++s;
         continue;
       }
@@ -37,7 +37,7 @@ struct Emitter {
                                std::to_string(s) + ", " + std::to_string(t) + "]");
       ops.push_back({OpKind::FwdCkpt, s});
       for (int k = s + 1; k < j; ++k) ops.push_back({OpKind::FwdDrop, k});
-      emit(j, t, m - x(j));
+      emit(j, t, m - checkpoint_taken(s, j));
       // What remains is (s, j-1) with the same m; loop on it.
       t = j - 1;
     }
@@ -54,17 +54,16 @@ struct Emitter {
 }  // namespace
 
 std::vector<Op> emit_persistent(const Chain& chain, const Decide& decide, int64_t m0,
-                                const std::function<int64_t(int)>& x_units,
-                                const std::function<int64_t(int)>& xbar_units) {
+                                const KeepUnits& keep_units, const CheckpointUnits& checkpoint_units) {
   std::vector<Op> ops;
-  emit_persistent_range(chain, 0, chain.length(), decide, m0, x_units, xbar_units, ops);
+  emit_persistent_range(chain, 0, chain.length(), decide, m0, keep_units, checkpoint_units, ops);
   return ops;
 }
 
 void emit_persistent_range(const Chain& chain, int s, int t, const Decide& decide, int64_t m0,
-                           const std::function<int64_t(int)>& x_units,
-                           const std::function<int64_t(int)>& xbar_units, std::vector<Op>& ops) {
-  Emitter e{chain, decide, x_units, xbar_units, ops};
+                           const KeepUnits& keep_units, const CheckpointUnits& checkpoint_units,
+                           std::vector<Op>& ops) {
+  Emitter e{chain, decide, keep_units, checkpoint_units, ops};
   e.emit(s, t, m0);
 }
 

@@ -23,19 +23,24 @@ struct Decision {
 
 // m is the DP's memory argument in whatever units the caller uses, passed down the
 // recursion as section 6 does (keep: m - x̄_{s+1}; checkpoint: m - x_j for (j, t),
-// m for (s, j-1)); callers that do not need it ignore it.
+// m for (s, j-1), each less what it shares with a_s: Note [Carried bytes] in
+// chain.h); callers that do not need it ignore it.
 using Decide = std::function<Decision(int s, int t, int64_t m)>;
 
-// sizes_in_units(k) gives x_k and bar_units(k) x̄_k in the caller's units, used only
-// to pass m down; emit_persistent(chain, decide) with no sizes passes m = 0.
+// keep_units(s) is what the keep branch at s takes from m for (s+1, t), and
+// checkpoint_units(s, j) what the checkpoint at j takes for (j, t), in the caller's
+// units, used only to pass m down; emit_persistent(chain, decide) with neither passes
+// m = 0.
+using KeepUnits = std::function<int64_t(int s)>;
+using CheckpointUnits = std::function<int64_t(int s, int j)>;
 std::vector<Op> emit_persistent(const Chain& chain, const Decide& decide, int64_t m0 = 0,
-                                const std::function<int64_t(int)>& x_units = nullptr,
-                                const std::function<int64_t(int)>& xbar_units = nullptr);
+                                const KeepUnits& keep_units = nullptr,
+                                const CheckpointUnits& checkpoint_units = nullptr);
 
 // The same for the subchain (s, t) alone, appended to `ops`: forward s..t and
 // backward t..s, starting from a_s and d_{t+1} (the loss when t == L).
 void emit_persistent_range(const Chain& chain, int s, int t, const Decide& decide, int64_t m0,
-                           const std::function<int64_t(int)>& x_units,
-                           const std::function<int64_t(int)>& xbar_units, std::vector<Op>& ops);
+                           const KeepUnits& keep_units, const CheckpointUnits& checkpoint_units,
+                           std::vector<Op>& ops);
 
 }  // namespace memopt::solver

@@ -32,6 +32,8 @@ Stage read_stage(const JsonReader& r, const ordered_json& v, const std::string& 
   if (const ordered_json* f = r.optional(v, "fwd_nograd_ms")) s.fwd_nograd_ms = r.finite(*f, path + "/fwd_nograd_ms");
   if (const ordered_json* f = r.optional(v, "fwd_keep_tmp_bytes"))
     s.fwd_keep_tmp_bytes = r.integer(*f, path + "/fwd_keep_tmp_bytes", sizes);
+  if (const ordered_json* f = r.optional(v, "carried_bytes"))
+    s.carried_bytes = r.integer(*f, path + "/carried_bytes", sizes);
   if (const ordered_json* f = r.optional(v, "param_bytes"))
     s.param_bytes = r.non_negative_bytes(*f, path + "/param_bytes");
   if (const ordered_json* reads = r.optional(v, "param_reads")) {
@@ -58,6 +60,7 @@ ordered_json stage_to_json(const Stage& s) {
   stage["fwd_tmp_bytes"] = s.fwd_tmp_bytes;
   if (s.fwd_keep_tmp_bytes) stage["fwd_keep_tmp_bytes"] = *s.fwd_keep_tmp_bytes;
   stage["bwd_tmp_bytes"] = s.bwd_tmp_bytes;
+  if (s.carried_bytes > 0) stage["carried_bytes"] = s.carried_bytes;
   if (s.param_bytes) stage["param_bytes"] = *s.param_bytes;
   if (!s.param_reads.empty()) {
     ordered_json reads = ordered_json::array();

@@ -76,6 +76,11 @@ struct Discrete {
   std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_nograd_i, 0..L+1
   std::vector<int32_t> keep_prefix;     // keep_prefix[k] = Σ_{i<k} uf_i + ub_i
   bool rotor_compat = false;
+  // Note [Carried bytes] in chain.h, in slots. Without carried bytes each equals the
+  // plain size it replaces, so the DP is the one of section 6 unchanged.
+  std::vector<int64_t> xbar_beside;     // x̄_{s+1} - c_{s+1}: ā_{s+1} next to a_s, s in 0..L
+  std::vector<int64_t> x_beside;        // x_{k+1} - c_{k+1}: a_{k+1} next to a_k (d_{k+1} next to d_k), k in 0..L
+  std::vector<int64_t> x_after_table;   // x_j - sh(s, j) at [s * (L + 2) + j], only when the chain carries
 
   Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
     const TimeQuantum q = time_quantum_for(c);
@@ -90,6 +95,28 @@ struct Discrete {
       uf_prefix[i + 1] = uf_prefix[i] + uf_nograd[i];
       keep_prefix[i + 1] = keep_prefix[i] + uf[i] + ub[i];
     }
+    xbar_beside.resize(L + 1);
+    x_beside.resize(L + 1);
+    for (int k = 0; k <= L; ++k) {
+      xbar_beside[k] = sl(c.xbar(k + 1) - c.carried(k + 1));
+      x_beside[k] = sl(c.x(k + 1) - c.carried(k + 1));
+    }
+    if (c.carries()) {
+      x_after_table.assign(static_cast<size_t>(L + 2) * (L + 2), 0);
+      for (int s = 0; s <= L; ++s) {
+        int64_t run = c.x(s);
+        for (int j = s + 1; j <= L + 1; ++j) {
+          run = std::min(run, c.carried(j));
+          x_after_table[static_cast<size_t>(s) * (L + 2) + j] = sl(c.x(j) - run);
+        }
+      }
+    }
+  }
+
+  // a_j checkpointed while a_s is resident, s < j: what the checkpoint branch hands
+  // on to (j, t) (Note [Carried bytes]).
+  int64_t x_after(int s, int j) const {
+    return x_after_table.empty() ? x[j] : x_after_table[static_cast<size_t>(s) * (L + 2) + j];
   }
 
   // Σ_{k=s}^{j-1} of the no-grad forward: the checkpoint branch's fwd_ckpt and fwd_drops.
@@ -105,20 +132,26 @@ struct Discrete {
   // subproblems imply them and both floors give the same values; with a separate
   // fwd_keep tmp (Note [Two forward temporaries]) only the per-branch floor is exact,
   // and the keep branch, which runs no no-grad forward, has no floor at all.
-  // forward_floor(s, j) = x_{t+1} excluded: max(x_{s+1} + ftmp_s, max_{s<k<j} x_k + x_{k+1} + ftmp_k).
+  // forward_floor(s, j) = x_{t+1} excluded: max(x_{s+1} + ftmp_s, max_{s<k<j} x_k + x_{k+1} + ftmp_k),
+  // each size less what it shares with a resident neighbour (Note [Carried bytes]).
+  int64_t forward_step_need(int s, int k) const {  // fwd_drop k, s < k, with a_s resident
+    return x_after(s, k) + x_beside[k] + ftmp[k];
+  }
   int64_t forward_floor(int s, int j) const {
-    int64_t need = x[s + 1] + ftmp[s];
-    for (int k = s + 1; k < j; ++k) need = std::max(need, x[k] + x[k + 1] + ftmp[k]);
+    int64_t need = x_beside[s] + ftmp[s];
+    for (int k = s + 1; k < j; ++k) need = std::max(need, forward_step_need(s, k));
     return need;
   }
+  // `bwd s`: d_s and d_{s+1}, ā_{s+1}, beside a_s.
+  int64_t backward_need(int s) const { return x[s] + x_beside[s] + xbar_beside[s] + btmp[s]; }
   // Memory the keep branch needs besides its subproblem (and the base case, t == s).
   int64_t keep_need(int s, int t) const {
     const int64_t fwd_grad = rotor_compat ? x[s + 1] : x[t + 1];
-    return std::max(fwd_grad + xbar[s + 1] + ftmp_keep[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+    return std::max(fwd_grad + xbar_beside[s] + ftmp_keep[s], backward_need(s));
   }
   int64_t base_need(int s) const {
     if (s == L) return x[L] + btmp[L];
-    return std::max(x[s + 1] + xbar[s + 1] + ftmp_keep[s], x[s] + x[s + 1] + xbar[s + 1] + btmp[s]);
+    return std::max(x[s + 1] + xbar_beside[s] + ftmp_keep[s], backward_need(s));
   }
   int32_t base_value(int s) const { return s == L ? ub[L] : uf[s] + ub[s]; }
 };
@@ -174,24 +207,25 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
   }
   // From all_kept_from on, keeping s and everything after it fits and nothing is faster.
   const int64_t kept_from = std::min<int64_t>(
-      S + 1, std::max(d.keep_need(s, t), d.xbar[s + 1] + tab.all_kept_from[tab.pair(s + 1, t)]));
+      S + 1, std::max(d.keep_need(s, t), d.xbar_beside[s] + tab.all_kept_from[tab.pair(s + 1, t)]));
   const int32_t lower_bound = d.keep_all(s, t);
   std::fill(row, row + kept_from, kInf);
   std::fill(row + kept_from, row + S + 1, lower_bound);
   tab.all_kept_from[id] = kept_from;
   // Keep branch.
   {
-    const int64_t lo = std::max(d.keep_need(s, t), d.xbar[s + 1] + tab.finite_from(s + 1, t));
-    if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar[s + 1]), d.uf[s] + d.ub[s], kept_from - lo);
+    const int64_t lo = std::max(d.keep_need(s, t), d.xbar_beside[s] + tab.finite_from(s + 1, t));
+    if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar_beside[s]), d.uf[s] + d.ub[s], kept_from - lo);
   }
   // Checkpoint branches, j ascending (ties keep the earlier branch, as in the plain DP).
-  int64_t fwd_need = d.x[s + 1] + d.ftmp[s];  // forward_floor(s, j), grown with j
+  int64_t fwd_need = d.x_beside[s] + d.ftmp[s];  // forward_floor(s, j), grown with j
   for (int j = s + 1; j <= t; ++j) {
-    if (j > s + 1) fwd_need = std::max(fwd_need, d.x[j - 1] + d.x[j] + d.ftmp[j - 1]);
+    if (j > s + 1) fwd_need = std::max(fwd_need, d.forward_step_need(s, j - 1));
     const int64_t floor = d.x[t + 1] + fwd_need;
-    const int64_t lo = std::max({floor, d.x[j] + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
+    const int64_t x_j = d.x_after(s, j);
+    const int64_t lo = std::max({floor, x_j + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
     if (lo >= kept_from) continue;
-    min_plus(row + lo, tab.row(j, t) + (lo - d.x[j]), tab.row(s, j - 1) + lo, d.fwd_sum(s, j), kept_from - lo);
+    min_plus(row + lo, tab.row(j, t) + (lo - x_j), tab.row(s, j - 1) + lo, d.fwd_sum(s, j), kept_from - lo);
   }
   int64_t first = 0;
   while (first < kept_from && row[first] >= kInf) ++first;
@@ -249,13 +283,14 @@ void fill_table(const Discrete& d, Table& tab, int num_threads) {
 Decision decide_from_table(const Discrete& d, const Table& tab, int s, int t, int64_t m) {
   const int32_t target = tab.at(s, t, m);
   if (target >= kInf) throw std::logic_error("rotor: reconstruction reached an infeasible subchain");
-  if (m >= d.keep_need(s, t) && m - d.xbar[s + 1] >= tab.finite_from(s + 1, t) &&
-      d.uf[s] + d.ub[s] + tab.at(s + 1, t, m - d.xbar[s + 1]) == target)
+  if (m >= d.keep_need(s, t) && m - d.xbar_beside[s] >= tab.finite_from(s + 1, t) &&
+      d.uf[s] + d.ub[s] + tab.at(s + 1, t, m - d.xbar_beside[s]) == target)
     return {true, -1};
   for (int j = s + 1; j <= t; ++j) {
-    if (m < d.x[t + 1] + d.forward_floor(s, j) || m - d.x[j] < tab.finite_from(j, t) || m < tab.finite_from(s, j - 1))
+    const int64_t x_j = d.x_after(s, j);
+    if (m < d.x[t + 1] + d.forward_floor(s, j) || m - x_j < tab.finite_from(j, t) || m < tab.finite_from(s, j - 1))
       continue;
-    if (d.fwd_sum(s, j) + tab.at(j, t, m - d.x[j]) + tab.at(s, j - 1, m) == target) return {false, j};
+    if (d.fwd_sum(s, j) + tab.at(j, t, m - x_j) + tab.at(s, j - 1, m) == target) return {false, j};
   }
   throw std::logic_error("rotor: no branch attains the table value at (" + std::to_string(s) + ", " +
                          std::to_string(t) + ", " + std::to_string(m) + ")");
@@ -301,7 +336,7 @@ void RecomputeTable::emit(int s, int t, int64_t m, std::vector<Op>& ops) const {
   const Table& tab = impl_->tab;
   emit_persistent_range(
       impl_->chain, s, t, [&](int s2, int t2, int64_t m2) { return decide_from_table(d, tab, s2, t2, m2); }, m,
-      [&](int k) { return d.x[k]; }, [&](int k) { return d.xbar[k]; }, ops);
+      [&](int s2) { return d.xbar_beside[s2]; }, [&](int s2, int j) { return d.x_after(s2, j); }, ops);
 }
 
 std::optional<std::vector<Op>> solve_recompute(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
@@ -342,12 +377,12 @@ std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t bud
         }
         int64_t best = kInf;
         if (m >= d.keep_need(s, t)) {
-          const int64_t sub = at(s + 1, t, m - d.xbar[s + 1]);
+          const int64_t sub = at(s + 1, t, m - d.xbar_beside[s]);
           if (sub < kInf) best = d.uf[s] + d.ub[s] + sub;
         }
         for (int j = s + 1; j <= t; ++j) {
-          if (m < d.x[j] || m < d.x[t + 1] + d.forward_floor(s, j)) continue;
-          const int64_t a = at(j, t, m - d.x[j]), b = at(s, j - 1, m);
+          if (m < d.x_after(s, j) || m < d.x[t + 1] + d.forward_floor(s, j)) continue;
+          const int64_t a = at(j, t, m - d.x_after(s, j)), b = at(s, j - 1, m);
           if (a >= kInf || b >= kInf) continue;
           best = std::min(best, d.fwd_sum(s, j) + a + b);
         }

@@ -21,6 +21,32 @@ struct Residency {
   bool input_of(int i) const { return plain[i] || saved[i]; }
 };
 
+// Note [Carried bytes] in chain.h: the bytes of a_k (or d_k) that another present
+// one also holds -- the prefix shared with the nearest one on either side, since
+// sharing only shrinks with distance. `present(j)` is never asked for j == k.
+template <typename Present>
+int64_t overlap(const Chain& chain, int k, Present present) {
+  int64_t best = 0;
+  int64_t run = chain.x(k);
+  for (int j = k - 1; j >= 0 && run > best; --j) {
+    run = std::min(run, chain.carried(j + 1));
+    if (run > best && present(j)) { best = run; break; }
+  }
+  run = chain.x(k);
+  for (int j = k + 1; j <= chain.length() && run > best; ++j) {
+    run = std::min(run, chain.carried(j));
+    if (run > best && present(j)) { best = run; break; }
+  }
+  return best;
+}
+// a_k's bytes another activation on the device holds (plain, or inside its ā_j).
+int64_t activation_overlap(const Chain& chain, const Residency& r, int k) {
+  return overlap(chain, k, [&](int j) { return r.plain[j] || r.saved[j]; });
+}
+int64_t gradient_overlap(const Chain& chain, const Residency& r, int k) {
+  return overlap(chain, k, [&](int j) { return r.grad[j] != 0; });
+}
+
 // Checks what op p needs (section 4 table) and returns an error, or "".
 std::string check_needs(const Chain& chain, const Residency& r, const std::vector<Op>& ops, int p) {
   const int L = chain.length();
@@ -77,6 +103,12 @@ std::string check_end(const Chain& chain, const Residency& r) {
   return "";
 }
 
+std::string carried_copy_error(const std::vector<Op>& ops, int p, int64_t shared_bytes) {
+  return op_label(ops, p) + ": a_" + std::to_string(ops[p].index) + " shares " + std::to_string(shared_bytes) +
+         " carried bytes with another activation on the device (docs/formats.md section 1.7); move it only when no "
+         "activation of its run is resident";
+}
+
 SimResult fail(SimResult r, int p, std::string error) {
   r.valid = false;
   r.error_op = p;
@@ -105,35 +137,36 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
     const int i = op.index;
     switch (op.kind) {
       case OpKind::FwdKeep:
-        resident += chain.xbar(i + 1);
+        resident += chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
         r.saved[i + 1] = 1;
         reach(resident + chain.ftmp_keep(i), p);
         time_ms += chain.uf(i);
         break;
       case OpKind::FwdCkpt:
       case OpKind::FwdDrop:
-        resident += chain.x(i + 1);
+        resident += chain.x(i + 1) - activation_overlap(chain, r, i + 1);
         r.plain[i + 1] = 1;
         reach(resident + chain.ftmp(i), p);
         time_ms += chain.uf_nograd(i);
-        if (op.kind == OpKind::FwdDrop) { resident -= chain.x(i); r.plain[i] = 0; }
+        if (op.kind == OpKind::FwdDrop) { r.plain[i] = 0; resident -= chain.x(i) - activation_overlap(chain, r, i); }
         break;
       case OpKind::Loss:
-        resident += chain.x(L);
+        resident += chain.x(L) - gradient_overlap(chain, r, L);
         r.grad[L] = 1;
         reach(resident + chain.btmp(L), p);
         time_ms += chain.ub(L);
-        if (r.plain[L]) { resident -= chain.x(L); r.plain[L] = 0; }
+        if (r.plain[L]) { r.plain[L] = 0; resident -= chain.x(L) - activation_overlap(chain, r, L); }
         break;
       case OpKind::Bwd:
-        resident += chain.x(i);
+        resident += chain.x(i) - gradient_overlap(chain, r, i);
         r.grad[i] = 1;
         reach(resident + chain.btmp(i), p);
         time_ms += chain.ub(i);
-        resident -= chain.x(i + 1) + chain.xbar(i + 1);
         r.grad[i + 1] = 0;
+        resident -= chain.x(i + 1) - gradient_overlap(chain, r, i + 1);
         r.saved[i + 1] = 0;
-        if (r.plain[i]) { resident -= chain.x(i); r.plain[i] = 0; }
+        resident -= chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
+        if (r.plain[i]) { r.plain[i] = 0; resident -= chain.x(i) - activation_overlap(chain, r, i); }
         break;
       default:
         break;
@@ -212,6 +245,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
                                 ", whose saved state ā_" + std::to_string(i + 1) + " is on the device and may hold it; " +
                                 "offload it before fwd_keep " + std::to_string(i) + " or after bwd " + std::to_string(i) +
                                 ", or move the saved state with offload_saved " + std::to_string(i + 1));
+      if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
+        return fail(out, p, carried_copy_error(ops, p, shared));
       const double start = std::max({compute_end, ready_ms[i], d2h_free});
       const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->d2h_bytes_per_s;
       d2h_free = end;
@@ -228,6 +263,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
       if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
       if (place[i] != Place::OnHost) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)");
+      if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
+        return fail(out, p, carried_copy_error(ops, p, shared));
       events.push_back({compute_end, 2 * static_cast<int64_t>(p), chain.x(i), p});
       op_start_ms[p] = compute_end;  // it allocates at issue
       const double start = std::max({compute_end, h2d_free, on_host_ms[i]});
@@ -286,7 +323,11 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     const ComputeCost cost = compute_cost(chain, op);
     wait_for(cost.reads);
     if (op.kind == OpKind::Bwd) ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
-    const int64_t add_bytes = cost.add_bytes, tmp_bytes = cost.tmp_bytes;
+    // What the new object shares with what is already there (Note [Carried bytes]).
+    const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain, r, i)
+                                 : op.kind == OpKind::Loss ? gradient_overlap(chain, r, L)
+                                                           : activation_overlap(chain, r, i + 1);
+    const int64_t add_bytes = cost.add_bytes - shared_bytes, tmp_bytes = cost.tmp_bytes;
     const double dur_ms = cost.dur_ms;
     int64_t remove_bytes = 0;
     const double start = ready;
@@ -306,18 +347,31 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         r.plain[i + 1] = 1;
         place[i + 1] = Place::Device;
         ready_ms[i + 1] = end;
-        if (op.kind == OpKind::FwdDrop) { remove_bytes += chain.x(i); r.plain[i] = 0; place[i] = Place::None; }
+        if (op.kind == OpKind::FwdDrop) {
+          r.plain[i] = 0;
+          place[i] = Place::None;
+          remove_bytes += chain.x(i) - activation_overlap(chain, r, i);
+        }
         break;
       case OpKind::Loss:
         r.grad[L] = 1;
-        if (r.plain[L]) { remove_bytes += chain.x(L); r.plain[L] = 0; place[L] = Place::None; }
+        if (r.plain[L]) {
+          r.plain[L] = 0;
+          place[L] = Place::None;
+          remove_bytes += chain.x(L) - activation_overlap(chain, r, L);
+        }
         break;
       case OpKind::Bwd:
         r.grad[i] = 1;
-        remove_bytes += chain.x(i + 1) + chain.xbar(i + 1);
         r.grad[i + 1] = 0;
+        remove_bytes += chain.x(i + 1) - gradient_overlap(chain, r, i + 1);
         r.saved[i + 1] = 0;
-        if (r.plain[i]) { remove_bytes += chain.x(i); r.plain[i] = 0; place[i] = Place::None; }
+        remove_bytes += chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
+        if (r.plain[i]) {
+          r.plain[i] = 0;
+          place[i] = Place::None;
+          remove_bytes += chain.x(i) - activation_overlap(chain, r, i);
+        }
         break;
       default:
         break;

@@ -62,6 +62,9 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
   candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
+  // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
+  // plans fit but may be slower than the recompute DP's, which counts them exactly.
+  if (with_offload && chain.carries()) candidates.push_back(solve_recompute(chain, budget_bytes, dp));
   if (with_offload && chain.link) {
     candidates.push_back(offload_all(chain, budget_bytes, dp));
     candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));

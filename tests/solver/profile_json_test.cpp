@@ -232,6 +232,35 @@ TEST(ProfileJson, KeepTmpIsOptionalAndDefaultsToFwdTmp) {
   }
 }
 
+// Note [Carried bytes]: optional, written only when positive, round-trips, and no
+// more than the stage's input or output.
+TEST(ProfileJson, CarriedBytesRoundTripAndAreBoundedByInputAndOutput) {
+  Profile p;
+  p.chain.input_bytes = 8;
+  p.chain.stages.push_back({"a", 1.0, 2.0, 16, 32, 100, 7});
+  p.chain.stages.push_back({"b", 1.0, 2.0, 24, 32, 100, 7});
+  p.chain.stages[1].carried_bytes = 16;
+  const auto j = profile_to_json(p);
+  EXPECT_FALSE(j["stages"][0].contains("carried_bytes"));
+  EXPECT_EQ(j["stages"][1]["carried_bytes"], 16);
+  const Profile back = profile_from_json(j, "p.json");
+  EXPECT_EQ(back.chain.carried(1), 0);
+  EXPECT_EQ(back.chain.carried(2), 16);
+  EXPECT_EQ(back.chain.shared(1, 2), 16);
+  EXPECT_EQ(back.chain.shared(0, 2), 0);
+  EXPECT_TRUE(back.chain.carries());
+  for (const int64_t bad : {int64_t{17}, int64_t{-1}}) {
+    auto broken = j;
+    broken["stages"][1]["carried_bytes"] = bad;
+    try {
+      profile_from_json(broken, "p.json");
+      FAIL() << "accepted carried_bytes " << bad;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("/stages/1/carried_bytes"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // ---- one test per class of bad input ----
 
 TEST(ProfileErrors, NotAnObject) {

@@ -52,6 +52,11 @@ struct RandomChainOptions {
   double max_ms = 9;
   // Give some stages a separate fwd_keep transient (memopt's extension, docs/formats.md section 9).
   bool keep_tmp = true;
+  // The chance that a stage passes part of its input through to its output (Note
+  // [Carried bytes] in solver/chain.h): c_{i+1}, a multiple of unit_bytes, up to the
+  // smaller of x_i and x_{i+1}. Drawn after everything else, so that 0 leaves the
+  // random sequence of older tests as it was.
+  double carry_probability = 0;
 };
 
 // Random chains with every knob that matters to the DP: zero-size tensors, zero
@@ -90,6 +95,16 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
   }
   chain.loss.bwd_ms = u01(rng) < 0.5 ? 0.0 : time();
   chain.loss.bwd_tmp_bytes = tmp();
+  if (o.carry_probability > 0) {
+    for (int i = 0; i < o.length; ++i) {
+      const int64_t most_units = std::min(chain.x(i), chain.x(i + 1)) / o.unit_bytes;
+      if (most_units == 0 || u01(rng) >= o.carry_probability) continue;
+      // Half of them carry the whole input, as a stage inside a residual run does.
+      const int64_t carried_units = u01(rng) < 0.5 ? most_units
+                                                   : std::uniform_int_distribution<int64_t>(1, most_units)(rng);
+      chain.stages[static_cast<size_t>(i)].carried_bytes = carried_units * o.unit_bytes;
+    }
+  }
   return chain;
 }
 

@@ -216,6 +216,7 @@ TEST(SimulateTimeline, EqualsSequentialOnRandomPersistentSchedules) {
     o.max_units = 50;
     o.integer_ms = trial % 2 == 0;  // odd trials: arbitrary real times
     o.max_ms = 30;
+    o.carry_probability = trial % 3 == 0 ? 0.6 : 0.0;  // Note [Carried bytes]
     const Chain chain = testing::random_chain(rng, o);
     const std::vector<Op> ops = testing::random_persistent_schedule(o.length, rng);
     const SimResult s = simulate_sequential(chain, ops);
@@ -420,6 +421,168 @@ TEST(SimulateTimeline, SavedStateMovesItsBytesBeyondTheOutput) {
   const SimResult plain = simulate_timeline(chain, {ckpt(0), Op{OpKind::OffloadSaved, 1}, keep(1), loss(), bwd(1), keep(0), bwd(0)});
   EXPECT_FALSE(plain.valid);  // a plain a_1 has no saved state
   EXPECT_EQ(plain.error_op, 1);
+}
+
+// Note [Carried bytes] in solver/chain.h, checked against a model that knows tensors
+// rather than the rule: every activation is a list of byte ranges of named buffers (a
+// stage's output reuses the first c_{i+1} bytes of its input's ranges and adds a
+// buffer of its own; ā adds one more; gradients the same with buffers of their own),
+// and the device holds the union of the buffers of what is resident. Replaying
+// section 4's ops on it must give the simulator's peak, op for op.
+class TensorLevelReplay {
+ public:
+  explicit TensorLevelReplay(const Chain& chain) : chain_(chain) {
+    const int L = chain.length();
+    act_.resize(L + 2);
+    grad_.resize(L + 2);
+    act_[0] = {fresh(chain.x(0))};
+    grad_[0] = {fresh(chain.x(0))};
+    for (int k = 1; k <= L; ++k) {
+      act_[k] = prefix(act_[k - 1], chain.carried(k));
+      act_[k].push_back(fresh(chain.x(k) - chain.carried(k)));
+      grad_[k] = prefix(grad_[k - 1], chain.carried(k));
+      grad_[k].push_back(fresh(chain.x(k) - chain.carried(k)));
+    }
+    saved_extra_.resize(L + 2);
+    for (int k = 1; k <= L; ++k) saved_extra_[k] = fresh(chain.xbar(k) - chain.x(k));
+  }
+
+  // The peak of a valid sequential schedule.
+  int64_t peak(const std::vector<Op>& ops) {
+    const int L = chain_.length();
+    std::vector<char> plain(L + 2, 0), saved(L + 2, 0);
+    plain[0] = 1;
+    hold(act_[0], +1);
+    int64_t peak = resident();
+    for (const Op& op : ops) {
+      const int i = op.index;
+      int64_t tmp = 0;
+      switch (op.kind) {
+        case OpKind::FwdKeep:
+          hold(act_[i + 1], +1);
+          hold({saved_extra_[i + 1]}, +1);
+          saved[i + 1] = 1;
+          tmp = chain_.ftmp_keep(i);
+          break;
+        case OpKind::FwdCkpt:
+        case OpKind::FwdDrop:
+          hold(act_[i + 1], +1);
+          plain[i + 1] = 1;
+          tmp = chain_.ftmp(i);
+          break;
+        case OpKind::Loss:
+          hold(grad_[L], +1);
+          tmp = chain_.btmp(L);
+          break;
+        case OpKind::Bwd:
+          hold(grad_[i], +1);
+          tmp = chain_.btmp(i);
+          break;
+        default:
+          break;
+      }
+      peak = std::max(peak, resident() + tmp);
+      if (op.kind == OpKind::FwdDrop) { hold(act_[i], -1); plain[i] = 0; }
+      if (op.kind == OpKind::Loss && plain[L]) { hold(act_[L], -1); plain[L] = 0; }
+      if (op.kind == OpKind::Bwd) {
+        hold(grad_[i + 1], -1);
+        hold(act_[i + 1], -1);
+        hold({saved_extra_[i + 1]}, -1);
+        saved[i + 1] = 0;
+        if (plain[i]) { hold(act_[i], -1); plain[i] = 0; }
+      }
+    }
+    return peak;
+  }
+
+ private:
+  struct Range { int buffer; int64_t bytes; };  // the first `bytes` of a buffer
+  Range fresh(int64_t bytes) {
+    sizes_.push_back(bytes);
+    return {static_cast<int>(sizes_.size()) - 1, bytes};
+  }
+  static std::vector<Range> prefix(const std::vector<Range>& of, int64_t bytes) {
+    std::vector<Range> out;
+    for (const Range& r : of) {
+      if (bytes <= 0) break;
+      out.push_back({r.buffer, std::min(r.bytes, bytes)});
+      bytes -= r.bytes;
+    }
+    return out;
+  }
+  // A buffer is on the device while anything resident refers to any of its bytes;
+  // prefixes of one buffer are ranges of the same allocation, so the whole of what
+  // its holders use -- their longest range -- counts.
+  void hold(const std::vector<Range>& ranges, int delta) {
+    for (const Range& r : ranges) {
+      if (r.bytes == 0) continue;
+      held_.push_back({r.buffer, r.bytes, delta});
+    }
+  }
+  int64_t resident() const {
+    std::vector<std::vector<int64_t>> live(sizes_.size());
+    for (const auto& h : held_) {
+      auto& v = live[static_cast<size_t>(h.buffer)];
+      if (h.delta > 0) v.push_back(h.bytes);
+      else v.erase(std::find(v.begin(), v.end(), h.bytes));
+    }
+    int64_t total = 0;
+    for (const auto& v : live)
+      if (!v.empty()) total += *std::max_element(v.begin(), v.end());
+    return total;
+  }
+
+  struct Held { int buffer; int64_t bytes; int delta; };
+  const Chain& chain_;
+  std::vector<std::vector<Range>> act_, grad_;
+  std::vector<Range> saved_extra_;
+  std::vector<int64_t> sizes_;
+  std::vector<Held> held_;
+};
+
+TEST(SimulateSequential, CountsCarriedBytesOnceAsTensorsDo) {
+  std::mt19937_64 rng(606);
+  int num_checked = 0, num_below_twice = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 1 + trial % 7;
+    o.unit_bytes = 1 + static_cast<int64_t>(rng() % 100);
+    o.max_units = 12;
+    o.carry_probability = 0.8;
+    const Chain chain = testing::random_chain(rng, o);
+    Chain counted_twice = chain;
+    for (Stage& st : counted_twice.stages) st.carried_bytes = 0;
+    for (int k = 0; k < 5; ++k) {
+      const std::vector<Op> ops = testing::random_persistent_schedule(o.length, rng);
+      const SimResult sim = simulate_sequential(chain, ops);
+      ASSERT_TRUE(sim.valid) << sim.error;
+      TensorLevelReplay replay(chain);
+      EXPECT_EQ(sim.peak_bytes, replay.peak(ops)) << "trial " << trial << ", schedule " << k;
+      const SimResult twice = simulate_sequential(counted_twice, ops);
+      EXPECT_LE(sim.peak_bytes, twice.peak_bytes);
+      if (sim.peak_bytes < twice.peak_bytes) ++num_below_twice;
+      ++num_checked;
+    }
+  }
+  EXPECT_EQ(num_checked, 7500);
+  EXPECT_GT(num_below_twice, 2000);
+}
+
+// An activation that shares carried bytes with another one on the device cannot move:
+// the neighbour keeps those bytes, and a copy brought back would not be its tensor.
+TEST(SimulateTimeline, RefusesToMoveAnActivationThatSharesCarriedBytes) {
+  Chain chain = testing::homogeneous_chain(3, 1.0, 2.0, 100, 300);
+  chain.stages[1].carried_bytes = 60;  // a_2 holds a_1's first 60 bytes
+  chain.link = Link{1e6, 1e6};
+  const SimResult shared = simulate_timeline(chain, {ckpt(0), ckpt(1), offload(1), keep(2), loss(), bwd(2)});
+  EXPECT_FALSE(shared.valid);
+  EXPECT_EQ(shared.error_op, 2);
+  EXPECT_NE(shared.error.find("shares 60 carried bytes"), std::string::npos) << shared.error;
+  // With a_2 gone (fwd_drop 1), a_1 -> a_2 -> nothing shared with a_0: a_2 may move.
+  const std::vector<Op> alone = {ckpt(0), drop(1), offload(2), prefetch(2), keep(2), loss(), bwd(2),
+                                 ckpt(0), keep(1), bwd(1), keep(0), bwd(0)};
+  const SimResult moved = simulate_timeline(chain, alone);
+  EXPECT_TRUE(moved.valid) << moved.error;
 }
 
 }  // namespace
