@@ -56,6 +56,11 @@ class Tape {
   using Id = int;    // a value
   using Grad = int;  // a gradient's storage, during the backward
   static constexpr Id kInput = -1;  // the stage's input: exists before and after
+  // At operator granularity (Note [Operator stages] in gpt2/stages.h) the residual
+  // stream x beside the input of an attn.c_proj or mlp.c_proj stage: it exists
+  // before, and its gradient is the incoming one, which the residual add passes on
+  // (the caller hands it over, so it is never copied).
+  static constexpr Id kResidual = -3;
 
   // What a node's backward sees: its incoming gradients and the tape to allocate on.
   class Step {
@@ -110,7 +115,7 @@ class Tape {
   // A kernel's private buffer, allocated and freed inside one op.
   void scratch(int64_t bytes) { peak_bytes_ = std::max(peak_bytes_, live_bytes_ + bytes); }
   void drop(Id id) {
-    if (id == kInput) return;
+    if (id == kInput || id == kResidual) return;
     Value& v = values_.at(static_cast<size_t>(id));
     if (!v.alive) throw std::logic_error("analytic tape: value dropped twice");
     v.alive = false;
@@ -168,7 +173,7 @@ class Tape {
   static constexpr int kNoStorage = -1;
   // Where a value's gradient goes: a node's output slot, or the stage input's
   // AccumulateGrad (kToInput). kNone: nothing needs it.
-  static constexpr int kNone = -1, kToInput = -2;
+  static constexpr int kNone = -1, kToInput = -2, kToResidual = -3;
   struct Edge {
     int node = kNone;
     int slot = 0;
@@ -208,12 +213,22 @@ class Tape {
     values_.push_back({storage, {}, true});
     return static_cast<Id>(values_.size()) - 1;
   }
-  int storage_of(Id id) const { return id == kInput ? kNoStorage : values_.at(static_cast<size_t>(id)).storage; }
-  Edge grad_fn(Id id) const { return id == kInput ? Edge{kToInput, 0} : values_.at(static_cast<size_t>(id)).grad_fn; }
+  int storage_of(Id id) const {
+    return id == kInput || id == kResidual ? kNoStorage : values_.at(static_cast<size_t>(id)).storage;
+  }
+  Edge grad_fn(Id id) const {
+    if (id == kInput) return Edge{kToInput, 0};
+    if (id == kResidual) return Edge{kToResidual, 0};
+    return values_.at(static_cast<size_t>(id)).grad_fn;
+  }
 
   // Step 3 of Note [Backward replay]; the gradient's reference moves into the buffer.
   void deliver(Edge to, Grad g) {
     if (to.node == kNone) throw std::logic_error("analytic tape: a gradient for a value that needs none");
+    if (to.node == kToResidual) {  // part of d_i from here on; Tape::kResidual says why it is not copied
+      residual_grads_.push_back(g);
+      return;
+    }
     Grad& slot = to.node == kToInput ? input_grad_
                                      : buffers_.at(static_cast<size_t>(to.node)).at(static_cast<size_t>(to.slot));
     if (slot == kNoStorage) {
@@ -248,6 +263,7 @@ class Tape {
   std::vector<Node> nodes_;
   std::vector<std::vector<Grad>> buffers_;
   Grad input_grad_ = kNoStorage;
+  std::vector<Grad> residual_grads_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 
@@ -447,14 +463,15 @@ class Gpt2Ops {
     t.node({in}, {out}, {out}, [bytes](Step& s) { s.give(0, s.make(bytes)); });
   }
 
-  Id attention_half(Id x) {
-    const Id h = layer_norm(x);
-    const Id qkv = linear(h, C, 3 * C, true);
-    t.drop(h);
+  // The QKV projection, its own stage at operator granularity.
+  Id attention_qkv(Id h) { return linear(h, C, 3 * C, true); }
+
+  // From c_attn's output to the merged heads' (B, T, C) output, ready for c_proj.
+  Id attention_core(Id qkv) {
     const bool flash = c.attention == gpt2::Attention::Sdpa && c.attn_pdrop == 0.0;
     // split: three views; its backward concatenates their gradients into a new (B, T, 3C).
     const Id parts[3] = {t.view(qkv), t.view(qkv), t.view(qkv)};
-    const int64_t qkv_bytes = t.bytes(qkv);
+    const int64_t qkv_bytes = kFloatBytes * N * 3 * C;
     t.node({qkv}, {parts[0], parts[1], parts[2]}, {}, [qkv_bytes](Step& s) {
       s.give(0, s.make(qkv_bytes));
     });
@@ -510,13 +527,25 @@ class Gpt2Ops {
       t.node({y}, {yc}, {}, pass_through);
       t.drop(y);
     }
-    const Id proj = linear(yc, C, C, true);
-    t.drop(yc);
+    return yc;
+  }
+
+  // c_proj, its dropout and the residual add: the end of either half.
+  Id projection_residual(Id in, int64_t in_features, Id x) {
+    const Id proj = linear(in, in_features, C, true);
+    t.drop(in);
     const Id r = dropout(proj, N * C, c.resid_pdrop);
     if (r != proj) t.drop(proj);
     const Id out = residual_add(x, r);
     t.drop(r);
     return out;
+  }
+
+  Id attention_half(Id x) {
+    const Id h = layer_norm(x);
+    const Id qkv = attention_qkv(h);
+    t.drop(h);
+    return projection_residual(attention_core(qkv), C, x);
   }
 
   // Note [Flash attention backward on CPU]
@@ -591,18 +620,15 @@ class Gpt2Ops {
     return y;
   }
 
-  Id mlp_half(Id x) {
-    const Id h = layer_norm(x);
-    const bool fused = c.kernels == gpt2::Kernels::Memopt;
-    // Kernels::Memopt: the bias-free linear, whose output the fused bias + GELU saves
-    // (and the bias); its backward allocates the input's gradient, then the bias'.
-    // Aten: the linear with its bias, then tanh-GELU, which saves its input -- the
-    // same bytes -- and whose backward allocates the input's gradient.
-    const Id fc = linear(h, C, 4 * C, !fused);
-    t.drop(h);
+  // c_fc: with Kernels::Memopt the bias-free linear, whose output the fused bias +
+  // GELU saves (and the bias); its backward allocates the input's gradient, then the
+  // bias'. Aten: the linear with its bias, then tanh-GELU, which saves its input -- the
+  // same bytes -- and whose backward allocates the input's gradient.
+  Id mlp_fc(Id h) { return linear(h, C, 4 * C, c.kernels != gpt2::Kernels::Memopt); }
+  Id mlp_gelu(Id fc) {
     const Id g = t.make(kFloatBytes * N * 4 * C);
     const int64_t nc4 = N * 4 * C, c4 = 4 * C;
-    if (fused) {
+    if (c.kernels == gpt2::Kernels::Memopt) {
       t.node({fc}, {g}, {fc}, [nc4, c4](Step& s) {
         const Grad dh = s.make(kFloatBytes * nc4);
         s.give_param(s.make(kFloatBytes * c4));
@@ -612,13 +638,14 @@ class Gpt2Ops {
       t.node({fc}, {g}, {fc}, [nc4](Step& s) { s.give(0, s.make(kFloatBytes * nc4)); });
     }
     t.drop(fc);
-    const Id proj = linear(g, 4 * C, C, true);
-    t.drop(g);
-    const Id r = dropout(proj, N * C, c.resid_pdrop);
-    if (r != proj) t.drop(proj);
-    const Id out = residual_add(x, r);
-    t.drop(r);
-    return out;
+    return g;
+  }
+
+  Id mlp_half(Id x) {
+    const Id h = layer_norm(x);
+    const Id fc = mlp_fc(h);
+    t.drop(h);
+    return projection_residual(mlp_gelu(fc), 4 * C, x);
   }
 
   Id block(Id x) {
@@ -690,17 +717,27 @@ class Gpt2Ops {
   const int64_t N, C, H, T, V, BH, BHTT;
 };
 
-enum class StageKind { Embed, Block, AttentionHalf, MlpHalf, Head };
-
-AnalyticStage replay(StageKind kind, const std::string& name, const gpt2::Gpt2Config& c,
+// One stage of stage_layout() replayed. input_bytes is x_i, the whole of a_i.
+AnalyticStage replay(const StageLayout& stage, int64_t input_bytes, const gpt2::Gpt2Config& c,
                      const gpt2::Gpt2Workload& w, int threads) {
+  const int64_t C = c.n_embd;
   auto run = [&](Tape& tape) {
     Gpt2Ops ops(tape, c, w, threads);
-    switch (kind) {
+    switch (stage.kind) {
       case StageKind::Embed: return ops.embed();
       case StageKind::Block: return ops.block(Tape::kInput);
       case StageKind::AttentionHalf: return ops.attention_half(Tape::kInput);
       case StageKind::MlpHalf: return ops.mlp_half(Tape::kInput);
+      // Note [Operator stages]: the tape's input is the operator's own input; the
+      // residual beside it is not on the tape, except where the add reads it.
+      case StageKind::Ln1:
+      case StageKind::Ln2: return ops.layer_norm(Tape::kInput);
+      case StageKind::AttentionQkv: return ops.attention_qkv(Tape::kInput);
+      case StageKind::AttentionCore: return ops.attention_core(Tape::kInput);
+      case StageKind::AttentionProj: return ops.projection_residual(Tape::kInput, C, Tape::kResidual);
+      case StageKind::MlpFc: return ops.mlp_fc(Tape::kInput);
+      case StageKind::MlpGelu: return ops.mlp_gelu(Tape::kInput);
+      case StageKind::MlpProj: return ops.projection_residual(Tape::kInput, 4 * C, Tape::kResidual);
       case StageKind::Head: return ops.head(Tape::kInput);
     }
     return Tape::kInput;
@@ -709,16 +746,17 @@ AnalyticStage replay(StageKind kind, const std::string& name, const gpt2::Gpt2Co
   const Tape::Id out = run(grad);
   run(nograd);
   AnalyticStage s;
-  s.name = name;
-  s.out_bytes = grad.bytes(out);
-  s.saved_bytes = grad.live_bytes();
+  s.name = stage.name;
+  // The residual passed through is part of the output, and of ā_{i+1} with it.
+  s.carried_bytes = carries_residual(stage.kind) ? kFloatBytes * w.batch * w.seq_len * C : 0;
+  s.out_bytes = grad.bytes(out) + s.carried_bytes;
+  s.saved_bytes = grad.live_bytes() + s.carried_bytes;
   s.fwd_tmp_grad_bytes = grad.peak_bytes() - grad.live_bytes();
   s.fwd_tmp_nograd_bytes = nograd.peak_bytes() - nograd.live_bytes();
-  // Note [Stage byte accounting] in profiler.h: the peak less x_i, even for the token
-  // ids, which get no gradient; clamped at 0.
-  const int64_t input_bytes =
-      kind == StageKind::Embed ? gpt2_analytic_input_bytes(w) : kFloatBytes * w.batch * w.seq_len * c.n_embd;
-  s.bwd_tmp_bytes = std::max<int64_t>(0, grad.backward_peak(out) - input_bytes);
+  // Note [Stage byte accounting] in profiler.h: the peak less the new part of d_i --
+  // x_i, even for the token ids, which get no gradient, less the residual gradient it
+  // shares with d_{i+1} (docs/formats.md section 1.7) -- clamped at 0.
+  s.bwd_tmp_bytes = std::max<int64_t>(0, grad.backward_peak(out) - (input_bytes - s.carried_bytes));
   return s;
 }
 
@@ -728,17 +766,11 @@ std::vector<AnalyticStage> gpt2_analytic_stages(const gpt2::Gpt2Config& c, const
                                                 int threads) {
   if (std::string e = gpt2::validate(c, w); !e.empty()) throw std::invalid_argument("gpt2: " + e);
   std::vector<AnalyticStage> stages;
-  stages.push_back(replay(StageKind::Embed, "embed", c, w, threads));
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    const std::string name = "h." + std::to_string(i);
-    if (c.granularity == gpt2::Granularity::Block) {
-      stages.push_back(replay(StageKind::Block, name, c, w, threads));
-    } else {
-      stages.push_back(replay(StageKind::AttentionHalf, name + ".attn", c, w, threads));
-      stages.push_back(replay(StageKind::MlpHalf, name + ".mlp", c, w, threads));
-    }
+  int64_t input_bytes = gpt2_analytic_input_bytes(w);
+  for (const StageLayout& stage : stage_layout(c)) {
+    stages.push_back(replay(stage, input_bytes, c, w, threads));
+    input_bytes = stages.back().out_bytes;
   }
-  stages.push_back(replay(StageKind::Head, "head", c, w, threads));
   return stages;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpt2/config.h"
+#include "gpt2/stages.h"
 
 namespace memopt::gpt2 {
 
@@ -26,9 +27,12 @@ struct AnalyticStage {
   // clamped at 0. The peak includes the input gradient d_i once it exists and the
   // parameters' transient gradients before AccumulateGrad adds them into .grad.
   int64_t bwd_tmp_bytes = 0;
+  // The residual stream passed through beside the output (Note [Operator stages] in
+  // gpt2/stages.h), counted in out_bytes and saved_bytes.
+  int64_t carried_bytes = 0;
 };
 
-// Stage by stage as model::stage_gpt2 cuts the model, in training mode (dropout
+// Stage by stage as stage_layout() (gpt2/stages.h) cuts the model, in training mode (dropout
 // as configured), float32. `threads` matters only to per-thread kernel scratch: the
 // CPU flash-attention kernels' (sdpa without dropout) and LayerNorm's backward buffer.
 // bwd_tmp_bytes is exact for one thread, as the profiler runs by default.

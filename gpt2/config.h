@@ -18,6 +18,7 @@ namespace memopt::gpt2 {
 enum class Granularity {
   Block,     // embed, one stage per transformer block, head (ln_f + lm_head + loss)
   Sublayer,  // embed, attention and MLP half-blocks as separate stages, head
+  Op,        // embed, eight operator stages per block (Note [Operator stages] in gpt2/stages.h), head
 };
 
 enum class Attention {
@@ -70,6 +71,7 @@ struct GranularityInfo { Granularity value; const char* word; const char* meanin
 inline constexpr GranularityInfo kGranularities[] = {
     {Granularity::Block, "block", "one stage per transformer block"},
     {Granularity::Sublayer, "sublayer", "attention and MLP half-blocks as separate stages"},
+    {Granularity::Op, "op", "eight operator stages per block, the residual stream carried beside them"},
 };
 struct AttentionInfo { Attention value; const char* word; const char* meaning; };
 inline constexpr AttentionInfo kAttentions[] = {

@@ -3,7 +3,6 @@
 #include "gpt2/estimate.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include "gpt2/analytic.h"
@@ -13,21 +12,7 @@ namespace {
 
 constexpr int64_t kFp32 = 4;
 
-enum class Kind { Embed, Block, AttentionHalf, MlpHalf, Head };
-
-std::vector<Kind> stage_kinds(const gpt2::Gpt2Config& c) {
-  std::vector<Kind> kinds{Kind::Embed};
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    if (c.granularity == gpt2::Granularity::Block) {
-      kinds.push_back(Kind::Block);
-    } else {
-      kinds.push_back(Kind::AttentionHalf);
-      kinds.push_back(Kind::MlpHalf);
-    }
-  }
-  kinds.push_back(Kind::Head);
-  return kinds;
-}
+using Kind = StageKind;
 
 // Note [GPU attention]
 gpt2::Gpt2Config gpu_config(gpt2::Gpt2Config c) {
@@ -55,6 +40,14 @@ int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s)
     case Kind::Block: return attention + mlp;
     case Kind::AttentionHalf: return attention;
     case Kind::MlpHalf: return mlp;
+    case Kind::Ln1:
+    case Kind::Ln2: return ln_stats;
+    case Kind::AttentionCore: return attention - ln_stats - resid_mask;
+    case Kind::AttentionProj:
+    case Kind::MlpProj: return resid_mask;
+    case Kind::AttentionQkv:
+    case Kind::MlpFc:
+    case Kind::MlpGelu: return 0;
     case Kind::Head:
       // Chunked: the log-sum-exp and the row count, fp32 in the kernel.
       if (c.loss == gpt2::Loss::Chunked) return ln_stats + s.N * kFp32 + kFp32;
@@ -116,12 +109,10 @@ class OpList {
     elementwise("+ wpe", NC() + static_cast<double>(s.T * s.C), NC());
     dropout("embedding dropout", NC(), c.embd_pdrop);
   }
-  void attention_half(const gpt2::Gpt2Config& c) {
+  void attention_core(const gpt2::Gpt2Config& c) {
     const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), T = static_cast<double>(s.T);
     const double BH = static_cast<double>(s.BHTT) / (T * T), D = C / static_cast<double>(s.H);
     const double BHTT = static_cast<double>(s.BHTT);
-    layer_norm("ln_1");
-    matmul("c_attn", N, C, 3 * C);
     if (c.attention == gpt2::Attention::Explicit) {
       elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
       matmul("q @ k^T", T, D, T, BH, false);
@@ -136,18 +127,33 @@ class OpList {
       ops.push_back({"flash attention", 2 * BH * T * T * D, d * 4 * NC() + 4.0 * N * static_cast<double>(s.H), true});
     }
     elementwise("merge heads", NC(), NC());
-    matmul("attn c_proj", N, C, C);
+  }
+  // c_proj from in_features, its dropout and the residual add.
+  void projection_residual(const char* name, double in_features, const gpt2::Gpt2Config& c) {
+    matmul(name, static_cast<double>(s.N), in_features, static_cast<double>(s.C));
     dropout("residual dropout", NC(), c.resid_pdrop);
     elementwise("residual add", 2 * NC(), NC());
   }
+  void attention_qkv() {
+    const double C = static_cast<double>(s.C);
+    matmul("c_attn", static_cast<double>(s.N), C, 3 * C);
+  }
+  void mlp_fc() {
+    const double C = static_cast<double>(s.C);
+    matmul("c_fc", static_cast<double>(s.N), C, 4 * C);
+  }
+  void gelu() { elementwise("gelu", 4 * NC(), 4 * NC()); }
+  void attention_half(const gpt2::Gpt2Config& c) {
+    layer_norm("ln_1");
+    attention_qkv();
+    attention_core(c);
+    projection_residual("attn c_proj", static_cast<double>(s.C), c);
+  }
   void mlp_half(const gpt2::Gpt2Config& c) {
-    const double N = static_cast<double>(s.N), C = static_cast<double>(s.C);
     layer_norm("ln_2");
-    matmul("c_fc", N, C, 4 * C);
-    elementwise("gelu", 4 * NC(), 4 * NC());
-    matmul("mlp c_proj", N, 4 * C, C);
-    dropout("residual dropout", NC(), c.resid_pdrop);
-    elementwise("residual add", 2 * NC(), NC());
+    mlp_fc();
+    gelu();
+    projection_residual("mlp c_proj", 4.0 * static_cast<double>(s.C), c);
   }
   void head(const gpt2::Gpt2Config& c) {
     const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), V = static_cast<double>(s.V);
@@ -189,11 +195,11 @@ std::vector<StageBytes> gpt2_stage_bytes(const gpt2::Gpt2Config& config, const g
   const Shapes s(c, workload);
   const int64_t d = info(dtype).bytes;
   const std::vector<AnalyticStage> analytic = gpt2_analytic_stages(c, workload);
-  const std::vector<Kind> kinds = stage_kinds(c);
+  const std::vector<StageLayout> layout = stage_layout(c);
   std::vector<StageBytes> out;
   for (size_t i = 0; i < analytic.size(); ++i) {
     const AnalyticStage& a = analytic[i];
-    const Kind kind = kinds.at(i);
+    const Kind kind = layout.at(i).kind;
     const bool head = kind == Kind::Head;
     StageBytes b;
     b.name = a.name;
@@ -203,6 +209,7 @@ std::vector<StageBytes> gpt2_stage_bytes(const gpt2::Gpt2Config& config, const g
     const FixedTransients fixed = fixed_transient_bytes(kind, c, s);
     b.fwd_tmp_nograd_bytes = scale(a.fwd_tmp_nograd_bytes, fixed.fwd_nograd_bytes, d);
     b.bwd_tmp_bytes = scale(a.bwd_tmp_bytes, fixed.bwd_bytes, d);
+    b.carried_bytes = scale(a.carried_bytes, 0, d);
     out.push_back(b);
   }
   return out;
@@ -237,13 +244,21 @@ std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& conf
   const gpt2::Gpt2Config c = gpu_config(config);
   const Shapes s(c, workload);
   std::vector<std::vector<RooflineOp>> out;
-  for (const Kind kind : stage_kinds(c)) {
+  for (const StageLayout& stage : stage_layout(c)) {
     OpList l(s, info(dtype).bytes);
-    switch (kind) {
+    switch (stage.kind) {
       case Kind::Embed: l.embed(c); break;
       case Kind::Block: l.attention_half(c); l.mlp_half(c); break;
       case Kind::AttentionHalf: l.attention_half(c); break;
       case Kind::MlpHalf: l.mlp_half(c); break;
+      case Kind::Ln1: l.layer_norm("ln_1"); break;
+      case Kind::AttentionQkv: l.attention_qkv(); break;
+      case Kind::AttentionCore: l.attention_core(c); break;
+      case Kind::AttentionProj: l.projection_residual("attn c_proj", static_cast<double>(s.C), c); break;
+      case Kind::Ln2: l.layer_norm("ln_2"); break;
+      case Kind::MlpFc: l.mlp_fc(); break;
+      case Kind::MlpGelu: l.gelu(); break;
+      case Kind::MlpProj: l.projection_residual("mlp c_proj", 4.0 * static_cast<double>(s.C), c); break;
       case Kind::Head: l.head(c); break;
     }
     out.push_back(std::move(l.ops));
@@ -262,6 +277,7 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
   Estimate est;
   est.bytes = gpt2_stage_bytes(o.config, o.workload, o.dtype);
   const auto ops = gpt2_stage_ops(o.config, o.workload, o.dtype);
+  const std::vector<StageLayout> layout = stage_layout(o.config);
   solver::Chain& chain = est.profile.chain;
   chain.input_bytes = gpt2_analytic_input_bytes(o.workload);
   for (size_t i = 0; i < est.bytes.size(); ++i) {
@@ -284,22 +300,12 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
     st.fwd_tmp_bytes = std::max(b.fwd_tmp_grad_bytes, b.fwd_tmp_nograd_bytes);
     st.fwd_keep_tmp_bytes = b.fwd_tmp_grad_bytes;
     st.bwd_tmp_bytes = b.bwd_tmp_bytes;
-    // fp32 parameters per stage (Note [Parameter homes]), as stage_gpt2 lays them out;
-    // the head reads the tied wte, homed at embed.
-    {
-      const int64_t C = o.config.n_embd, V = o.config.vocab_size, T_max = o.config.n_positions;
-      const auto ends = [&](const char* suffix) { return b.name.size() >= std::strlen(suffix) &&
-                                                         b.name.compare(b.name.size() - std::strlen(suffix), std::string::npos, suffix) == 0; };
-      int64_t n = 0;
-      if (b.name == "embed") n = (V + T_max) * C;
-      else if (b.name == "head") {
-        n = 2 * C;
-        st.param_reads = {{0, kFp32 * V * C}};
-      } else if (ends(".attn")) n = 4 * C * C + 6 * C;
-      else if (ends(".mlp")) n = 8 * C * C + 7 * C;
-      else n = 12 * C * C + 13 * C;
-      st.param_bytes = kFp32 * n;
-    }
+    st.carried_bytes = b.carried_bytes;
+    st.role = stage_role(layout.at(i).kind);
+    // fp32 parameters per stage (Note [Parameter homes]); the head reads the tied wte,
+    // homed at embed.
+    st.param_bytes = kFp32 * home_parameter_count(layout.at(i).kind, o.config);
+    if (layout.at(i).kind == Kind::Head) st.param_reads = {{0, kFp32 * o.config.vocab_size * o.config.n_embd}};
     chain.stages.push_back(st);
     est.fwd_flop.push_back(flop);
     est.fwd_bytes_moved.push_back(moved);

@@ -57,6 +57,7 @@ struct StageBytes {
   int64_t fwd_tmp_grad_bytes = 0;    // above input + saved, under autograd (fwd_keep)
   int64_t fwd_tmp_nograd_bytes = 0;  // above input + output, without grad (fwd_ckpt/drop)
   int64_t bwd_tmp_bytes = 0;         // the backward's, above input + saved + seed, less d_i
+  int64_t carried_bytes = 0;         // the residual passed through (Note [Operator stages])
 };
 
 // gpt2_analytic_stages rescaled per Note [Activation dtype]; for fp32 and explicit

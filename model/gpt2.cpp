@@ -181,6 +181,11 @@ at::Tensor Gpt2Impl::logits(const at::Tensor& ids) {
 
 StagedModel stage_gpt2(Gpt2 model) {
   Gpt2Impl* m = model.get();  // kept alive by the StagedModel's owner
+  if (m->config().granularity == gpt2::Granularity::Op)
+    throw std::invalid_argument(
+        "gpt2: --granularity op is modeled (memopt estimate) but not yet run: its stages pass the residual stream "
+        "beside their outputs, which the runtime's one-tensor stages cannot; profile and run with --granularity "
+        "block or sublayer");
   std::vector<Stage> stages;
   stages.push_back({"embed", [m](const at::Tensor& ids, const Batch&) { return m->embed(ids); },
                     {m->wte->weight, m->wpe->weight}});

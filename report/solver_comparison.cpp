@@ -15,6 +15,11 @@ const char* outcome_word(Outcome outcome) {
 
 SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
   SolveAttempt a;
+  if (std::string why = solver_needs(options.solver, chain); !why.empty()) {
+    a.outcome = options.solver == SolverKind::OffloadAll ? Outcome::NeedsLink : Outcome::NeedsRoles;
+    a.error = why;
+    return a;
+  }
   try {
     a.schedule = solve(chain, options);
     a.outcome = Outcome::Fits;
@@ -23,10 +28,6 @@ SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
     a.error = e.what();
   } catch (const ProblemTooLarge&) {
     throw;
-  } catch (const std::invalid_argument& e) {
-    // Once the chain and the budget are valid, what solve refuses is offloading without a link.
-    a.outcome = Outcome::NeedsLink;
-    a.error = e.what();
   } catch (const std::logic_error&) {
     throw;  // a bug, never an answer
   } catch (const std::runtime_error& e) {

@@ -18,6 +18,7 @@ enum class Outcome {
   Infeasible,  // no plan of this solver fits the budget
   NeedsLink,   // the solver offloads and the chain has no link bandwidth
   OverBudget,  // the solver's plan exceeds the budget (rotor-compat's recurrence)
+  NeedsRoles,  // selective or pointwise on a chain with no stage of their role
 };
 struct OutcomeInfo { Outcome value; const char* word; };  // the word is tradeoff.json's "status"
 inline constexpr OutcomeInfo kOutcomes[] = {
@@ -25,6 +26,7 @@ inline constexpr OutcomeInfo kOutcomes[] = {
     {Outcome::Infeasible, "infeasible"},
     {Outcome::NeedsLink, "needs-link"},
     {Outcome::OverBudget, "over-budget"},
+    {Outcome::NeedsRoles, "needs-roles"},
 };
 const char* outcome_word(Outcome outcome);
 

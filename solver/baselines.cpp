@@ -1,4 +1,5 @@
-// baselines.cpp: store_all, recompute_blocks, sqrt and recompute_all as decisions
+// baselines.cpp: store_all, recompute_blocks, sqrt, recompute_all, selective and
+// pointwise as decisions
 // over the same persistent recursion the DP uses, so they emit ops the same way.
 #include "solver/baselines.h"
 
@@ -30,7 +31,32 @@ std::vector<Op> segmented_ops(const Chain& chain, int segment) {
   });
 }
 
+// Keeps every stage but those of `role`, each recomputed once right before its
+// backward from its input, which the kept stage before it holds.
+std::optional<std::vector<Op>> recompute_role_ops(const Chain& chain, StageRole role) {
+  const auto has_role = [&](int i) { return i < chain.length() && chain.stages[static_cast<size_t>(i)].role == role; };
+  bool any = false;
+  for (int i = 0; i < chain.length(); ++i) any = any || has_role(i);
+  if (!any) return std::nullopt;
+  return emit_persistent(chain, [&](int s, int, int64_t) -> Decision {
+    if (has_role(s)) return {false, s + 1};
+    return {true, -1};
+  });
+}
+
+std::optional<std::vector<Op>> if_some_fits(const Chain& chain, std::optional<std::vector<Op>> ops, int64_t budget_bytes) {
+  if (!ops) return std::nullopt;
+  return if_fits(chain, std::move(*ops), budget_bytes);
+}
+
 }  // namespace
+
+std::optional<std::vector<Op>> selective_ops(const Chain& chain) {
+  return recompute_role_ops(chain, StageRole::AttentionCore);
+}
+std::optional<std::vector<Op>> pointwise_ops(const Chain& chain) {
+  return recompute_role_ops(chain, StageRole::Pointwise);
+}
 
 std::vector<Op> store_all_ops(const Chain& chain) {
   return emit_persistent(chain, [](int, int, int64_t) { return Decision{true, -1}; });
@@ -61,6 +87,12 @@ std::optional<std::vector<Op>> sqrt_segments(const Chain& c, int64_t budget_byte
 }
 std::optional<std::vector<Op>> recompute_all(const Chain& c, int64_t budget_bytes, const DpOptions&) {
   return if_fits(c, recompute_all_ops(c), budget_bytes);
+}
+std::optional<std::vector<Op>> selective(const Chain& c, int64_t budget_bytes, const DpOptions&) {
+  return if_some_fits(c, selective_ops(c), budget_bytes);
+}
+std::optional<std::vector<Op>> pointwise(const Chain& c, int64_t budget_bytes, const DpOptions&) {
+  return if_some_fits(c, pointwise_ops(c), budget_bytes);
 }
 
 }  // namespace memopt::solver

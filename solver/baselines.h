@@ -17,11 +17,19 @@ std::optional<std::vector<Op>> store_all(const Chain&, int64_t budget_bytes, con
 std::optional<std::vector<Op>> recompute_blocks(const Chain&, int64_t budget_bytes, const DpOptions& = {});
 std::optional<std::vector<Op>> sqrt_segments(const Chain&, int64_t budget_bytes, const DpOptions& = {});
 std::optional<std::vector<Op>> recompute_all(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+// Megatron-LM's selective recomputation (Korthikanti et al. 2022): recompute every
+// stage whose role is attention_core, keep the rest. Pointwise (PyTorch's selective
+// checkpointing of elementwise ops): recompute every pointwise stage, keep the rest.
+// Both nullopt, whatever the budget, when no stage has the role.
+std::optional<std::vector<Op>> selective(const Chain&, int64_t budget_bytes, const DpOptions& = {});
+std::optional<std::vector<Op>> pointwise(const Chain&, int64_t budget_bytes, const DpOptions& = {});
 
 // The ops of each strategy regardless of any budget.
 std::vector<Op> store_all_ops(const Chain&);
 std::vector<Op> recompute_blocks_ops(const Chain&);
 std::vector<Op> sqrt_ops(const Chain&);
 std::vector<Op> recompute_all_ops(const Chain&);
+std::optional<std::vector<Op>> selective_ops(const Chain&);  // nullopt: no attention_core stage
+std::optional<std::vector<Op>> pointwise_ops(const Chain&);  // nullopt: no pointwise stage
 
 }  // namespace memopt::solver

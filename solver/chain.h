@@ -10,6 +10,16 @@
 
 namespace memopt::solver {
 
+// What a stage computes, for the baselines that recompute by kind (docs/formats.md
+// section 7.1); the simulators and the DPs ignore it. One table: value, JSON word.
+enum class StageRole { Other, AttentionCore, Pointwise };
+struct StageRoleInfo { StageRole value; const char* word; const char* meaning; };
+inline constexpr StageRoleInfo kStageRoles[] = {
+    {StageRole::Other, "other", "anything else (the default)"},
+    {StageRole::AttentionCore, "attention_core", "an attention's scores, softmax, dropout and product with V"},
+    {StageRole::Pointwise, "pointwise", "elementwise only: a layer norm, an activation, a dropout"},
+};
+
 struct Stage {
   std::string name;
   double fwd_ms = 0;            // uf_i
@@ -39,6 +49,7 @@ struct Stage {
   // shares its first carried_bytes with d_{i+1}. 0 (the default, and every file
   // without the field): the output is all new.
   int64_t carried_bytes = 0;
+  StageRole role = StageRole::Other;
 };
 
 // Note [Carried bytes]

@@ -43,6 +43,8 @@ SolverFn solver_fn(SolverKind kind) {
     case SolverKind::Sqrt: return sqrt_segments;
     case SolverKind::RecomputeBlocks: return recompute_blocks;
     case SolverKind::RecomputeAll: return recompute_all;
+    case SolverKind::Selective: return selective;
+    case SolverKind::Pointwise: return pointwise;
   }
   throw std::logic_error("unknown SolverKind");
 }
@@ -59,7 +61,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   // Baselines first: on a tie in predicted time the simpler plan wins (store-all
   // rather than a DP plan that moves data for nothing).
   std::vector<std::optional<std::vector<Op>>> candidates;
-  for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all})
+  for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all, &selective, &pointwise})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
   candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
@@ -100,6 +102,21 @@ bool uses_dp(SolverKind kind) {
 }
 
 }  // namespace
+
+std::string solver_needs(SolverKind kind, const Chain& chain) {
+  if (kind == SolverKind::OffloadAll && !chain.link)
+    return "offload-all needs the host<->device bandwidth, but the profile has no `link`";
+  const auto needs_role = [&](StageRole role) -> std::string {
+    for (const Stage& st : chain.stages)
+      if (st.role == role) return "";
+    return std::string(info(kind).word) + " recomputes the stages whose role is " +
+           kStageRoles[static_cast<int>(role)].word +
+           ", and the profile marks none; make the profile at operator granularity (--granularity op)";
+  };
+  if (kind == SolverKind::Selective) return needs_role(StageRole::AttentionCore);
+  if (kind == SolverKind::Pointwise) return needs_role(StageRole::Pointwise);
+  return "";
+}
 
 std::string check_problem_size(const Chain& chain, const SolveOptions& options) {
   const int64_t L = chain.length();
@@ -144,8 +161,7 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = validate(chain); !e.empty()) throw std::invalid_argument("invalid chain: " + e);
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
-  if (options.solver == SolverKind::OffloadAll && !chain.link)
-    throw std::invalid_argument("offload-all needs the host<->device bandwidth, but the profile has no `link`");
+  if (std::string e = solver_needs(options.solver, chain); !e.empty()) throw std::invalid_argument(e);
   const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
   const std::string_view name = info(options.solver).word;
   if (!ops) {

@@ -13,7 +13,7 @@
 
 namespace memopt::solver {
 
-enum class SolverKind { Optimal, RecomputeOnly, RotorCompat, StoreAll, Sqrt, RecomputeBlocks, RecomputeAll, OffloadAll };
+enum class SolverKind { Optimal, RecomputeOnly, RotorCompat, StoreAll, Sqrt, RecomputeBlocks, RecomputeAll, OffloadAll, Selective, Pointwise };
 
 struct SolverKindInfo {
   SolverKind kind;
@@ -30,10 +30,16 @@ inline constexpr SolverKindInfo kSolverKinds[] = {
     {SolverKind::RecomputeBlocks, "recompute-blocks", "checkpoint every stage input"},
     {SolverKind::RecomputeAll, "recompute-all", "keep only a_0, recompute the rest"},
     {SolverKind::OffloadAll, "offload-all", "checkpoint every stage input and offload each"},
+    {SolverKind::Selective, "selective", "Megatron's rule: recompute every attention core, keep the rest"},
+    {SolverKind::Pointwise, "pointwise", "recompute the elementwise stages, keep matmul outputs"},
 };
 
 const SolverKindInfo& info(SolverKind kind);
 std::optional<SolverKind> solver_kind_from_word(std::string_view word);
+
+// Empty when `kind` can plan for `chain`, otherwise why not and the fix: offload-all
+// needs a link, selective and pointwise a stage of their role.
+std::string solver_needs(SolverKind kind, const Chain& chain);
 
 struct SolveOptions {
   int64_t budget_bytes = 0;

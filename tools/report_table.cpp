@@ -44,6 +44,9 @@ void print_solver_comparison(const Chain& chain, const SolveOptions& options) {
       case report::Outcome::NeedsLink:
         std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "-", "-", "-", "needs a link");
         break;
+      case report::Outcome::NeedsRoles:
+        std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "-", "-", "-", "needs op stages");
+        break;
       case report::Outcome::OverBudget:
         std::printf("%s %-18s %-6s %12s %10s %12s\n", mark, word.c_str(), "over", "-", "-", "over budget");
         break;

@@ -108,7 +108,7 @@ expect_error emulate_model "--emulate" "needs a GPT-2 profile" -- $(solve "$P") 
 est() { echo estimate --gpu v100-16gb --out "$dir/e.json"; }
 expect_error estimate_model "--model: 'llama' is not supported; use gpt2" -- $(est) --model llama
 expect_error estimate_preset "--preset: unknown preset 'huge'" "tiny, small, medium, large, xl" -- $(est) --preset huge
-expect_error estimate_granularity "--granularity: 'layer' is not block or sublayer" -- $(est) --granularity layer
+expect_error estimate_granularity "--granularity: 'layer' is not block, sublayer or op" -- $(est) --granularity layer
 expect_error estimate_attention "--attention: 'flash' is not explicit or sdpa" -- $(est) --attention flash
 expect_error estimate_batch "batch must be positive, got 0" -- $(est) --batch 0
 expect_error estimate_dropout "dropout" "outside [0, 1)" -- $(est) --dropout 1.5

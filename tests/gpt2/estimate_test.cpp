@@ -10,28 +10,18 @@
 
 #include "gpt2/analytic.h"
 #include "gpt2/estimate.h"
+#include "tests/gpt2/small_config.h"
 #include "solver/json_printer.h"
 
 namespace memopt::gpt2 {
 namespace {
 
-gpt2::Gpt2Config config(gpt2::Attention attention, gpt2::Granularity granularity, double dropout) {
-  gpt2::Gpt2Config c;
-  c.n_layer = 2;
-  c.n_embd = 64;
-  c.n_head = 4;
-  c.vocab_size = 300;
-  c.n_positions = 96;
-  c.attention = attention;
-  c.granularity = granularity;
-  c.set_dropout(dropout);
-  return c;
-}
-const gpt2::Gpt2Workload kWorkload{3, 96};  // N = 288, B H T^2 = 110592: no terms coincide
+using testing::small_config;
+const gpt2::Gpt2Workload kWorkload = testing::kSmallWorkload;  // N = 288, B H T^2 = 110592
 
 TEST(EstimateBytes, Fp32EqualsTheAnalyticTwin) {
-  for (const auto g : {gpt2::Granularity::Block, gpt2::Granularity::Sublayer}) {
-    const auto c = config(gpt2::Attention::Explicit, g, 0.1);
+  for (const auto g : {gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op}) {
+    const auto c = small_config(gpt2::Attention::Explicit, g, 0.1);
     const auto analytic = gpt2_analytic_stages(c, kWorkload);
     const auto est = gpt2_stage_bytes(c, kWorkload, Dtype::Fp32);
     ASSERT_EQ(est.size(), analytic.size());
@@ -43,12 +33,13 @@ TEST(EstimateBytes, Fp32EqualsTheAnalyticTwin) {
       EXPECT_EQ(est[i].fwd_tmp_grad_bytes, analytic[i].fwd_tmp_grad_bytes);
       EXPECT_EQ(est[i].fwd_tmp_nograd_bytes, analytic[i].fwd_tmp_nograd_bytes);
       EXPECT_EQ(est[i].bwd_tmp_bytes, analytic[i].bwd_tmp_bytes);
+      EXPECT_EQ(est[i].carried_bytes, analytic[i].carried_bytes);
     }
   }
 }
 
 TEST(EstimateBytes, SdpaUsesTheFlashPathWhateverTheDropout) {
-  auto c = config(gpt2::Attention::Sdpa, gpt2::Granularity::Block, 0.1);
+  auto c = small_config(gpt2::Attention::Sdpa, gpt2::Granularity::Block, 0.1);
   const auto est = gpt2_stage_bytes(c, kWorkload, Dtype::Fp32);
   c.attn_pdrop = 0.0;  // Note [GPU attention]
   const auto flash = gpt2_analytic_stages(c, kWorkload);
@@ -56,7 +47,7 @@ TEST(EstimateBytes, SdpaUsesTheFlashPathWhateverTheDropout) {
 }
 
 TEST(EstimateBytes, Bf16HalvesFloatsButNotMasksStatsOrTheFp32Loss) {
-  const auto c = config(gpt2::Attention::Explicit, gpt2::Granularity::Block, 0.1);
+  const auto c = small_config(gpt2::Attention::Explicit, gpt2::Granularity::Block, 0.1);
   const auto fp32 = gpt2_stage_bytes(c, kWorkload, Dtype::Fp32);
   const auto bf16 = gpt2_stage_bytes(c, kWorkload, Dtype::Bf16);
   const int64_t N = kWorkload.batch * kWorkload.seq_len, C = c.n_embd, V = c.vocab_size;
@@ -87,7 +78,7 @@ TEST(EstimateBytes, Bf16HalvesFloatsButNotMasksStatsOrTheFp32Loss) {
 
 TEST(Roofline, MlpStageEqualsTheClosedForm) {
   // Sublayer granularity, no dropout: stage 2 (h.0.mlp) is ln_2, c_fc, gelu, c_proj, add.
-  const auto c = config(gpt2::Attention::Explicit, gpt2::Granularity::Sublayer, 0.0);
+  const auto c = small_config(gpt2::Attention::Explicit, gpt2::Granularity::Sublayer, 0.0);
   const GpuSpec gpu = *gpu_spec("a100-40gb");
   EstimateOptions o{c, kWorkload, gpu, Dtype::Bf16, "", ""};
   const Estimate est = estimate_gpt2(o);
@@ -105,7 +96,7 @@ TEST(Roofline, MlpStageEqualsTheClosedForm) {
 }
 
 TEST(Estimate, ProfileIsModeledWithLinkStaticAndJson) {
-  const auto c = config(gpt2::Attention::Explicit, gpt2::Granularity::Block, 0.1);
+  const auto c = small_config(gpt2::Attention::Explicit, gpt2::Granularity::Block, 0.1);
   const GpuSpec gpu = *gpu_spec("h100-80gb");
   EstimateOptions o{c, kWorkload, gpu, Dtype::Bf16, "tiny-test", "memopt estimate ..."};
   const Estimate est = estimate_gpt2(o);

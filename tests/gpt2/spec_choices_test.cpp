@@ -126,7 +126,7 @@ TEST(SpecChoices, EachBadChoiceIsNamedWithItsFix) {
   EXPECT_EQ(with([](Gpt2Choices& c) { c.model = "llama"; }), "model: 'llama' is not supported; use gpt2");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.preset = "huge"; }),
             std::string("preset: unknown preset 'huge'; choose one of ") + kPresetNames);
-  EXPECT_EQ(with([](Gpt2Choices& c) { c.granularity = "layer"; }), "granularity: 'layer' is not block or sublayer");
+  EXPECT_EQ(with([](Gpt2Choices& c) { c.granularity = "layer"; }), "granularity: 'layer' is not block, sublayer or op");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.attention = "flash"; }), "attention: 'flash' is not explicit or sdpa");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.kernels = "cudnn"; }), "kernels: 'cudnn' is not memopt or aten");
   EXPECT_EQ(with([](Gpt2Choices& c) { c.loss = "fused"; }), "loss: 'fused' is not aten or chunked");

@@ -24,7 +24,7 @@ Outcome direct_outcome(const solver::Chain& chain, const solver::SolveOptions& o
   } catch (const solver::InfeasibleBudget&) {
     return Outcome::Infeasible;
   } catch (const std::invalid_argument&) {
-    return Outcome::NeedsLink;
+    return o.solver == SolverKind::OffloadAll ? Outcome::NeedsLink : Outcome::NeedsRoles;
   } catch (const std::runtime_error&) {
     return Outcome::OverBudget;
   }

@@ -173,5 +173,61 @@ TEST(Baselines, BudgetedVariantsCutOffAtTheirPeak) {
   }
 }
 
+// selective and pointwise: each stage of their role runs forward twice -- once
+// without autograd on the way up, once under autograd right before its backward --
+// and every other stage once, under autograd; chains without the role get no plan.
+TEST(Baselines, SelectiveAndPointwiseRecomputeExactlyTheStagesOfTheirRole) {
+  const auto op = [](OpKind k, int i) { return Op{k, i}; };
+  Chain chain = testing::homogeneous_chain(4, 1.0, 2.0, 100, 400);
+  EXPECT_FALSE(selective_ops(chain).has_value());
+  EXPECT_FALSE(pointwise_ops(chain).has_value());
+  EXPECT_FALSE(selective(chain, int64_t{1} << 40).has_value());
+  chain.stages[1].role = StageRole::AttentionCore;
+  chain.stages[3].role = StageRole::Pointwise;
+  const std::vector<Op> expected_selective = {
+      op(OpKind::FwdKeep, 0), op(OpKind::FwdCkpt, 1), op(OpKind::FwdKeep, 2), op(OpKind::FwdKeep, 3),
+      op(OpKind::Loss, -1),   op(OpKind::Bwd, 3),     op(OpKind::Bwd, 2),     op(OpKind::FwdKeep, 1),
+      op(OpKind::Bwd, 1),     op(OpKind::Bwd, 0)};
+  EXPECT_EQ(*selective_ops(chain), expected_selective);
+  const std::vector<Op> expected_pointwise = {
+      op(OpKind::FwdKeep, 0), op(OpKind::FwdKeep, 1), op(OpKind::FwdKeep, 2), op(OpKind::FwdCkpt, 3),
+      op(OpKind::Loss, -1),   op(OpKind::FwdKeep, 3), op(OpKind::Bwd, 3),     op(OpKind::Bwd, 2),
+      op(OpKind::Bwd, 1),     op(OpKind::Bwd, 0)};
+  EXPECT_EQ(*pointwise_ops(chain), expected_pointwise);
+  // On random chains with random roles: the forward counts, validity, and the
+  // budgeted variant's cut-off at the simulated peak.
+  std::mt19937_64 rng(318);
+  for (int trial = 0; trial < 300; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 1 + trial % 12;
+    o.carry_probability = 0.5;
+    Chain c = testing::random_chain(rng, o);
+    for (Stage& st : c.stages) st.role = kStageRoles[rng() % std::size(kStageRoles)].value;
+    for (const StageRole role : {StageRole::AttentionCore, StageRole::Pointwise}) {
+      const auto ops = role == StageRole::AttentionCore ? selective_ops(c) : pointwise_ops(c);
+      bool any = false;
+      for (const Stage& st : c.stages) any = any || st.role == role;
+      ASSERT_EQ(ops.has_value(), any);
+      if (!ops) continue;
+      std::vector<int> forwards(c.stages.size(), 0), kept(c.stages.size(), 0);
+      for (const Op& p : *ops) {
+        if (p.kind == OpKind::FwdKeep || p.kind == OpKind::FwdCkpt || p.kind == OpKind::FwdDrop) ++forwards[p.index];
+        if (p.kind == OpKind::FwdKeep) ++kept[p.index];
+      }
+      for (size_t i = 0; i < c.stages.size(); ++i) {
+        const bool recomputed = c.stages[i].role == role;
+        EXPECT_EQ(forwards[i], recomputed ? 2 : 1) << "stage " << i;
+        EXPECT_EQ(kept[i], 1) << "stage " << i;
+      }
+      const SimResult sim = simulate_sequential(c, *ops);
+      ASSERT_TRUE(sim.valid) << sim.error;
+      EXPECT_TRUE(ends_with_only_d0(c, *ops));
+      const auto fn = role == StageRole::AttentionCore ? selective : pointwise;
+      EXPECT_TRUE(fn(c, sim.peak_bytes, {}).has_value());
+      EXPECT_FALSE(fn(c, sim.peak_bytes - 1, {}).has_value());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memopt::solver

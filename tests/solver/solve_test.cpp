@@ -45,6 +45,9 @@ Chain solve_chain(std::mt19937_64& rng, int trial) {
   o.integer_ms = false;
   o.max_ms = 20;
   Chain chain = testing::random_chain(rng, o);
+  // Roles for selective and pointwise on two trials in three.
+  if (trial % 3 != 0)
+    for (Stage& st : chain.stages) st.role = kStageRoles[rng() % std::size(kStageRoles)].value;
   if (trial % 2 == 0) {
     // Bandwidths that make copies comparable to the stage times.
     const double bytes_per_s = static_cast<double>(o.unit_bytes) * 30 * 1000 / 10;
@@ -55,12 +58,12 @@ Chain solve_chain(std::mt19937_64& rng, int trial) {
 
 TEST(Solve, EveryKindPredictsWhatTheSimulatorSaysAndFits) {
   std::mt19937_64 rng(21);
-  int num_solved[8] = {};
+  int num_solved[std::size(kSolverKinds)] = {};
   for (int trial = 0; trial < 200; ++trial) {
     const Chain chain = solve_chain(rng, trial);
     const int64_t peak = store_all_peak(chain);
     for (const SolverKindInfo& kind : kSolverKinds) {
-      if (kind.kind == SolverKind::OffloadAll && !chain.link) continue;  // needs a link
+      if (!solver_needs(kind.kind, chain).empty()) continue;  // a link, or roles
       for (const double fraction : {0.35, 0.6, 1.0, 1.5}) {
         const int64_t budget = std::max<int64_t>(1, static_cast<int64_t>(fraction * static_cast<double>(peak)));
         SCOPED_TRACE(std::string(kind.word) + ", trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
@@ -169,6 +172,15 @@ TEST(Solve, RejectsBadRequests) {
   EXPECT_THROW(solve(chain, options(SolverKind::Optimal, -5)), std::invalid_argument);
   // offload-all without a link: nothing to offload through.
   EXPECT_THROW(solve(chain, options(SolverKind::OffloadAll, 1'000'000)), std::invalid_argument);
+  // selective and pointwise on a chain that marks no stage of their role.
+  for (const SolverKind kind : {SolverKind::Selective, SolverKind::Pointwise}) {
+    try {
+      solve(chain, options(kind, 1'000'000));
+      ADD_FAILURE() << info(kind).word << " planned without roles";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--granularity op"), std::string::npos) << e.what();
+    }
+  }
   Chain bad = chain;
   bad.stages[2].saved_bytes = 10;  // less than out_bytes
   EXPECT_THROW(solve(bad, options(SolverKind::Optimal, 1'000'000)), std::invalid_argument);

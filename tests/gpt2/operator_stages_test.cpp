@@ -1,0 +1,125 @@
+// operator_stages_test.cpp: GPT-2 at operator granularity (Note [Operator stages] in
+// gpt2/stages.h) -- the layout, each operator stage's output and saved bytes in the
+// analytic twin against closed forms counted tensor by tensor, the eight stages of a
+// block against the block stage of the same twin, and the modeled profile's carried
+// bytes, roles and roofline against the block-granularity estimate.
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpt2/analytic.h"
+#include "gpt2/estimate.h"
+#include "tests/gpt2/small_config.h"
+#include "gpt2/gpu_specs.h"
+#include "gpt2/stages.h"
+#include "solver/chain.h"
+
+namespace memopt::gpt2 {
+namespace {
+
+using testing::small_config;
+const Gpt2Workload kWorkload = testing::kSmallWorkload;
+constexpr int64_t N = 3 * 96, C = 64, BHTT = 3 * 4 * 96 * 96, F = 4;  // F: bytes per float
+
+TEST(OperatorStages, EightPerBlockNamedAfterTheModulesWithRoles) {
+  const auto layout = stage_layout(small_config(Attention::Explicit, Granularity::Op, 0.1));
+  ASSERT_EQ(layout.size(), 2u + 8u * 2u);
+  const std::vector<std::string> block1 = {"h.1.ln_1", "h.1.attn.c_attn", "h.1.attn.core", "h.1.attn.c_proj",
+                                           "h.1.ln_2", "h.1.mlp.c_fc",    "h.1.mlp.gelu",  "h.1.mlp.c_proj"};
+  for (size_t k = 0; k < block1.size(); ++k) EXPECT_EQ(layout[9 + k].name, block1[k]);
+  EXPECT_EQ(layout.front().name, "embed");
+  EXPECT_EQ(layout.back().name, "head");
+  int cores = 0, pointwise = 0, carrying = 0;
+  for (const StageLayout& s : layout) {
+    cores += stage_role(s.kind) == solver::StageRole::AttentionCore;
+    pointwise += stage_role(s.kind) == solver::StageRole::Pointwise;
+    carrying += carries_residual(s.kind);
+  }
+  EXPECT_EQ(cores, 2);
+  EXPECT_EQ(pointwise, 6);   // ln_1, ln_2, gelu per block
+  EXPECT_EQ(carrying, 12);   // all but the two residual adds per block
+}
+
+// Counted tensor by tensor from model/gpt2.cpp's ops, explicit attention, dropout on,
+// ATen kernels: what each stage outputs (the residual x first where it is carried)
+// and what autograd keeps beyond its input.
+TEST(OperatorStages, TwinBytesAreTheOperatorsTensors) {
+  const auto a = gpt2_analytic_stages(small_config(Attention::Explicit, Granularity::Op, 0.1), kWorkload);
+  const int64_t x = F * N * C, stats = 2 * F * N, mask = N * C;
+  struct Expected { int64_t out, saved_beyond_out, carried; };
+  const Expected expected[8] = {
+      {x + F * N * C, stats, x},          // ln_1: (x, h); mean and rstd
+      {x + 3 * F * N * C, 0, x},          // c_attn: (x, qkv); the linear keeps its input h
+      {x + F * N * C,                     // core: (x, y); q, k, v copies, probabilities,
+       3 * F * N * C + 2 * F * BHTT + BHTT, x},  // their dropped copy and its bool mask
+      {F * N * C, mask, 0},               // c_proj + add: x'; the residual dropout's mask
+      {x + F * N * C, stats, x},          // ln_2
+      {x + 4 * F * N * C, 0, x},          // c_fc: (x', f)
+      {x + 4 * F * N * C, 0, x},          // gelu: (x', g); GELU keeps its input f
+      {F * N * C, mask, 0},               // c_proj + add
+  };
+  for (int block = 0; block < 2; ++block) {
+    for (int k = 0; k < 8; ++k) {
+      const AnalyticStage& s = a.at(static_cast<size_t>(1 + 8 * block + k));
+      SCOPED_TRACE(s.name);
+      EXPECT_EQ(s.out_bytes, expected[k].out);
+      EXPECT_EQ(s.saved_bytes - s.out_bytes, expected[k].saved_beyond_out);
+      EXPECT_EQ(s.carried_bytes, expected[k].carried);
+    }
+  }
+}
+
+// The eight operator stages, all kept, hold what the block stage keeps, and one thing
+// more with explicit attention: the QKV projection's output, which the block frees
+// once q, k and v are copied, but which is the attention core's input at operator
+// granularity. The flash kernel keeps q, k and v as views of it, so there the two agree.
+TEST(OperatorStages, KeepWhatTheBlockKeepsPlusTheQkvOutputItFrees) {
+  for (const Attention attention : {Attention::Explicit, Attention::Sdpa}) {
+    const double dropout = attention == Attention::Sdpa ? 0.0 : 0.1;
+    const auto ops = gpt2_analytic_stages(small_config(attention, Granularity::Op, dropout), kWorkload);
+    const auto blocks = gpt2_analytic_stages(small_config(attention, Granularity::Block, dropout), kWorkload);
+    for (int block = 0; block < 2; ++block) {
+      int64_t op_kept = 0;  // everything new in the eight ā, the carried residuals once
+      for (int k = 0; k < 8; ++k) {
+        const AnalyticStage& s = ops.at(static_cast<size_t>(1 + 8 * block + k));
+        op_kept += s.saved_bytes - s.carried_bytes;
+      }
+      const int64_t qkv = attention == Attention::Explicit ? 3 * F * N * C : 0;
+      EXPECT_EQ(op_kept, blocks.at(static_cast<size_t>(1 + block)).saved_bytes + qkv) << attention_word(attention);
+    }
+  }
+}
+
+TEST(OperatorStages, ModeledProfileCarriesTheResidualInTheDtypeAndSumsToTheBlocks) {
+  EstimateOptions o;
+  o.config = small_config(Attention::Explicit, Granularity::Op, 0.1);
+  o.workload = kWorkload;
+  o.gpu = *gpu_spec("h100-sxm");
+  o.dtype = Dtype::Bf16;
+  const Estimate op = estimate_gpt2(o);
+  o.config.granularity = Granularity::Block;
+  const Estimate block = estimate_gpt2(o);
+  ASSERT_EQ(op.profile.chain.length(), 18);
+  EXPECT_TRUE(solver::validate(op.profile.chain).empty()) << solver::validate(op.profile.chain);
+  const solver::Stage& ln_1 = op.profile.chain.stages[1];
+  EXPECT_EQ(ln_1.carried_bytes, 2 * N * C);  // bf16
+  EXPECT_EQ(ln_1.role, solver::StageRole::Pointwise);
+  EXPECT_EQ(op.profile.chain.stages[3].role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(op.profile.chain.stages[4].carried_bytes, 0);
+  // The same kernels, cut differently: the same forward FLOPs, bytes moved and times.
+  const auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+  EXPECT_DOUBLE_EQ(sum(op.fwd_flop), sum(block.fwd_flop));
+  EXPECT_DOUBLE_EQ(sum(op.fwd_bytes_moved), sum(block.fwd_bytes_moved));
+  EXPECT_NEAR(solver::sum_fwd_bwd_ms(op.profile.chain), solver::sum_fwd_bwd_ms(block.profile.chain),
+              1e-12 * solver::sum_fwd_bwd_ms(block.profile.chain));  // sums in another order
+  // Parameters: every stage's home bytes add up to the block profile's.
+  int64_t op_params = 0, block_params = 0;
+  for (const auto& s : op.profile.chain.stages) op_params += *s.param_bytes;
+  for (const auto& s : block.profile.chain.stages) block_params += *s.param_bytes;
+  EXPECT_EQ(op_params, block_params);
+}
+
+}  // namespace
+}  // namespace memopt::gpt2
