@@ -49,6 +49,9 @@ for b in data["benchmarks"]:
         continue
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
     name = b["run_name"].split("/")[0]
+    for part in b["run_name"].split("/")[1:]:  # the thread count of BM_SolveOperatorStages
+        if part.startswith("threads:"):
+            name += " (one thread)" if part == "threads:1" else " (all cores)"
     L, slots = int(b["L"]), int(b["slots"])
     target = targets.get((name, L, slots))
     rows.append((name, L, slots, b["real_time"] * scale, stddev_ms.get(b["run_name"]), b.get("values_identical"), target))
@@ -65,7 +68,9 @@ lines = [
     "value equals the plain reference's (`values identical` = 1). With a 16 GB/s link, on one",
     "thread: `BM_SolveOffload` times the offload DP, `BM_SolveOffloadPipeline` the pipelined",
     "family, `BM_SolveOptimalWithLink` `solve(optimal)`, which runs both and the recompute DP",
-    "(no reference to compare with: `-`).",
+    "(no reference to compare with: `-`). `BM_SolveOperatorStages` times `solve(recompute-only)`",
+    "on the modeled GPT-2 XL shape at operator granularity (8 stages per layer, carried bytes;",
+    "12, 48 and 63 layers: L = 98, 386 and 506), no link.",
     "",
     "Command (from the repository root, via `tools/run_solver_bench.sh`):",
     "",

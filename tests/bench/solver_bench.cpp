@@ -12,6 +12,13 @@
 //                                the above, the baselines, and the simulation of each
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
+//   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
+//                                modeled GPT-2 (C=1600, H=25, bf16, H100, B=8, T=1024) at
+//                                operator granularity, 8 stages per layer plus embed and
+//                                head: 386 stages for XL's 48 layers, 500 slots, 50% of
+//                                store-all. Carried bytes included. Not checked against the
+//                                reference (minutes at this size); the tests do that on
+//                                small chains.
 //
 // Every benchmark first checks that the fast DP's value equals the plain reference's
 // (skipped with an error otherwise) and reports it as the counter values_identical = 1.
@@ -25,6 +32,7 @@
 #include <optional>
 #include <string>
 
+#include "gpt2/estimate.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/offload.h"
@@ -204,6 +212,35 @@ BENCHMARK(BM_SolveOptimalWithLink)
 BENCHMARK(BM_ReferenceRecompute)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96}, {500}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_SolveOperatorStages(benchmark::State& state) {
+  gpt2::EstimateOptions e;
+  e.config = gpt2::gpt2_preset("xl")->config;
+  e.config.n_layer = state.range(0);
+  e.config.granularity = gpt2::Granularity::Op;
+  e.workload = {8, 1024};
+  e.gpu = *gpt2::gpu_spec("h100-80gb");
+  e.dtype = gpt2::Dtype::Bf16;
+  Chain chain = gpt2::estimate_gpt2(e).profile.chain;
+  chain.link.reset();
+  SolveOptions o;
+  o.solver = SolverKind::RecomputeOnly;
+  o.budget_bytes = static_cast<int64_t>(kBudgetFractionOfStoreAll * static_cast<double>(store_all_peak_bytes(chain)));
+  o.num_threads = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    Schedule s = solve(chain, o);
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["L"] = chain.length();
+  state.counters["slots"] = o.slots;
+  state.counters["budget_fraction_of_store_all"] = kBudgetFractionOfStoreAll;
+}
+
+BENCHMARK(BM_SolveOperatorStages)
+    ->ArgNames({"layers", "threads"})
+    ->ArgsProduct({{12, 48, 63}, {1, 0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
