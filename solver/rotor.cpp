@@ -69,7 +69,7 @@ constexpr int32_t kInf = 1 << 30;
 struct Discrete {
   int L = 0;
   int64_t S = 0;                        // slots
-  std::vector<int64_t> x, xbar;         // 0..L+1
+  std::vector<int64_t> x;               // 0..L+1
   std::vector<int64_t> ftmp, ftmp_keep, btmp;  // 0..L
   std::vector<int32_t> uf, ub;          // 0..L; uf is fwd_keep's time
   std::vector<int32_t> uf_nograd;       // fwd_ckpt / fwd_drop's time, 0..L
@@ -85,10 +85,10 @@ struct Discrete {
   Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
     const TimeQuantum q = time_quantum_for(c);
     const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
-    x.resize(L + 2); xbar.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
+    x.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
     uf.resize(L + 1); ub.resize(L + 1); uf_nograd.resize(L + 1);
     uf_prefix.assign(L + 2, 0); keep_prefix.assign(L + 2, 0);
-    for (int k = 0; k <= L + 1; ++k) { x[k] = sl(c.x(k)); xbar[k] = sl(c.xbar(k)); }
+    for (int k = 0; k <= L + 1; ++k) x[k] = sl(c.x(k));
     for (int i = 0; i <= L; ++i) {
       ftmp[i] = sl(c.ftmp(i)); ftmp_keep[i] = sl(c.ftmp_keep(i)); btmp[i] = sl(c.btmp(i));
       uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i)); uf_nograd[i] = q.units(c.uf_nograd(i));
