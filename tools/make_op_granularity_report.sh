@@ -7,6 +7,9 @@
 # number is the simulator's prediction; nothing is run. No host link (--bandwidth
 # none): the DP is the recompute DP ("recompute-only", which is `optimal` without a link).
 #   tools/make_op_granularity_report.sh [DATE]
+#   SLOTS=N (default 2000): the DP's slots. Each resident object is rounded up to a slot,
+#   so a chain of 8x the stages needs finer slots to waste as little of the budget
+#   (the README beside the results shows how much 500 slots lose).
 # Writes results/DATE-op-granularity/: the profiles, one tradeoff report per case and
 # granularity, savings.md, savings.png, tradeoff.png, stage_map.png (tools/plot_op_granularity.py)
 # and commands.txt. The README beside them is written by hand.
@@ -15,6 +18,7 @@ cd "$(dirname "$0")/.."
 date=${1:-$(date +%F)}
 memopt=${MEMOPT:-build-notorch/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
+slots=${SLOTS:-2000}
 dir=results/$date-op-granularity
 mkdir -p "$dir"
 commands=$dir/commands.txt
@@ -35,12 +39,12 @@ for preset in xl small; do
       done
       # The same budgets in bytes for both granularities: fractions of the block
       # profile's store-all peak, so that "memory saved" has one reference.
-      run tradeoff --profile "$dir/$name-block.profile.json" --budgets 4%:100%:2% --bandwidth none \
-        --solvers recompute-only,store-all --threads 1 --no-plot --out "$dir/$name-block"
+      run tradeoff --profile "$dir/$name-block.profile.json" --budgets 4%:100%:4% --bandwidth none \
+        --solvers recompute-only,store-all --slots "$slots" --threads 0 --no-plot --out "$dir/$name-block"
       budgets=$("$python" -c 'import json, sys; print(",".join(f"{b}B" for b in json.load(open(sys.argv[1]))["budgets_bytes"]))' \
         "$dir/$name-block/tradeoff.json")
       run tradeoff --profile "$dir/$name-op.profile.json" --budgets "$budgets" --bandwidth none \
-        --solvers recompute-only,selective,pointwise,store-all --threads 1 --no-plot --out "$dir/$name-op"
+        --solvers recompute-only,selective,pointwise,store-all --slots "$slots" --threads 0 --no-plot --out "$dir/$name-op"
       cases+=(--case "$preset, $gpu, $attention" "$dir/$name-block/tradeoff.json" "$dir/$name-op/tradeoff.json")
     done
   done
