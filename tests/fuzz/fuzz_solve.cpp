@@ -5,6 +5,7 @@
 //   build-fuzz/tests/fuzz/fuzz_solve -max_total_time=30 tests/fuzz/corpus/solve
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,13 @@ Chain random_chain(FuzzedDataProvider& in) {
   if (in.ConsumeBool()) {
     const double d2h = in.ConsumeIntegralInRange(1, 1000) * 1e3;  // bytes per s: copies of ~1-1000 ms
     c.link = Link{d2h, in.ConsumeBool() ? d2h : in.ConsumeIntegralInRange(1, 1000) * 1e3};
+  }
+  // Roles (selective, pointwise) and carried bytes (docs/formats.md section 1.7), drawn
+  // last so that older seeds keep their meaning.
+  for (int i = 0; i < L; ++i) {
+    Stage& s = c.stages[static_cast<size_t>(i)];
+    s.role = kStageRoles[in.ConsumeIntegralInRange<size_t>(0, std::size(kStageRoles) - 1)].value;
+    s.carried_bytes = in.ConsumeIntegralInRange<int64_t>(0, std::min(s.out_bytes, c.x(i)));
   }
   return c;
 }
@@ -100,8 +108,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // rotor-compat's known over-budget schedules are refused, by design (docs/formats.md section 6.8).
     if (options.solver != SolverKind::RotorCompat) bug(std::string("unexpected runtime_error: ") + e.what());
   } catch (const std::invalid_argument& e) {
-    // offload-all without a link: refused with a message, by design.
-    if (!(options.solver == SolverKind::OffloadAll && !chain.link))
+    // offload-all without a link, selective or pointwise without roles: refused with
+    // a message, by design.
+    if (solver_needs(options.solver, chain).empty())
       bug(std::string("unexpected invalid_argument: ") + e.what());
   }
   return 0;
