@@ -121,9 +121,13 @@ std::string stage_category(const StageActivity& a) {
   return "recomputed";
 }
 
-std::vector<SolverKind> default_tradeoff_solvers() {
-  return {SolverKind::Optimal,     SolverKind::RecomputeOnly, SolverKind::Sqrt,      SolverKind::RecomputeBlocks,
-          SolverKind::RecomputeAll, SolverKind::StoreAll,     SolverKind::OffloadAll};
+std::vector<SolverKind> default_tradeoff_solvers(const Chain& chain) {
+  std::vector<SolverKind> out = {SolverKind::Optimal,      SolverKind::RecomputeOnly, SolverKind::Sqrt,
+                                 SolverKind::RecomputeBlocks, SolverKind::RecomputeAll, SolverKind::StoreAll,
+                                 SolverKind::OffloadAll};
+  for (const SolverKind kind : {SolverKind::Selective, SolverKind::Pointwise})
+    if (solver::solver_needs(kind, chain).empty()) out.push_back(kind);
+  return out;
 }
 
 TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, const MeasureFn& measure,

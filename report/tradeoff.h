@@ -97,8 +97,9 @@ using MeasureFn = std::function<std::vector<MeasuredPoint>(const std::vector<sol
 using ProgressFn = std::function<void(int, int, const TradeoffPoint&)>;
 
 // The solvers a report compares by default: optimal, recompute-only, sqrt,
-// recompute-blocks, recompute-all, store-all, offload-all.
-std::vector<solver::SolverKind> default_tradeoff_solvers();
+// recompute-blocks, recompute-all, store-all, offload-all, and selective and pointwise
+// when the chain marks stages of their roles (operator granularity).
+std::vector<solver::SolverKind> default_tradeoff_solvers(const solver::Chain& chain);
 
 TradeoffReport sweep(const solver::Profile& profile, const TradeoffOptions& options, const MeasureFn& measure = {},
                      const ProgressFn& progress = {});

@@ -34,8 +34,8 @@ struct TradeoffArgs {
   std::string command;  // as invoked, recorded in the report
 };
 
-std::vector<solver::SolverKind> parse_solvers(const std::string& text) {
-  if (text.empty()) return default_tradeoff_solvers();
+std::vector<solver::SolverKind> parse_solvers(const std::string& text, const solver::Chain& chain) {
+  if (text.empty()) return default_tradeoff_solvers(chain);
   std::vector<solver::SolverKind> out;
   std::stringstream ss(text);
   for (std::string word; std::getline(ss, word, ',');) {
@@ -60,7 +60,7 @@ void run_tradeoff(const TradeoffArgs& args) {
   TradeoffOptions options;
   options.slots = args.slots;
   options.threads = args.threads;
-  options.solvers = parse_solvers(args.solvers);
+  options.solvers = parse_solvers(args.solvers, profile.chain);
   for (const SolverKind kind : options.solvers)
     check_problem_size_flags(profile.chain, {0, kind, args.slots, args.threads}, args.profile_path);
   const int64_t store_all_peak = store_all_peak_bytes(profile.chain);
@@ -138,7 +138,7 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
   cmd->add_option("--bandwidth", args->bandwidth, "host link for offloading, e.g. 16GB/s, or none (overrides the profile's)");
   cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_option("--solvers", args->solvers, "comma list (default: optimal,recompute-only,sqrt,recompute-blocks,"
-                                              "recompute-all,store-all,offload-all)");
+                                              "recompute-all,store-all,offload-all, and selective,pointwise on operator stages)");
   cmd->add_option("--slots", args->slots, "memory discretisation of the DP")->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads for the DP (0: all cores)")->capture_default_str();
   cmd->add_flag("--run", args->run, "also train each distinct schedule on this machine and measure it");

@@ -61,12 +61,28 @@ TEST(StageCategory, OneColourPerActivity) {
   EXPECT_EQ(stage_category(saved_moved), "saved-offloaded");
 }
 
+// selective and pointwise join a report's defaults only where the chain has the
+// stages they recompute.
+TEST(Tradeoff, DefaultSolversAddTheRoleBaselinesWhereTheChainHasRoles) {
+  solver::Chain chain = synthetic_profile().chain;
+  const auto has = [](const std::vector<SolverKind>& v, SolverKind k) { return std::find(v.begin(), v.end(), k) != v.end(); };
+  const auto plain = default_tradeoff_solvers(chain);
+  EXPECT_TRUE(has(plain, SolverKind::Optimal));
+  EXPECT_FALSE(has(plain, SolverKind::Selective));
+  EXPECT_FALSE(has(plain, SolverKind::Pointwise));
+  chain.stages[1].role = solver::StageRole::AttentionCore;
+  const auto with_core = default_tradeoff_solvers(chain);
+  EXPECT_TRUE(has(with_core, SolverKind::Selective));
+  EXPECT_FALSE(has(with_core, SolverKind::Pointwise));
+  EXPECT_EQ(with_core.size(), plain.size() + 1);
+}
+
 class SweepTest : public ::testing::Test {
  protected:
   void SetUp() override {
     profile = synthetic_profile();
     options.budgets_bytes = parse_budget_list("10%:100%:5%", store_all_peak(profile.chain));
-    options.solvers = default_tradeoff_solvers();
+    options.solvers = default_tradeoff_solvers(profile.chain);
     options.slots = 200;
     options.threads = 1;
   }
