@@ -777,13 +777,11 @@ std::vector<AnalyticStage> gpt2_analytic_stages(const gpt2::Gpt2Config& c, const
 int64_t gpt2_analytic_input_bytes(const gpt2::Gpt2Workload& w) { return 8 * w.batch * w.seq_len; }
 
 int64_t gpt2_analytic_parameter_bytes(const gpt2::Gpt2Config& c) {
-  const int64_t C = c.n_embd;
-  const int64_t per_block = 2 * 2 * C                  // ln_1, ln_2
-                            + C * 3 * C + 3 * C        // c_attn
-                            + C * C + C                // attn c_proj
-                            + C * 4 * C + 4 * C        // c_fc
-                            + 4 * C * C + C;           // mlp c_proj
-  return kFloatBytes * (c.vocab_size * C + c.n_positions * C + c.n_layer * per_block + 2 * C);
+  // Every stage's home parameters (the same sum at any granularity): wte once -- the
+  // head's read of it is not a home -- wpe, the blocks and ln_f.
+  int64_t floats = 0;
+  for (const StageLayout& stage : stage_layout(c)) floats += home_parameter_count(stage.kind, c);
+  return kFloatBytes * floats;
 }
 
 }  // namespace memopt::gpt2

@@ -34,12 +34,9 @@ std::vector<Op> segmented_ops(const Chain& chain, int segment) {
 // Keeps every stage but those of `role`, each recomputed once right before its
 // backward from its input, which the kept stage before it holds.
 std::optional<std::vector<Op>> recompute_role_ops(const Chain& chain, StageRole role) {
-  const auto has_role = [&](int i) { return i < chain.length() && chain.stages[static_cast<size_t>(i)].role == role; };
-  bool any = false;
-  for (int i = 0; i < chain.length(); ++i) any = any || has_role(i);
-  if (!any) return std::nullopt;
+  if (!chain.has_role(role)) return std::nullopt;
   return emit_persistent(chain, [&](int s, int, int64_t) -> Decision {
-    if (has_role(s)) return {false, s + 1};
+    if (s < chain.length() && chain.stages[static_cast<size_t>(s)].role == role) return {false, s + 1};
     return {true, -1};
   });
 }

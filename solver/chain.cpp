@@ -122,6 +122,24 @@ int64_t Chain::shared(int j, int k) const {
   return run;
 }
 
+const char* role_word(StageRole role) {
+  for (const StageRoleInfo& info : kStageRoles)
+    if (info.value == role) return info.word;
+  return "?";
+}
+
+std::optional<StageRole> role_from_word(std::string_view word) {
+  for (const StageRoleInfo& info : kStageRoles)
+    if (word == info.word) return info.value;
+  return std::nullopt;
+}
+
+bool Chain::has_role(StageRole role) const {
+  for (const Stage& s : stages)
+    if (s.role == role) return true;
+  return false;
+}
+
 bool Chain::carries() const {
   for (const Stage& s : stages)
     if (s.carried_bytes > 0) return true;

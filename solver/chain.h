@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,9 @@ inline constexpr StageRoleInfo kStageRoles[] = {
     {StageRole::AttentionCore, "attention_core", "an attention's scores, softmax, dropout and product with V"},
     {StageRole::Pointwise, "pointwise", "elementwise only: a layer norm, an activation, a dropout"},
 };
+
+const char* role_word(StageRole role);
+std::optional<StageRole> role_from_word(std::string_view word);
 
 struct Stage {
   std::string name;
@@ -115,6 +119,7 @@ struct Chain {
   // sh(j, k) of Note [Carried bytes], any order; x_k when j == k.
   int64_t shared(int j, int k) const;
   bool carries() const;  // any c_k > 0
+  bool has_role(StageRole role) const;  // any stage of it
 };
 
 // Checks the invariants of docs/formats.md section 1 (non-negative finite numbers, saved >= out, at least one

@@ -36,10 +36,9 @@ Stage read_stage(const JsonReader& r, const ordered_json& v, const std::string& 
     s.carried_bytes = r.integer(*f, path + "/carried_bytes", sizes);
   if (const ordered_json* f = r.optional(v, "role")) {
     const std::string word = r.string(*f, path + "/role");
-    bool known = false;
-    for (const StageRoleInfo& info : kStageRoles)
-      if (word == info.word) { s.role = info.value; known = true; }
-    if (!known) r.fail(path + "/role", "'" + word + "' is not a stage role; use attention_core, pointwise or other");
+    const std::optional<StageRole> role = role_from_word(word);
+    if (!role) r.fail(path + "/role", "'" + word + "' is not a stage role; use attention_core, pointwise or other");
+    s.role = *role;
   }
   if (const ordered_json* f = r.optional(v, "param_bytes"))
     s.param_bytes = r.non_negative_bytes(*f, path + "/param_bytes");
@@ -68,8 +67,7 @@ ordered_json stage_to_json(const Stage& s) {
   if (s.fwd_keep_tmp_bytes) stage["fwd_keep_tmp_bytes"] = *s.fwd_keep_tmp_bytes;
   stage["bwd_tmp_bytes"] = s.bwd_tmp_bytes;
   if (s.carried_bytes > 0) stage["carried_bytes"] = s.carried_bytes;
-  for (const StageRoleInfo& info : kStageRoles)
-    if (info.value == s.role && s.role != StageRole::Other) stage["role"] = info.word;
+  if (s.role != StageRole::Other) stage["role"] = role_word(s.role);
   if (s.param_bytes) stage["param_bytes"] = *s.param_bytes;
   if (!s.param_reads.empty()) {
     ordered_json reads = ordered_json::array();

@@ -107,10 +107,8 @@ std::string solver_needs(SolverKind kind, const Chain& chain) {
   if (kind == SolverKind::OffloadAll && !chain.link)
     return "offload-all needs the host<->device bandwidth, but the profile has no `link`";
   const auto needs_role = [&](StageRole role) -> std::string {
-    for (const Stage& st : chain.stages)
-      if (st.role == role) return "";
-    return std::string(info(kind).word) + " recomputes the stages whose role is " +
-           kStageRoles[static_cast<int>(role)].word +
+    if (chain.has_role(role)) return "";
+    return std::string(info(kind).word) + " recomputes the stages whose role is " + role_word(role) +
            ", and the profile marks none; make the profile at operator granularity (--granularity op)";
   };
   if (kind == SolverKind::Selective) return needs_role(StageRole::AttentionCore);

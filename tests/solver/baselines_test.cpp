@@ -205,7 +205,7 @@ TEST(Baselines, SelectiveAndPointwiseRecomputeExactlyTheStagesOfTheirRole) {
     for (Stage& st : c.stages) st.role = kStageRoles[rng() % std::size(kStageRoles)].value;
     for (const StageRole role : {StageRole::AttentionCore, StageRole::Pointwise}) {
       const auto ops = role == StageRole::AttentionCore ? selective_ops(c) : pointwise_ops(c);
-      bool any = false;
+      bool any = false;  // counted here, not with Chain::has_role, which the baseline uses
       for (const Stage& st : c.stages) any = any || st.role == role;
       ASSERT_EQ(ops.has_value(), any);
       if (!ops) continue;
