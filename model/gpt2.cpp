@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "gpt2/stages.h"
 #include "model/hf_weights.h"
 #include "model/kernel_ops.h"
 
@@ -57,15 +58,21 @@ Gpt2AttentionImpl::Gpt2AttentionImpl(const gpt2::Gpt2Config& config) : config_(c
 }
 
 at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
-  const int64_t B = x.size(0), T = x.size(1), C = config_.n_embd;
+  at::Tensor h = qkv(x);
+  x.reset();  // Note [Tensor lifetimes]
+  return project(core(std::move(h)));
+}
+
+at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = config_.n_embd;
   const int64_t H = config_.n_head, D = config_.head_dim();
   at::Tensor q, k, v;  // (B, H, T, D) views into c_attn's (B, T, 3C) output
   {
-    const std::vector<at::Tensor> qkv = c_attn(x).split(C, /*dim=*/2);
-    x.reset();  // Note [Tensor lifetimes]
-    q = qkv[0].view({B, T, H, D}).transpose(1, 2);
-    k = qkv[1].view({B, T, H, D}).transpose(1, 2);
-    v = qkv[2].view({B, T, H, D}).transpose(1, 2);
+    const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
+    qkv.reset();  // Note [Tensor lifetimes]
+    q = parts[0].view({B, T, H, D}).transpose(1, 2);
+    k = parts[1].view({B, T, H, D}).transpose(1, 2);
+    v = parts[2].view({B, T, H, D}).transpose(1, 2);
   }
   at::Tensor y;
   if (config_.attention == gpt2::Attention::Explicit) {
@@ -85,7 +92,10 @@ at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
   q.reset();
   k.reset();
   v.reset();
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return y.transpose(1, 2).contiguous().view({B, T, C});
+}
+
+at::Tensor Gpt2AttentionImpl::project(at::Tensor y) {
   y = c_proj(y);
   return apply_dropout(y, config_.resid_pdrop, is_training(), config_.kernels);
 }
@@ -95,20 +105,29 @@ Gpt2MlpImpl::Gpt2MlpImpl(const gpt2::Gpt2Config& config) : resid_pdrop_(config.r
   c_proj = register_module("c_proj", linear(4 * config.n_embd, config.n_embd));
 }
 
-at::Tensor Gpt2MlpImpl::forward(at::Tensor x) {
-  if (kernels_ == gpt2::Kernels::Memopt) {
-    x = at::linear(x, c_fc->weight);  // the bias is added inside the fused GELU
-    x = bias_gelu(x, c_fc->bias);
-  } else {
-    x = c_fc(x);
-    x = at::gelu(x, "tanh");  // GPT-2's "gelu_new" is the tanh approximation
-  }
-  x = c_proj(x);
-  // The parameter x would otherwise live until the end of the caller's full
+at::Tensor Gpt2MlpImpl::fc(const at::Tensor& h) {
+  // With memopt's kernels the bias is added inside the fused GELU.
+  return kernels_ == gpt2::Kernels::Memopt ? at::linear(h, c_fc->weight) : c_fc(h);
+}
+
+at::Tensor Gpt2MlpImpl::gelu(const at::Tensor& u) {
+  if (kernels_ == gpt2::Kernels::Memopt) return bias_gelu(u, c_fc->bias);
+  return at::gelu(u, "tanh");  // GPT-2's "gelu_new" is the tanh approximation
+}
+
+at::Tensor Gpt2MlpImpl::project(at::Tensor g) {
+  g = c_proj(g);
+  // The parameter g would otherwise live until the end of the caller's full
   // expression, through the residual add (Note [Tensor lifetimes]).
-  at::Tensor out = apply_dropout(x, resid_pdrop_, is_training(), kernels_);
-  x.reset();
+  at::Tensor out = apply_dropout(g, resid_pdrop_, is_training(), kernels_);
+  g.reset();
   return out;
+}
+
+at::Tensor Gpt2MlpImpl::forward(at::Tensor x) {
+  x = fc(x);
+  x = gelu(x);
+  return project(std::move(x));
 }
 
 Gpt2BlockImpl::Gpt2BlockImpl(const gpt2::Gpt2Config& config) {
@@ -118,8 +137,8 @@ Gpt2BlockImpl::Gpt2BlockImpl(const gpt2::Gpt2Config& config) {
   mlp = register_module("mlp", Gpt2Mlp(config));
 }
 
-at::Tensor Gpt2BlockImpl::attention_half(const at::Tensor& x) { return x + attn->forward(ln_1(x)); }
-at::Tensor Gpt2BlockImpl::mlp_half(const at::Tensor& x) { return x + mlp->forward(ln_2(x)); }
+at::Tensor Gpt2BlockImpl::attention_half(const at::Tensor& x) { return residual_add(x, attn->forward(ln_1(x))); }
+at::Tensor Gpt2BlockImpl::mlp_half(const at::Tensor& x) { return residual_add(x, mlp->forward(ln_2(x))); }
 
 Gpt2Impl::Gpt2Impl(const gpt2::Gpt2Config& config, uint64_t seed) : config_(config) {
   if (std::string e = gpt2::validate(config); !e.empty()) throw std::invalid_argument("gpt2: " + e);
@@ -179,38 +198,130 @@ at::Tensor Gpt2Impl::logits(const at::Tensor& ids) {
   return head_logits(x);
 }
 
+namespace {
+
+// The tensors of an operator stage's input: its `count` parts, named for the error.
+const Activation& parts(const Activation& a, size_t count, const char* stage) {
+  if (a.size() != count)
+    throw std::invalid_argument(std::string("gpt2: stage ") + stage + " takes " + std::to_string(count) +
+                                " tensors, got " + std::to_string(a.size()));
+  return a;
+}
+
+std::vector<at::Tensor> params_of(std::initializer_list<const torch::nn::Module*> modules) {
+  std::vector<at::Tensor> out;
+  for (const torch::nn::Module* mod : modules)
+    for (const at::Tensor& p : mod->parameters()) out.push_back(p);
+  return out;
+}
+
+// One stage of a block at its granularity (gpt2/stages.h). Operator stages return
+// their input's residual tensor itself as their first output (Note [Multi-tensor
+// activations] in model/staged_model.h).
+Stage block_stage(const gpt2::StageLayout& layout, Gpt2BlockImpl* b, gpt2::Kernels kernels) {
+  using gpt2::StageKind;
+  Stage s;
+  s.name = layout.name;
+  switch (layout.kind) {
+    case StageKind::Block:
+      s.forward = one_tensor([b](const at::Tensor& x, const Batch&) { return b->forward(x); });
+      s.parameters = b->parameters();
+      break;
+    case StageKind::AttentionHalf:
+      s.forward = one_tensor([b](const at::Tensor& x, const Batch&) { return b->attention_half(x); });
+      s.parameters = params_of({b->ln_1.get(), b->attn.get()});
+      break;
+    case StageKind::MlpHalf:
+      s.forward = one_tensor([b](const at::Tensor& x, const Batch&) { return b->mlp_half(x); });
+      s.parameters = params_of({b->ln_2.get(), b->mlp.get()});
+      break;
+    case StageKind::Ln1:
+      s.forward = [b](const Activation& a, const Batch&) {
+        const at::Tensor& x = parts(a, 1, "ln_1")[0];
+        return Activation{x, b->ln_1(x)};
+      };
+      s.parameters = params_of({b->ln_1.get()});
+      break;
+    case StageKind::AttentionQkv:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{parts(a, 2, "attn.c_attn")[0], b->attn->qkv(a[1])};
+      };
+      s.parameters = params_of({b->attn->c_attn.get()});
+      break;
+    case StageKind::AttentionCore:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{parts(a, 2, "attn.core")[0], b->attn->core(a[1])};
+      };
+      break;
+    case StageKind::AttentionProj:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{Gpt2BlockImpl::residual_add(parts(a, 2, "attn.c_proj")[0], b->attn->project(a[1]))};
+      };
+      s.parameters = params_of({b->attn->c_proj.get()});
+      break;
+    case StageKind::Ln2:
+      s.forward = [b](const Activation& a, const Batch&) {
+        const at::Tensor& x = parts(a, 1, "ln_2")[0];
+        return Activation{x, b->ln_2(x)};
+      };
+      s.parameters = params_of({b->ln_2.get()});
+      break;
+    case StageKind::MlpFc:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{parts(a, 2, "mlp.c_fc")[0], b->mlp->fc(a[1])};
+      };
+      // The bias too, homed here (gpt2/stages.h) although the fused GELU reads it.
+      s.parameters = params_of({b->mlp->c_fc.get()});
+      break;
+    case StageKind::MlpGelu:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{parts(a, 2, "mlp.gelu")[0], b->mlp->gelu(a[1])};
+      };
+      if (kernels == gpt2::Kernels::Memopt) s.parameters = {b->mlp->c_fc->bias};
+      break;
+    case StageKind::MlpProj:
+      s.forward = [b](const Activation& a, const Batch&) {
+        return Activation{Gpt2BlockImpl::residual_add(parts(a, 2, "mlp.c_proj")[0], b->mlp->project(a[1]))};
+      };
+      s.parameters = params_of({b->mlp->c_proj.get()});
+      break;
+    case StageKind::Embed:
+    case StageKind::Head:
+      throw std::logic_error("gpt2: " + layout.name + " is not a block's stage");
+  }
+  return s;
+}
+
+}  // namespace
+
 StagedModel stage_gpt2(Gpt2 model) {
+  using gpt2::StageKind;
   Gpt2Impl* m = model.get();  // kept alive by the StagedModel's owner
-  if (m->config().granularity == gpt2::Granularity::Op)
-    throw std::invalid_argument(
-        "gpt2: --granularity op is modeled (memopt estimate) but not yet run: its stages pass the residual stream "
-        "beside their outputs, which the runtime's one-tensor stages cannot; profile and run with --granularity "
-        "block or sublayer");
   std::vector<Stage> stages;
-  stages.push_back({"embed", [m](const at::Tensor& ids, const Batch&) { return m->embed(ids); },
-                    {m->wte->weight, m->wpe->weight}});
-  auto params_of = [](std::initializer_list<const torch::nn::Module*> modules) {
-    std::vector<at::Tensor> out;
-    for (const torch::nn::Module* mod : modules)
-      for (const at::Tensor& p : mod->parameters()) out.push_back(p);
-    return out;
-  };
-  for (int64_t i = 0; i < m->config().n_layer; ++i) {
-    Gpt2BlockImpl* b = m->block(i).get();
-    const std::string name = "h." + std::to_string(i);
-    if (m->config().granularity == gpt2::Granularity::Block) {
-      stages.push_back({name, [b](const at::Tensor& x, const Batch&) { return b->forward(x); }, b->parameters()});
-    } else {
-      stages.push_back({name + ".attn", [b](const at::Tensor& x, const Batch&) { return b->attention_half(x); },
-                        params_of({b->ln_1.get(), b->attn.get()})});
-      stages.push_back({name + ".mlp", [b](const at::Tensor& x, const Batch&) { return b->mlp_half(x); },
-                        params_of({b->ln_2.get(), b->mlp.get()})});
+  int64_t block = -1;
+  for (const gpt2::StageLayout& layout : gpt2::stage_layout(m->config())) {
+    switch (layout.kind) {
+      case StageKind::Embed:
+        stages.push_back({layout.name, one_tensor([m](const at::Tensor& ids, const Batch&) { return m->embed(ids); }),
+                          {m->wte->weight, m->wpe->weight}});
+        break;
+      case StageKind::Head: {
+        std::vector<at::Tensor> head_params = params_of({m->ln_f.get()});
+        head_params.push_back(m->wte->weight);  // tied lm_head
+        stages.push_back({layout.name, one_tensor([m](const at::Tensor& x, const Batch& batch) {
+                            return m->head_loss(x, batch.targets);
+                          }),
+                          std::move(head_params)});
+        break;
+      }
+      default:
+        // A block's first stage starts the next block.
+        if (layout.kind == StageKind::Block || layout.kind == StageKind::AttentionHalf || layout.kind == StageKind::Ln1)
+          ++block;
+        stages.push_back(block_stage(layout, m->block(block).get(), m->config().kernels));
+        stages.back().role = gpt2::stage_role(layout.kind);
     }
   }
-  std::vector<at::Tensor> head_params = params_of({m->ln_f.get()});
-  head_params.push_back(m->wte->weight);  // tied lm_head
-  stages.push_back({"head", [m](const at::Tensor& x, const Batch& batch) { return m->head_loss(x, batch.targets); },
-                    std::move(head_params)});
   return StagedModel(std::move(stages), model.ptr(), /*ends_with_loss=*/true);
 }
 

@@ -24,6 +24,10 @@ class Gpt2AttentionImpl : public torch::nn::Module {
  public:
   explicit Gpt2AttentionImpl(const gpt2::Gpt2Config& config);
   at::Tensor forward(at::Tensor x);  // (B, T, C) -> (B, T, C); by value: Note [Tensor lifetimes]
+  // forward's three parts, the operator stages of Note [Operator stages] in gpt2/stages.h:
+  at::Tensor qkv(const at::Tensor& h) { return c_attn(h); }  // (B, T, C) -> (B, T, 3C)
+  at::Tensor core(at::Tensor qkv);     // heads, attention, heads merged: (B, T, 3C) -> (B, T, C)
+  at::Tensor project(at::Tensor y);    // c_proj and its dropout
 
   torch::nn::Linear c_attn{nullptr};  // C -> 3C: q, k, v side by side
   torch::nn::Linear c_proj{nullptr};  // C -> C
@@ -38,6 +42,11 @@ class Gpt2MlpImpl : public torch::nn::Module {
  public:
   explicit Gpt2MlpImpl(const gpt2::Gpt2Config& config);
   at::Tensor forward(at::Tensor x);  // C -> 4C -> tanh-GELU -> C -> dropout
+  // forward's three parts, the operator stages: c_fc (without its bias when the fused
+  // bias + GELU kernel adds it), the GELU, c_proj with its dropout.
+  at::Tensor fc(const at::Tensor& h);
+  at::Tensor gelu(const at::Tensor& u);
+  at::Tensor project(at::Tensor g);
 
   torch::nn::Linear c_fc{nullptr};
   torch::nn::Linear c_proj{nullptr};
@@ -56,6 +65,8 @@ class Gpt2BlockImpl : public torch::nn::Module {
   at::Tensor attention_half(const at::Tensor& x);  // x + attn(ln_1(x))
   at::Tensor mlp_half(const at::Tensor& x);        // x + mlp(ln_2(x))
   at::Tensor forward(const at::Tensor& x) { return mlp_half(attention_half(x)); }
+  // The residual add that ends each half: x + r.
+  static at::Tensor residual_add(const at::Tensor& x, const at::Tensor& r) { return x + r; }
 
   torch::nn::LayerNorm ln_1{nullptr};
   Gpt2Attention attn{nullptr};

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/container/sequential.h>
 
 namespace memopt::model {
@@ -34,21 +35,105 @@ StagedModel StagedModel::from_sequential(const std::shared_ptr<torch::nn::Sequen
     if (name.ends_with("Impl")) name.resize(name.size() - 4);
     Stage stage;
     stage.name = std::to_string(i++) + "." + name;
-    stage.forward = [child](const at::Tensor& x, const Batch&) mutable { return child.forward<at::Tensor>(x); };
+    stage.forward = one_tensor([child](const at::Tensor& x, const Batch&) mutable { return child.forward<at::Tensor>(x); });
     stage.parameters = module->parameters(/*recurse=*/true);
     stages.push_back(std::move(stage));
   }
   return StagedModel(std::move(stages), seq, /*ends_with_loss=*/false);
 }
 
-at::Tensor StagedModel::forward_stage(int i, const at::Tensor& input, const Batch& batch) const {
+Activation StagedModel::forward_stage(int i, const Activation& input, const Batch& batch) const {
   return stage(i).forward(input, batch);
 }
 
+at::Tensor StagedModel::forward_stage(int i, const at::Tensor& input, const Batch& batch) const {
+  Activation out = forward_stage(i, Activation{input}, batch);
+  if (out.size() != 1)
+    throw std::invalid_argument("stage '" + stage(i).name + "' returns " + std::to_string(out.size()) +
+                                " tensors, not one");
+  return out[0];
+}
+
 at::Tensor StagedModel::forward(const Batch& batch) const {
-  at::Tensor a = batch.input;
-  for (const Stage& s : stages_) a = s.forward(a, batch);
-  return a;
+  Activation a{batch.input};
+  for (int i = 0; i < num_stages(); ++i) a = forward_stage(i, a, batch);
+  if (a.size() != 1)
+    throw std::invalid_argument("StagedModel: the last stage returns " + std::to_string(a.size()) +
+                                " tensors; a chain ends with one (its output or its loss)");
+  return a[0];
+}
+
+std::function<Activation(const Activation&, const Batch&)> one_tensor(TensorForward forward) {
+  return [forward = std::move(forward)](const Activation& input, const Batch& batch) {
+    if (input.size() != 1)
+      throw std::invalid_argument("a one-tensor stage was given " + std::to_string(input.size()) + " tensors");
+    return Activation{forward(input[0], batch)};
+  };
+}
+
+Activation detached_leaves(const Activation& input, bool with_grad) {
+  Activation leaves;
+  leaves.reserve(input.size());
+  for (const at::Tensor& t : input) {
+    at::Tensor leaf = t.detach();
+    if (with_grad && at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+    leaves.push_back(std::move(leaf));
+  }
+  return leaves;
+}
+
+Activation backward_stage(const Activation& output, const Activation& leaves, const Activation& grads) {
+  if (grads.size() != output.size())
+    throw std::logic_error("backward_stage: " + std::to_string(grads.size()) + " gradients for " +
+                           std::to_string(output.size()) + " outputs");
+  std::vector<int> carried_to(output.size(), -1);
+  std::vector<at::Tensor> roots, root_grads;
+  for (size_t j = 0; j < output.size(); ++j) {
+    for (size_t m = 0; m < leaves.size(); ++m)
+      if (leaves[m].defined() && leaves[m].unsafeGetTensorImpl() == output[j].unsafeGetTensorImpl())
+        carried_to[j] = static_cast<int>(m);
+    if (carried_to[j] < 0 && output[j].requires_grad()) {
+      roots.push_back(output[j]);
+      root_grads.push_back(grads[j]);
+    }
+  }
+  if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+  Activation d(leaves.size());
+  for (size_t m = 0; m < leaves.size(); ++m) {
+    if (!leaves[m].defined() || !leaves[m].requires_grad()) continue;
+    d[m] = leaves[m].grad();
+    // d_i belongs to the caller alone: a leaf kept alive elsewhere would otherwise
+    // keep it through its .grad.
+    const_cast<at::Tensor&>(leaves[m]).mutable_grad().reset();
+  }
+  for (size_t j = 0; j < output.size(); ++j) {
+    const int m = carried_to[j];
+    if (m < 0 || !grads[j].defined()) continue;
+    // The carried tensor's gradient passes through unchanged; where the stage also
+    // read that tensor (ln_1 reads x), the graph's part is added in place -- one
+    // addition of two terms, as the whole graph's backward makes it.
+    d[m] = d[m].defined() ? d[m].add_(grads[j]) : grads[j];
+  }
+  return d;
+}
+
+int64_t activation_bytes(const Activation& a) {
+  std::unordered_set<const void*> seen;
+  int64_t bytes = 0;
+  for (const at::Tensor& t : a)
+    if (t.defined() && seen.insert(t.storage().unsafeGetStorageImpl()).second)
+      bytes += static_cast<int64_t>(t.storage().nbytes());
+  return bytes;
+}
+
+int64_t carried_bytes(const Activation& input, const Activation& output) {
+  std::unordered_set<const void*> in;
+  for (const at::Tensor& t : input)
+    if (t.defined()) in.insert(t.storage().unsafeGetStorageImpl());
+  Activation shared;
+  for (const at::Tensor& t : output)
+    if (t.defined() && in.count(t.storage().unsafeGetStorageImpl())) shared.push_back(t);
+  return activation_bytes(shared);
 }
 
 std::vector<at::Tensor> StagedModel::parameters() const {

@@ -11,6 +11,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "solver/chain.h"
+
 namespace torch::nn {
 class SequentialImpl;
 }
@@ -25,17 +27,50 @@ struct Batch {
   at::Tensor targets;
 };
 
+// Note [Multi-tensor activations]
+// An activation a_i is a list of tensors. Most stages take one and return one. An
+// operator stage (GPT-2 at --granularity op) passes the residual stream beside its
+// value: ln_1 maps x to (x, ln_1(x)), and the list it returns begins with the very
+// tensor object its input began with. That is what docs/formats.md section 1.7 calls
+// carried bytes: the two activations share those bytes, and a backward hands the
+// carried tensor's gradient straight to the input's (backward_stage), so d_i shares
+// them with d_{i+1} too. A carried tensor is always a prefix of both lists.
+using Activation = std::vector<at::Tensor>;
+
 // A stage maps its input a_i to a_{i+1}. It must be a pure function of its input, the
 // batch, the parameters and the global RNG (dropout), so that a recompute restoring
 // the RNG state reproduces it exactly, and it must work both under autograd and
 // without grad.
 struct Stage {
   std::string name;
-  std::function<at::Tensor(const at::Tensor& input, const Batch& batch)> forward;
+  std::function<Activation(const Activation& input, const Batch& batch)> forward;
   // Parameters this stage reads. A tied parameter (GPT-2's wte) appears in every
   // stage that reads it; StagedModel::parameters() lists it once.
   std::vector<at::Tensor> parameters;
+  // What the selective and pointwise baselines read; the profiler writes it.
+  solver::StageRole role = solver::StageRole::Other;
 };
+
+// The forward of a stage of one tensor in and one out.
+using TensorForward = std::function<at::Tensor(const at::Tensor& input, const Batch& batch)>;
+std::function<Activation(const Activation&, const Batch&)> one_tensor(TensorForward forward);
+
+// One stage's backward, as the executor and the profiler run it. `leaves` is the
+// stage's input, detached (floating tensors requiring grad), `output` what the stage
+// returned from them, `grads` the gradients of `output`. Returns the gradients of the
+// leaves (undefined where a leaf needs none) and leaves no .grad behind. An output
+// tensor that is one of the leaves (carried, Note [Multi-tensor activations]) is no
+// root of the backward: its gradient is the leaf's, plus whatever the graph adds.
+Activation backward_stage(const Activation& output, const Activation& leaves, const Activation& grads);
+
+// The detached copy of an activation a stage's backward starts from: floating
+// tensors require grad (when `with_grad`), others (token ids) do not.
+Activation detached_leaves(const Activation& input, bool with_grad = true);
+
+// Bytes of the distinct storages of these tensors.
+int64_t activation_bytes(const Activation& a);
+// Bytes of the storages of `output` that are storages of `input` too: the carried bytes.
+int64_t carried_bytes(const Activation& input, const Activation& output);
 
 // Note [Why the loss is a stage]
 // When `ends_with_loss` is true the last stage returns the scalar loss, so a_L is
@@ -58,6 +93,8 @@ class StagedModel {
   const std::vector<Stage>& stages() const { return stages_; }
   bool ends_with_loss() const { return ends_with_loss_; }
 
+  Activation forward_stage(int i, const Activation& input, const Batch& batch) const;
+  // A stage of one tensor in and out (throws std::invalid_argument otherwise).
   at::Tensor forward_stage(int i, const at::Tensor& input, const Batch& batch) const;
   // All stages in order from batch.input: the loss when ends_with_loss(), else the output.
   at::Tensor forward(const Batch& batch) const;

@@ -74,22 +74,21 @@ void evict_caches() {
 // One run of the protocol on one stage.
 struct Run {
   double fwd_ms, bwd_ms, fwd_nograd_ms;
-  int64_t out_bytes, saved_bytes, fwd_tmp_grad_bytes, fwd_tmp_nograd_bytes, bwd_tmp_bytes, input_grad_bytes;
-  at::Tensor output;  // a_{i+1}, from the run without grad
+  int64_t out_bytes, saved_bytes, carried_bytes, fwd_tmp_grad_bytes, fwd_tmp_nograd_bytes, bwd_tmp_bytes,
+      input_grad_bytes;
+  model::Activation output;  // a_{i+1}, from the run without grad
 };
 
-Run run_stage(const model::StagedModel& model, int i, const at::Tensor& a, const model::Batch& batch,
+Run run_stage(const model::StagedModel& model, int i, const model::Activation& a, const model::Batch& batch,
               measure::MemoryMeter& meter, measure::Timer& timer, measure::StageTracer* tracer) {
   Run r{};
   const std::string& name = model.stage(i).name;
-  const bool input_needs_grad = i > 0 && at::isFloatingType(a.scalar_type());
   {
-    // Step 1: forward under autograd.
-    at::Tensor x = a.detach();
-    if (input_needs_grad) x.requires_grad_(true);
+    // Step 1: forward under autograd, on detached leaves (a_0 needs no gradient).
+    const model::Activation x = model::detached_leaves(a, /*with_grad=*/i > 0);
     const int64_t before_fwd = meter.current_bytes();
     meter.reset_peak();
-    at::Tensor y;
+    model::Activation y;
     {
       measure::StageRange range(tracer, "fwd_keep", name);
       timer.start();
@@ -97,34 +96,43 @@ Run run_stage(const model::StagedModel& model, int i, const at::Tensor& a, const
       r.fwd_ms = timer.stop_ms();
     }
     const int64_t after_fwd = meter.current_bytes();
-    r.saved_bytes = after_fwd - before_fwd;
+    // Note [Multi-tensor activations]: what the output carries over from the input
+    // existed before; it is part of a_{i+1} and of ā_{i+1} all the same.
+    r.carried_bytes = model::carried_bytes(x, y);
+    r.saved_bytes = after_fwd - before_fwd + r.carried_bytes;
     r.fwd_tmp_grad_bytes = meter.peak_bytes() - after_fwd;
-    r.out_bytes = storage_bytes(y);
-    if (!y.requires_grad())
-      throw std::runtime_error("profiler: stage '" + model.stage(i).name +
-                               "' returned a tensor that does not require grad; it has no parameters or "
+    r.out_bytes = model::activation_bytes(y);
+    bool any_grad = false;
+    for (const at::Tensor& t : y) any_grad = any_grad || t.requires_grad();
+    if (!any_grad)
+      throw std::runtime_error("profiler: stage '" + name +
+                               "' returned no tensor that requires grad; it has no parameters or "
                                "does not use its input");
 
-    // Step 2: backward from a seed gradient shaped like the output.
-    at::Tensor seed = at::ones_like(y, at::MemoryFormat::Contiguous);
+    // Step 2: backward from seed gradients shaped like the output.
+    model::Activation seed;
+    for (const at::Tensor& t : y) seed.push_back(at::ones_like(t, at::MemoryFormat::Contiguous));
     evict_caches();
     const int64_t before_bwd = meter.current_bytes();
     meter.reset_peak();
+    model::Activation d;
     {
       measure::StageRange range(tracer, "bwd", name);
       timer.start();
-      torch::autograd::backward({y}, {seed}, /*retain_graph=*/false);
+      d = model::backward_stage(y, x, seed);
       r.bwd_ms = timer.stop_ms();
     }
-    r.input_grad_bytes = input_needs_grad && x.grad().defined() ? storage_bytes(x.grad()) : 0;
-    const int64_t d_i_bytes = storage_bytes(a);  // the model's d_i is as big as a_i, real or not
+    r.input_grad_bytes = model::activation_bytes(d);
+    // The model's d_i is as big as a_i, real or not, and shares the carried bytes with
+    // d_{i+1} (docs/formats.md section 1.7): only the rest is new.
+    const int64_t d_i_bytes = model::activation_bytes(a) - r.carried_bytes;
     r.bwd_tmp_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_bwd - d_i_bytes);
   }
   {
     // Step 3: forward without grad, as fwd_ckpt and fwd_drop run it.
     at::NoGradGuard no_grad;
     meter.reset_peak();
-    at::Tensor y;
+    model::Activation y;
     {
       measure::StageRange range(tracer, "fwd_nograd", name);
       timer.start();
@@ -132,7 +140,7 @@ Run run_stage(const model::StagedModel& model, int i, const at::Tensor& a, const
       r.fwd_nograd_ms = timer.stop_ms();
     }
     r.fwd_tmp_nograd_bytes = std::max<int64_t>(0, meter.peak_bytes() - meter.current_bytes());
-    r.output = y;
+    r.output = std::move(y);
   }
   r.fwd_tmp_grad_bytes = std::max<int64_t>(0, r.fwd_tmp_grad_bytes);
   r.saved_bytes = std::max(r.saved_bytes, r.out_bytes);  // a stage returning a view of its input
@@ -152,14 +160,15 @@ Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, 
   Measurement m;
   m.chain.input_bytes = storage_bytes(batch.input);
   const int L = model.num_stages();
-  at::Tensor a = batch.input;  // a_i, carried from stage to stage
+  model::Activation a{batch.input};  // a_i, passed from stage to stage
   if (options.on_progress) options.on_progress(0, L);
   for (int i = 0; i < L; ++i) {
     std::vector<double> fwd, bwd, fwd_nograd;
     solver::Stage s;
     s.name = model.stage(i).name;
+    s.role = model.stage(i).role;
     StageDetail d;
-    at::Tensor next;
+    model::Activation next;
     for (int run = 0; run < options.warmup + options.repeat; ++run) {
       guard.zero_grads();
       // Warm-up runs stay outside the trace, as they stay outside the medians.
@@ -169,6 +178,7 @@ Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, 
       bwd.push_back(r.bwd_ms);
       fwd_nograd.push_back(r.fwd_nograd_ms);
       s.out_bytes = std::max(s.out_bytes, r.out_bytes);
+      s.carried_bytes = r.carried_bytes;
       s.saved_bytes = std::max(s.saved_bytes, r.saved_bytes);
       d.fwd_tmp_grad_bytes = std::max(d.fwd_tmp_grad_bytes, r.fwd_tmp_grad_bytes);
       d.fwd_tmp_nograd_bytes = std::max(d.fwd_tmp_nograd_bytes, r.fwd_tmp_nograd_bytes);

@@ -81,11 +81,11 @@ Chain make_chain(const std::vector<std::string>& names, const std::vector<py::ob
     model::Stage stage;
     stage.name = names[i];
     stage.parameters = parameters[i];
-    stage.forward = [fn](const at::Tensor& input, const model::Batch& batch) {
+    stage.forward = model::one_tensor([fn](const at::Tensor& input, const model::Batch& batch) {
       py::gil_scoped_acquire gil;
       py::object targets = batch.targets.defined() ? py::cast(batch.targets) : py::none();
       return (*fn)(input, targets).cast<at::Tensor>();
-    };
+    });
     stages.push_back(std::move(stage));
   }
   auto owner_module = std::make_shared<PythonOwner>(hold(std::move(owner)));

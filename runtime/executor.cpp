@@ -10,7 +10,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/autograd.h>
 
 namespace memopt::runtime {
 namespace {
@@ -90,16 +89,17 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   }
 }
 
-at::Tensor ScheduleRunner::input_of(int i) {
-  if (arriving_[i]) {
+model::Activation ScheduleRunner::input_of(int i) {
+  if (!arriving_[i].empty()) {
     // The compute stream waits here for a prefetch still in flight: exposed copy time.
     const auto start = std::chrono::steady_clock::now();
-    plain_[i] = arriving_[i]->take_device_tensor();
+    plain_[i].clear();
+    for (const auto& t : arriving_[i]) plain_[i].push_back(t->take_device_tensor());
     copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    arriving_[i].reset();
+    arriving_[i].clear();
   }
-  if (plain_[i].defined()) return plain_[i];
-  if (saved_out_[i].defined()) return saved_out_[i].detach();
+  if (!plain_[i].empty()) return plain_[i];
+  if (!saved_out_[i].empty()) return model::detached_leaves(saved_out_[i], /*with_grad=*/false);
   throw std::logic_error("executor: the input of stage " + std::to_string(i) + " is not resident");
 }
 
@@ -135,31 +135,35 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
     return;
   }
   if (op.kind == OpKind::Offload) {
-    if (!plain_[k].defined()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
-    const at::Tensor device = plain_[k].contiguous();
-    offloaded_[k] = options_.copy_engine->offload(device);
-    if (hold) outbound_[p] = {{device, offloaded_[k]}};
-    all_copies_.push_back(offloaded_[k]);
-    plain_[k].reset();  // the engine holds it until its copy ends
+    if (plain_[k].empty()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
+    for (const at::Tensor& t : plain_[k]) {
+      const at::Tensor device = t.contiguous();
+      offloaded_[k].push_back(options_.copy_engine->offload(device));
+      if (hold) outbound_[p].push_back({device, offloaded_[k].back()});
+      all_copies_.push_back(offloaded_[k].back());
+    }
+    plain_[k].clear();  // the engine holds them until their copies end
     ++copy_stats_.num_offloads;
   } else {
-    if (!offloaded_[k]) throw std::logic_error("executor: prefetch of a_" + std::to_string(k) + ", which is not on the host");
-    arriving_[k] = options_.copy_engine->prefetch(offloaded_[k]);
-    all_copies_.push_back(arriving_[k]);
-    offloaded_[k].reset();
+    if (offloaded_[k].empty()) throw std::logic_error("executor: prefetch of a_" + std::to_string(k) + ", which is not on the host");
+    for (const auto& host : offloaded_[k]) {
+      arriving_[k].push_back(options_.copy_engine->prefetch(host));
+      all_copies_.push_back(arriving_[k].back());
+    }
+    offloaded_[k].clear();
     ++copy_stats_.num_prefetches;
   }
 }
 
-at::Tensor ScheduleRunner::run_stage(int i, const at::Tensor& input, bool with_grad) {
+model::Activation ScheduleRunner::run_stage(int i, const model::Activation& input, bool with_grad) {
   if (!options_.hooks) return run_stage_unhooked(i, input, with_grad);
   options_.hooks->before_forward(i);
-  at::Tensor out = run_stage_unhooked(i, input, with_grad);
+  model::Activation out = run_stage_unhooked(i, input, with_grad);
   options_.hooks->after_forward(i);
   return out;
 }
 
-at::Tensor ScheduleRunner::run_stage_unhooked(int i, const at::Tensor& input, bool with_grad) {
+model::Activation ScheduleRunner::run_stage_unhooked(int i, const model::Activation& input, bool with_grad) {
   at::AutoGradMode grad_mode(with_grad);
   if (!options_.restore_rng) return model_.forward_stage(i, input, batch_);
   if (!rng_state_[i]) {
@@ -173,57 +177,49 @@ at::Tensor ScheduleRunner::run_stage_unhooked(int i, const at::Tensor& input, bo
 void ScheduleRunner::forward_op(const Op& op) {
   const int i = op.index;
   if (op.kind == OpKind::FwdKeep) {
-    // A detached leaf so that this stage's backward stops at its input and hands the
+    // Detached leaves so that this stage's backward stops at its input and hands the
     // input's gradient over as d_i.
-    at::Tensor leaf = input_of(i).detach();
-    if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+    model::Activation leaves = model::detached_leaves(input_of(i));
     if (moves_saved_[i + 1]) {
       // Capture what this stage saves, so offload_saved can move it (its input and
       // output stay: the hollow ā_{i+1} keeps a_{i+1}).
       saved_state_[i + 1] = std::make_unique<SavedState>(static_storages_);
       {
         CaptureScope capture(*saved_state_[i + 1]);
-        saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+        saved_out_[i + 1] = run_stage(i, leaves, /*with_grad=*/true);
       }
-      saved_state_[i + 1]->keep_on_device(leaf);
-      saved_state_[i + 1]->keep_on_device(saved_out_[i + 1]);
+      for (const at::Tensor& t : leaves) saved_state_[i + 1]->keep_on_device(t);
+      for (const at::Tensor& t : saved_out_[i + 1]) saved_state_[i + 1]->keep_on_device(t);
       // The targets live for the whole step, outside the budget (a_0 is plain_[0]).
       saved_state_[i + 1]->keep_on_device(batch_.targets);
     } else {
-      saved_out_[i + 1] = run_stage(i, leaf, /*with_grad=*/true);
+      saved_out_[i + 1] = run_stage(i, leaves, /*with_grad=*/true);
     }
-    saved_leaf_[i + 1] = leaf;
+    saved_leaf_[i + 1] = std::move(leaves);
     return;
   }
   plain_[i + 1] = run_stage(i, input_of(i), /*with_grad=*/false);
-  if (op.kind == OpKind::FwdDrop) plain_[i].reset();
+  if (op.kind == OpKind::FwdDrop) plain_[i].clear();
 }
 
 void ScheduleRunner::backward_op(int i) {
-  at::Tensor& out = saved_out_[i + 1];
-  at::Tensor& leaf = saved_leaf_[i + 1];
-  if (!out.defined() || !grad_[i + 1].defined())
+  model::Activation& out = saved_out_[i + 1];
+  model::Activation& leaves = saved_leaf_[i + 1];
+  if (out.empty() || grad_[i + 1].empty())
     throw std::logic_error("executor: bwd " + std::to_string(i) + " without ā or d of its output");
   if (options_.hooks) options_.hooks->before_backward(i);
   // A prefetch_saved still in flight: the compute thread waits (exposed copy time).
   if (saved_state_[i + 1]) copy_stats_.stall_ms += saved_state_[i + 1]->wait_on_device();
-  if (out.requires_grad()) torch::autograd::backward({out}, {grad_[i + 1]});
-  at::Tensor d_in;
-  if (leaf.defined() && leaf.requires_grad()) {
-    d_in = leaf.grad();
-    // d_i now belongs to grad_ alone: were the leaf kept alive by anything, its .grad
-    // would otherwise keep d_i past bwd i-1.
-    leaf.mutable_grad().reset();
-  }
-  out.reset();
-  leaf.reset();
+  model::Activation d_in = model::backward_stage(out, leaves, grad_[i + 1]);
+  out.clear();
+  leaves.clear();
   if (saved_state_[i + 1]) {
     for (const auto& t : saved_state_[i + 1]->transfers()) all_copies_.push_back(t);
     saved_state_[i + 1].reset();
   }
-  grad_[i + 1].reset();
-  plain_[i].reset();  // a plain input is consumed; an ā_i stays for bwd i-1
-  grad_[i] = d_in.defined() ? d_in : at::Tensor();
+  grad_[i + 1].clear();
+  plain_[i].clear();  // a plain input is consumed; an ā_i stays for bwd i-1
+  grad_[i] = std::move(d_in);
   if (options_.hooks) options_.hooks->after_backward(i);
 }
 
@@ -243,7 +239,7 @@ void ScheduleRunner::run_op(const Op& op) {
 
 at::Tensor ScheduleRunner::run_forward(model::Batch batch) {
   batch_ = std::move(batch);
-  plain_[0] = std::move(batch_.input);  // leaves batch_.input undefined
+  plain_[0] = {std::move(batch_.input)};  // leaves batch_.input undefined
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Bwd) throw std::invalid_argument(op_text(op, next_op_) + ": bwd before loss");
@@ -251,10 +247,16 @@ at::Tensor ScheduleRunner::run_forward(model::Batch batch) {
     run_op(op);
   }
   if (next_op_ == ops_.size()) throw std::invalid_argument("the schedule has no loss op");
+  return last_activation().detach();
+}
+
+const at::Tensor& ScheduleRunner::last_activation() const {
   const int L = model_.num_stages();
-  // Detached: a caller holding the loss must not keep the last stage's graph alive,
-  // and with it that stage's input leaf and its gradient.
-  return (plain_[L].defined() ? plain_[L] : saved_out_[L]).detach();
+  const model::Activation& a = plain_[L].empty() ? saved_out_[L] : plain_[L];
+  if (a.size() != 1)
+    throw std::invalid_argument("executor: the last stage returned " + std::to_string(a.size()) +
+                                " tensors; a chain (or a pipeline stage) must end where one tensor is passed");
+  return a[0];
 }
 
 at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
@@ -262,23 +264,23 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   if (next_op_ >= ops_.size() || ops_[next_op_].kind != OpKind::Loss)
     throw std::logic_error("executor: run_backward before run_forward");
   wait_offloads_due(next_op_);  // the loss op
-  grad_[L] = grad_output.defined() ? grad_output : at::ones_like(plain_[L].defined() ? plain_[L] : saved_out_[L]);
-  plain_[L].reset();
+  grad_[L] = {grad_output.defined() ? grad_output : at::ones_like(last_activation())};
+  plain_[L].clear();
   for (++next_op_; next_op_ < ops_.size(); ++next_op_) {
     const Op& op = ops_[next_op_];
     if (op.kind == OpKind::Loss) throw std::invalid_argument(op_text(op, next_op_) + ": a second loss");
     wait_offloads_due(next_op_);
     run_op(op);
   }
-  at::Tensor d0 = grad_[0];
+  at::Tensor d0 = grad_[0].empty() ? at::Tensor() : grad_[0][0];
   outbound_.assign(ops_.size(), {});  // offloads the simulator finished only after the last op
   if (options_.copy_engine) {
     options_.copy_engine->finish_step();
     for (const auto& t : all_copies_) copy_stats_.copy_ms += t->copy_ms();
     all_copies_.clear();
   }
-  plain_.assign(L + 2, at::Tensor());
-  grad_.assign(L + 2, at::Tensor());
+  plain_.assign(L + 2, {});
+  grad_.assign(L + 2, {});
   batch_ = model::Batch{};
   return d0;
 }

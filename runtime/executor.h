@@ -99,27 +99,29 @@ class ScheduleRunner {
   const CopyStats& copy_stats() const { return copy_stats_; }
 
  private:
-  at::Tensor input_of(int i);
+  model::Activation input_of(int i);
   void copy_op(const solver::Op& op, size_t p);
   void wait_offloads_due(size_t q);
   void forward_op(const solver::Op& op);
   void backward_op(int i);
-  at::Tensor run_stage(int i, const at::Tensor& input, bool with_grad);
-  at::Tensor run_stage_unhooked(int i, const at::Tensor& input, bool with_grad);
+  model::Activation run_stage(int i, const model::Activation& input, bool with_grad);
+  model::Activation run_stage_unhooked(int i, const model::Activation& input, bool with_grad);
   void run_op(const solver::Op& op);  // a forward, bwd or copy op inside its tracer range
+  const at::Tensor& last_activation() const;  // a_L, which must be one tensor
 
   const model::StagedModel& model_;
   std::vector<solver::Op> ops_;
   ExecutorOptions options_;
   size_t next_op_ = 0;
   model::Batch batch_;  // targets for the loss stage; its input moves to plain_[0]
-  std::vector<at::Tensor> plain_;        // a_k
-  std::vector<at::Tensor> saved_leaf_;   // ā_k: the detached input of stage k-1, requiring grad
-  std::vector<at::Tensor> saved_out_;    // ā_k: a_k with its graph
-  std::vector<at::Tensor> grad_;         // d_k
+  // Note [Multi-tensor activations] in model/staged_model.h: each a_k is a list.
+  std::vector<model::Activation> plain_;       // a_k
+  std::vector<model::Activation> saved_leaf_;  // ā_k: the detached input of stage k-1, requiring grad
+  std::vector<model::Activation> saved_out_;   // ā_k: a_k with its graph
+  std::vector<model::Activation> grad_;        // d_k
   std::vector<std::optional<CpuRngState>> rng_state_;  // per stage, from its first forward
-  std::vector<std::shared_ptr<Transfer>> offloaded_;   // a_k on the host
-  std::vector<std::shared_ptr<Transfer>> arriving_;    // a_k being prefetched
+  std::vector<std::vector<std::shared_ptr<Transfer>>> offloaded_;  // a_k on the host, a copy per tensor
+  std::vector<std::vector<std::shared_ptr<Transfer>>> arriving_;   // a_k being prefetched
   std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats
   // ā_k whose saved state the schedule moves (offload_saved k), captured at fwd_keep.
   std::vector<char> moves_saved_;
