@@ -59,7 +59,7 @@ class Tape {
   // At operator granularity (Note [Operator stages] in gpt2/stages.h) the residual
   // stream x beside the input of an attn.c_proj or mlp.c_proj stage: it exists
   // before, and its gradient is the incoming one, which the residual add passes on
-  // (the caller hands it over, so it is never copied).
+  // to x's AccumulateGrad -- which copies it, since the caller still holds it.
   static constexpr Id kResidual = -3;
 
   // What a node's backward sees: its incoming gradients and the tape to allocate on.
@@ -225,7 +225,14 @@ class Tape {
   // Step 3 of Note [Backward replay]; the gradient's reference moves into the buffer.
   void deliver(Edge to, Grad g) {
     if (to.node == kNone) throw std::logic_error("analytic tape: a gradient for a value that needs none");
-    if (to.node == kToResidual) {  // part of d_i from here on; Tape::kResidual says why it is not copied
+    if (to.node == kToResidual) {  // part of d_i from here on
+      // AccumulateGrad steals a gradient no one else holds and copies any other
+      // (Tape::kResidual: the caller's own, passed on by the add).
+      if (storages_.at(static_cast<size_t>(g)).refs > 1) {
+        const Grad copy = new_storage(storages_.at(static_cast<size_t>(g)).bytes, 1);
+        unref(g);
+        g = copy;
+      }
       residual_grads_.push_back(g);
       return;
     }

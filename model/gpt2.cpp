@@ -97,7 +97,11 @@ at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
 
 at::Tensor Gpt2AttentionImpl::project(at::Tensor y) {
   y = c_proj(y);
-  return apply_dropout(y, config_.resid_pdrop, is_training(), config_.kernels);
+  // The parameter y would otherwise live until the end of the caller's full
+  // expression, through an operator stage's residual add (Note [Tensor lifetimes]).
+  at::Tensor out = apply_dropout(y, config_.resid_pdrop, is_training(), config_.kernels);
+  y.reset();
+  return out;
 }
 
 Gpt2MlpImpl::Gpt2MlpImpl(const gpt2::Gpt2Config& config) : resid_pdrop_(config.resid_pdrop), kernels_(config.kernels) {

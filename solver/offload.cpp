@@ -284,12 +284,15 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
 std::vector<Op> offload_all_ops(const Chain& chain) {
   const int L = chain.length();
   std::vector<Op> ops;
+  // An input sharing bytes with a neighbour cannot leave (Note [Carried bytes]): it
+  // stays on the device as a plain checkpoint.
+  const auto moves = [&](int i) { return chain.carried(i) == 0 && chain.carried(i + 1) == 0; };
   for (int i = 0; i + 1 < L; ++i) {
     ops.push_back({OpKind::FwdCkpt, i});
-    ops.push_back({OpKind::Offload, i});
+    if (moves(i)) ops.push_back({OpKind::Offload, i});
   }
   for (int i = L - 1; i >= 0; --i) {
-    if (i > 0) ops.push_back({OpKind::Prefetch, i - 1});
+    if (i > 0 && moves(i - 1)) ops.push_back({OpKind::Prefetch, i - 1});
     ops.push_back({OpKind::FwdKeep, i});
     if (i == L - 1) ops.push_back({OpKind::Loss, -1});
     ops.push_back({OpKind::Bwd, i});

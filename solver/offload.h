@@ -53,8 +53,8 @@ namespace memopt::solver {
 // Needs chain.link; without one (or with zero bandwidth) it is solve_recompute.
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {});
 
-// Baseline: checkpoint every stage input, offload each (but the last stage's), and
-// prefetch each one segment ahead.
+// Baseline: checkpoint every stage input, offload each (but the last stage's, and
+// those sharing carried bytes with a neighbour), and prefetch each one segment ahead.
 std::vector<Op> offload_all_ops(const Chain& chain);
 std::optional<std::vector<Op>> offload_all(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {});
 

@@ -1,6 +1,6 @@
 // gpt2_hf_test.cpp: memopt's GPT-2, loaded with --hf-dir weights, against Hugging
 // Face transformers' GPT2LMHeadModel on the same weights and batch: logits, loss
-// and every parameter gradient, for both attention kernels, both granularities, both
+// and every parameter gradient, for both attention kernels, all three granularities, both
 // kernel choices (memopt's fused bias + GELU, or ATen's; dropout is off, so the
 // mask-free dropout is the identity here and is tested with dropout on elsewhere) and
 // both losses (ATen's, or the chunked one adding wte's gradients into wte.grad).
@@ -91,7 +91,8 @@ TEST_P(Gpt2VsTransformers, LogitsLossAndGradientsMatch) {
 INSTANTIATE_TEST_SUITE_P(
     Gpt2, Gpt2VsTransformers,
     ::testing::Combine(::testing::Values(gpt2::Attention::Explicit, gpt2::Attention::Sdpa),
-                       ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                       ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer,
+                                         gpt2::Granularity::Op),
                        ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
                        ::testing::Values(gpt2::Loss::Aten, gpt2::Loss::Chunked)),
     [](const auto& info) {
@@ -117,6 +118,62 @@ TEST(Gpt2, StagesFollowTheGranularity) {
   EXPECT_EQ(block.stage(2).name, "h.1");
   // wte is tied: in the embed and head stages, once in parameters().
   EXPECT_EQ(block.parameters().size(), 4u + 12u * 3u);
+  spec.config.granularity = gpt2::Granularity::Op;
+  const StagedModel op = stage_gpt2(make_gpt2(spec));
+  ASSERT_EQ(op.num_stages(), 2 + 8 * 3);
+  EXPECT_EQ(op.stage(1).name, "h.0.ln_1");
+  EXPECT_EQ(op.stage(3).name, "h.0.attn.core");
+  EXPECT_EQ(op.stage(9).name, "h.1.ln_1");
+  EXPECT_EQ(op.stage(3).role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(op.stage(7).role, solver::StageRole::Pointwise);  // h.0.mlp.gelu
+  EXPECT_EQ(op.stage(6).role, solver::StageRole::Other);      // h.0.mlp.c_fc
+  EXPECT_EQ(op.parameters().size(), 4u + 12u * 3u);
+  // Each parameter once in the stage that reads it first, but c_fc's bias, which the
+  // fused GELU reads after c_fc: the same set as the block stages'.
+  EXPECT_EQ(parameter_homes(op).homed[6].size(), 2u);  // c_fc's weight and bias
+}
+
+// Note [Multi-tensor activations]: operator stages run the block's own ops, and a
+// carried tensor's gradient goes straight to the input's. So whole-chain training at
+// operator granularity gives block training's loss and gradients bit for bit, with
+// dropout on (the masks are drawn in the same order), for both attention kernels
+// and both kernel choices. The reference is the block model, not the op stages.
+TEST(Gpt2, OperatorStagesTrainExactlyAsBlocks) {
+  for (const gpt2::Attention attention : {gpt2::Attention::Explicit, gpt2::Attention::Sdpa}) {
+    for (const gpt2::Kernels kernels : {gpt2::Kernels::Memopt, gpt2::Kernels::Aten}) {
+      SCOPED_TRACE(std::string(gpt2::attention_word(attention)) + " " + gpt2::kernels_word(kernels));
+      gpt2::Gpt2Spec spec;
+      spec.config.n_layer = 2;
+      spec.config.set_dropout(0.1);
+      spec.config.attention = attention;
+      spec.config.kernels = kernels;
+      spec.workload = {2, 32};
+      const Batch batch = make_gpt2_batch(spec);
+      auto train = [&](gpt2::Granularity granularity) {
+        spec.config.granularity = granularity;
+        const StagedModel model = stage_gpt2(make_gpt2(spec));  // same seed: same weights
+        at::manual_seed(5);
+        const at::Tensor loss = model.forward(batch);
+        loss.backward();
+        std::vector<at::Tensor> out{loss.detach()};
+        for (const at::Tensor& p : model.parameters()) out.push_back(p.grad());
+        return out;
+      };
+      const std::vector<at::Tensor> block = train(gpt2::Granularity::Block);
+      const std::vector<at::Tensor> op = train(gpt2::Granularity::Op);
+      ASSERT_EQ(block.size(), op.size());
+      for (size_t k = 0; k < block.size(); ++k) EXPECT_TRUE(at::equal(block[k], op[k])) << "tensor " << k;
+      // The stage-by-stage backward of the executor, carried gradients handed over.
+      spec.config.granularity = gpt2::Granularity::Op;
+      const StagedModel staged = stage_gpt2(make_gpt2(spec));
+      at::manual_seed(5);
+      const at::Tensor loss = testing::staged_forward_backward(staged, batch);
+      EXPECT_TRUE(at::equal(loss, block[0]));
+      const std::vector<at::Tensor> params = staged.parameters();
+      for (size_t k = 0; k < params.size(); ++k)
+        EXPECT_TRUE(at::equal(params[k].grad(), block[k + 1])) << "parameter " << k;
+    }
+  }
 }
 
 TEST(Gpt2, SameSeedSameWeightsAndDropoutFollowsTheGlobalRng) {

@@ -34,21 +34,16 @@ inline ::testing::AssertionResult all_close(const at::Tensor& actual, const at::
 // accumulating parameter gradients. Returns the chain's output (the loss).
 inline at::Tensor staged_forward_backward(const StagedModel& model, const Batch& batch,
                                           const at::Tensor& seed = {}) {
-  std::vector<at::Tensor> inputs, outputs;
-  at::Tensor a = batch.input;
+  std::vector<Activation> inputs, outputs;
+  Activation a{batch.input};
   for (int i = 0; i < model.num_stages(); ++i) {
-    at::Tensor x = a.detach();
-    if (i > 0) x.requires_grad_(true);
-    inputs.push_back(x);
-    outputs.push_back(model.forward_stage(i, x, batch));
+    inputs.push_back(detached_leaves(a, /*with_grad=*/i > 0));
+    outputs.push_back(model.forward_stage(i, inputs.back(), batch));
     a = outputs.back();
   }
-  at::Tensor d = seed.defined() ? seed : at::ones_like(outputs.back());
-  for (int i = model.num_stages() - 1; i >= 0; --i) {
-    outputs[i].backward(d);
-    d = i > 0 ? inputs[i].grad() : at::Tensor();
-  }
-  return outputs.back().detach();
+  Activation d{seed.defined() ? seed : at::ones_like(outputs.back().at(0))};
+  for (int i = model.num_stages() - 1; i >= 0; --i) d = backward_stage(outputs[i], inputs[i], d);
+  return outputs.back().at(0).detach();
 }
 
 }  // namespace memopt::model::testing

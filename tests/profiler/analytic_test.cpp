@@ -1,5 +1,5 @@
 // analytic_test.cpp: measured GPT-2 stage bytes against the analytic twin
-// (gpt2/analytic.h), on several shapes, both granularities, both attention
+// (gpt2/analytic.h), on several shapes, all three granularities, both attention
 // kernels, both kernel choices (memopt's mask-free dropout or ATen's), both losses
 // (ATen's or the chunked one), with and without dropout. Every field -- output, saved, both forward transients and the
 // backward transient -- must agree to the byte: the twin replays each op's
@@ -78,6 +78,7 @@ TEST_P(AnalyticVsMeasured, StageBytesAgree) {
     SCOPED_TRACE("stage " + s.name);
     EXPECT_EQ(s.name, p.name);
     EXPECT_EQ(s.out_bytes, p.out_bytes);
+    EXPECT_EQ(s.carried_bytes, p.carried_bytes);
     EXPECT_EQ(s.saved_bytes, p.saved_bytes);
     EXPECT_EQ(d.fwd_tmp_grad_bytes, p.fwd_tmp_grad_bytes);
     EXPECT_EQ(d.fwd_tmp_nograd_bytes, p.fwd_tmp_nograd_bytes);
@@ -92,7 +93,7 @@ std::string case_name(const ::testing::TestParamInfo<AnalyticVsMeasured::ParamTy
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, AnalyticVsMeasured,
                          ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::Values(Granularity::Block, Granularity::Sublayer),
+                                            ::testing::Values(Granularity::Block, Granularity::Sublayer, Granularity::Op),
                                             ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
                                             ::testing::Values(gpt2::Loss::Aten, gpt2::Loss::Chunked)),
                          case_name);

@@ -103,7 +103,7 @@ TEST_P(ProfileTest, RoundTripsThroughTheSolversReader) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt2, ProfileTest,
-                         ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                         ::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op),
                          [](const auto& info) { return std::string(gpt2::granularity_word(info.param)); });
 
 TEST(Profiler, LeavesGradientsAndThreadsAsItFoundThem) {

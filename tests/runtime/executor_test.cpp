@@ -1,6 +1,6 @@
 // executor_test.cpp: scheduled training steps against plain autograd on the tiny
 // GPT-2, for every solver at budgets from the smallest that works to store-all, at
-// both granularities and both kernel choices (and the chunked loss), with dropout on (with memopt's kernels
+// every granularity (blocks, half-blocks, operator stages) and both kernel choices (and the chunked loss), with dropout on (with memopt's kernels
 // a recomputation must regenerate each dropout mask from its Philox key, so
 // "scheduled equals plain, bit for bit" covers that too), with and without offloading:
 // gradients equal plain training bit for bit, peaks equal the prediction to the byte.
@@ -165,7 +165,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
 
 // Note [Capturing saved tensors from C++]: what the hooks capture and would move is
 // exactly what the profiler counts as a stage's saved state beyond its output,
-// x̄_{i+1} - x_{i+1}, for every stage of both granularities.
+// x̄_{i+1} - x_{i+1}, for every stage of every granularity.
 TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
   TinyGpt2 tiny(GetParam());
   const model::StagedModel& model = *tiny.model;
@@ -173,23 +173,22 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
   std::vector<at::Tensor> fixed = model.parameters();
   for (const at::Tensor& b : model.module().buffers(true)) fixed.push_back(b);
   const auto statics = static_storages_of(fixed);
-  at::Tensor input = tiny.batch.input;
+  model::Activation input{tiny.batch.input};
   for (int i = 0; i < model.num_stages(); ++i) {
-    at::Tensor leaf = input.detach();
-    if (at::isFloatingType(leaf.scalar_type())) leaf.requires_grad_(true);
+    const model::Activation leaves = model::detached_leaves(input);
     SavedState state(statics);
-    at::Tensor out;
+    model::Activation out;
     {
       CaptureScope capture(state);
-      out = model.forward_stage(i, leaf, tiny.batch);
+      out = model.forward_stage(i, leaves, tiny.batch);
     }
-    state.keep_on_device(leaf);
-    state.keep_on_device(out);
+    for (const at::Tensor& t : leaves) state.keep_on_device(t);
+    for (const at::Tensor& t : out) state.keep_on_device(t);
     state.keep_on_device(tiny.batch.input);
     state.keep_on_device(tiny.batch.targets);
     const solver::Stage& st = tiny.profile.chain.stages[i];
     EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
-    input = out.detach();
+    input = model::detached_leaves(out, /*with_grad=*/false);
   }
 }
 
@@ -287,14 +286,14 @@ std::string param_name(const ::testing::TestParamInfo<ExecutorTest::ParamType>& 
 }
 
 INSTANTIATE_TEST_SUITE_P(Granularities, ExecutorTest,
-                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op),
                                             ::testing::Values(gpt2::Kernels::Memopt, gpt2::Kernels::Aten),
                                             ::testing::Values(gpt2::Loss::Aten)),
                          param_name);
 // The chunked loss adds wte's gradients into wte.grad in place, in both the head's
 // and the embedding's backward: scheduled steps must still equal plain training.
 INSTANTIATE_TEST_SUITE_P(ChunkedLoss, ExecutorTest,
-                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer),
+                         ::testing::Combine(::testing::Values(gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op),
                                             ::testing::Values(gpt2::Kernels::Aten),
                                             ::testing::Values(gpt2::Loss::Chunked)),
                          param_name);
