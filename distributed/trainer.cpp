@@ -69,7 +69,7 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
 
   // The cut is a function of the profile alone, so every rank computes the same one.
   const solver::Chain& chain = profile.chain;
-  std::vector<int> bounds = solver::balanced_cuts(solver::stage_costs(chain), P);
+  std::vector<int> bounds = solver::pipeline_cuts(chain, P);
   bounds.insert(bounds.begin(), 0);
   bounds.push_back(chain.length());
   res.chain_begin = bounds[k];

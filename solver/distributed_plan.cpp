@@ -38,7 +38,7 @@ std::vector<PipelineStagePlan> plan_distributed(const Chain& chain, const Distri
                                 std::to_string(D) + " data-parallel ranks x " + std::to_string(l.micro_batches) +
                                 " micro-batches");
   const int64_t rows = micro_batch_rows(l);
-  std::vector<int> bounds = balanced_cuts(stage_costs(chain), P);
+  std::vector<int> bounds = pipeline_cuts(chain, P);
   bounds.insert(bounds.begin(), 0);
   bounds.push_back(chain.length());
   std::vector<PipelineStagePlan> out;

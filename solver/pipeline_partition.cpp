@@ -9,7 +9,7 @@
 
 namespace memopt::solver {
 
-std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts) {
+std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts, const std::vector<bool>& cuttable) {
   const int n = static_cast<int>(cost.size());
   if (parts < 1 || parts > n)
     throw std::invalid_argument("pipeline: " + std::to_string(parts) + " pipeline stages for a chain of " +
@@ -24,12 +24,17 @@ std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts) {
   for (int k = 1; k <= parts; ++k)
     for (int j = k; j <= n; ++j)
       for (int i = k - 1; i < j; ++i) {
+        if (k > 1 && !cuttable.empty() && !cuttable.at(static_cast<size_t>(i))) continue;
         const double v = std::max(best[k - 1][i], prefix[j] - prefix[i]);
         if (v < best[k][j]) {  // strict: the smallest i wins ties
           best[k][j] = v;
           from[k][j] = i;
         }
       }
+  if (best[parts][n] == inf)
+    throw std::invalid_argument("pipeline: " + std::to_string(parts) + " pipeline stages cannot be cut from this chain: "
+                                "too few places where one stage hands a single activation to the next (operator "
+                                "stages are cut between blocks only); use fewer pipeline stages");
   std::vector<int> cuts(parts - 1);
   for (int k = parts, j = n; k > 1; --k) {
     j = from[k][j];
@@ -43,6 +48,12 @@ std::vector<double> stage_costs(const Chain& chain) {
   for (int i = 0; i < chain.length(); ++i) cost.push_back(chain.uf(i) + chain.ub(i));
   cost.back() += chain.loss.bwd_ms;
   return cost;
+}
+
+std::vector<int> pipeline_cuts(const Chain& chain, int parts) {
+  std::vector<bool> cuttable;
+  for (int i = 0; i < chain.length(); ++i) cuttable.push_back(chain.carried(i) == 0);
+  return balanced_cuts(stage_costs(chain), parts, cuttable);
 }
 
 Chain sub_chain(const Chain& chain, int begin, int end) {

@@ -12,7 +12,15 @@ namespace memopt::solver {
 // [c_k, c_{k+1}) with c_0 = 0, c_P = n) minimising the largest part's total cost.
 // Exact (a DP over prefixes, O(P n^2)); among optimal cuts the lexicographically
 // smallest. Every part is non-empty, so 1 <= parts <= cost.size().
-std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts);
+// `cuttable` (empty: all) says per chain stage i whether a cut may fall before it;
+// throws std::invalid_argument when no `parts` non-empty parts can be cut.
+std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts, const std::vector<bool>& cuttable = {});
+
+// The balanced cuts of `chain` by stage_costs, only where one pipeline stage can hand
+// a_k to the next: not inside a run of carried bytes (a_k that carries its
+// predecessor's tensors, c_k > 0, Note [Carried bytes] -- operator stages are cut
+// between blocks).
+std::vector<int> pipeline_cuts(const Chain& chain, int parts);
 
 // Per chain stage fwd_ms + bwd_ms (the loss's backward counts with the last stage):
 // what one micro-batch costs a pipeline stage in a 1F1B steady state.

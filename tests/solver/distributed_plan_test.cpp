@@ -28,8 +28,9 @@ double largest_part(const std::vector<double>& cost, const std::vector<int>& cut
   return worst;
 }
 
-// Every strictly increasing choice of parts-1 cut points in 1..n-1.
-double brute_force_best(const std::vector<double>& cost, int parts) {
+// Every strictly increasing choice of parts-1 cut points in 1..n-1 (only where
+// `cuttable` allows, when given).
+double brute_force_best(const std::vector<double>& cost, int parts, const std::vector<bool>& cuttable = {}) {
   const int n = static_cast<int>(cost.size());
   double best = std::numeric_limits<double>::infinity();
   std::vector<int> cuts;
@@ -39,6 +40,7 @@ double brute_force_best(const std::vector<double>& cost, int parts) {
       return;
     }
     for (int c = from; c <= n - (parts - 1 - static_cast<int>(cuts.size())); ++c) {
+      if (!cuttable.empty() && !cuttable[c]) continue;
       cuts.push_back(c);
       rec(c + 1);
       cuts.pop_back();
@@ -67,6 +69,35 @@ TEST(PipelineCuts, OptimalAgainstBruteForce) {
       EXPECT_DOUBLE_EQ(largest_part(cost, cuts), brute_force_best(cost, parts)) << "n=" << n << " parts=" << parts;
     }
   }
+}
+
+// Cuts only where allowed (operator stages: between blocks): still the best such cut,
+// and an error, not a bad cut, when too few places are allowed.
+TEST(PipelineCuts, OnlyWhereCuttableAndOptimalThere) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(0.1, 10.0);
+  int num_refused = 0, num_cut = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 9);
+    std::vector<double> cost(n);
+    for (double& c : cost) c = u(rng);
+    std::vector<bool> cuttable(n);
+    for (int i = 0; i < n; ++i) cuttable[i] = rng() % 2 == 0;
+    for (int parts = 1; parts <= n; ++parts) {
+      const double best = brute_force_best(cost, parts, cuttable);
+      if (best == std::numeric_limits<double>::infinity()) {
+        EXPECT_THROW(balanced_cuts(cost, parts, cuttable), std::invalid_argument);
+        ++num_refused;
+        continue;
+      }
+      const std::vector<int> cuts = balanced_cuts(cost, parts, cuttable);
+      for (const int c : cuts) EXPECT_TRUE(cuttable[c]) << "cut at " << c;
+      EXPECT_DOUBLE_EQ(largest_part(cost, cuts), best) << "n=" << n << " parts=" << parts;
+      ++num_cut;
+    }
+  }
+  EXPECT_GT(num_refused, 50);
+  EXPECT_GT(num_cut, 300);
 }
 
 TEST(PipelineCuts, RejectsMorePartsThanStages) {
