@@ -23,20 +23,25 @@ namespace memopt::profiler {
 // really allocates. Per stage i, repeated (the fields are the max over runs; they
 // are identical in practice), with parameters and their gradients already allocated
 // and a_i resident; M = meter.current_bytes(), P = meter.peak_bytes() after a reset:
-//   1. x = a_i.detach(), requiring grad unless i = 0 (a_0 holds token ids). Under
-//      autograd y = stage(x). saved_bytes = M_after - M_before: every tensor the
-//      graph keeps plus y, i.e. ā_{i+1}. x's storage is already in M_before, so a
-//      stage that saves its input (LayerNorm does) does not count it again: the model
-//      keeps the input resident next to ā_{i+1} until `bwd i` anyway.
-//      out_bytes = bytes of y's storage (x_{i+1}); fwd tmp under grad = P - M_after.
-//   2. Allocate the seed d_{i+1} (ones shaped like y), then
-//      torch::autograd::backward({y}, {seed}) with retain_graph false, which frees
-//      each saved tensor as its node runs and leaves d_i in x.grad().
-//      bwd_tmp_bytes = P - M_before - x_i, where M_before holds a_i, ā_{i+1} and
-//      d_{i+1}: the simulator's `bwd i` peak is "resident after adding d_i" + btmp_i =
-//      M_before + x_i + btmp_i = P exactly. For i = 0 no d_0 exists (token ids get
-//      no gradient) but subtracting its x_0 anyway keeps that peak exact too; only
-//      the clamp at 0 could make it an over-estimate.
+//   1. x = a_i detached (each of its tensors; Note [Multi-tensor activations] in
+//      model/staged_model.h), requiring grad unless i = 0 (a_0 holds token ids).
+//      Under autograd y = stage(x). carried_bytes = the bytes of y's storages that
+//      are x's (c_{i+1}: the residual an operator stage passes through).
+//      saved_bytes = M_after - M_before + c_{i+1}: every tensor the graph keeps plus
+//      y, i.e. ā_{i+1} (whose carried part already sat in M_before). x's storage is
+//      already in M_before, so a stage that saves its input (LayerNorm does) does not
+//      count it again: the model keeps the input resident next to ā_{i+1} until
+//      `bwd i` anyway. out_bytes = bytes of y's distinct storages (x_{i+1});
+//      fwd tmp under grad = P - M_after.
+//   2. Allocate the seed d_{i+1} (ones shaped like each tensor of y), then run the
+//      stage's backward as the executor does (model::backward_stage: retain_graph
+//      false, which frees each saved tensor as its node runs; a carried tensor's
+//      gradient handed to its input's) into d_i. bwd_tmp_bytes = P - M_before -
+//      (x_i - c_{i+1}), where M_before holds a_i, ā_{i+1} and d_{i+1}: the
+//      simulator's `bwd i` peak is "resident after adding the new part of d_i" +
+//      btmp_i = M_before + x_i - c_{i+1} + btmp_i = P exactly. For i = 0 no d_0
+//      exists (token ids get no gradient) but subtracting its x_0 anyway keeps that
+//      peak exact too; only the clamp at 0 could make it an over-estimate.
 //   3. Without grad (fwd_ckpt / fwd_drop) y' = stage(x); fwd tmp without grad =
 //      P - M_after. fwd_tmp_bytes = the larger of the two fwd tmps, because the base format
 //      has one ftmp for all three forward ops: Note [One forward tmp is not enough].

@@ -352,8 +352,17 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
   auto pct = [&](int64_t b) { return fmt("%.0f%%", 100.0 * static_cast<double>(b) / ref); };
   auto overhead = [&](double t, double base) { return fmt("%+.1f%%", 100.0 * (t / base - 1.0)); };
   std::ostringstream o;
-  const std::string model_name = r.model.value("preset", r.model.value("name", std::string("model")));
-  o << "# Memory/time trade-off: " << r.model.value("name", std::string("model")) << " " << model_name << " ("
+  // "gpt2 tiny" for a preset; otherwise the shape, as far as the profile gives it.
+  std::string model_name = r.model.value("name", std::string("model"));
+  if (r.model.contains("preset")) {
+    model_name += " " + r.model.value("preset", std::string());
+  } else if (r.model.contains("n_layer") && r.model.contains("n_embd")) {
+    model_name += " (" + std::to_string(r.model.value("n_layer", 0)) + " layers, C=" +
+                  std::to_string(r.model.value("n_embd", 0));
+    if (r.model.contains("granularity")) model_name += ", " + r.model.value("granularity", std::string()) + " stages";
+    model_name += ")";
+  }
+  o << "# Memory/time trade-off: " << model_name << " ("
     << (r.profile_measured ? "profile MEASURED on " : "profile MODELED for ")
     << device_name(r) << ")\n\n";
 

@@ -4,6 +4,7 @@
 //   memopt profile --preset small --batch 1 --seq 512 --granularity sublayer --out small.json
 //   memopt profile --hf-dir ~/gpt2 --seq 256 --attention sdpa --out hf.json
 //   memopt profile --preset tiny --kernels memopt --out m.json   # memopt's mask-free dropout, fused GELU
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -92,19 +93,26 @@ void print_summary(const gpt2::Gpt2Spec& spec, const profiler::MeasuredProfile& 
   std::printf("device   %s, %d thread%s; median of %d runs per stage\n\n",
               p.device.at("name").get<std::string>().c_str(), p.device.at("threads").get<int>(),
               p.device.at("threads").get<int>() == 1 ? "" : "s", repeat);
-  std::printf("%-10s %9s %9s %11s %11s %11s %11s\n", "stage", "fwd ms", "bwd ms", "out", "saved", "fwd tmp",
-              "bwd tmp");
+  int name_width = 10;
+  for (const solver::Stage& s : p.chain.stages) name_width = std::max(name_width, static_cast<int>(s.name.size()));
+  // The bytes an operator stage's output shares with its input (docs/formats.md 1.7).
+  const bool carries = p.chain.carries();
+  std::printf("%-*s %9s %9s %11s %11s %11s %11s%s\n", name_width, "stage", "fwd ms", "bwd ms", "out", "saved",
+              "fwd tmp", "bwd tmp", carries ? "     carried" : "");
   double fwd_ms = 0, bwd_ms = 0;
   int64_t saved_bytes = 0;
   for (const solver::Stage& s : p.chain.stages) {
-    std::printf("%-10s %9.2f %9.2f %11s %11s %11s %11s\n", s.name.c_str(), s.fwd_ms, s.bwd_ms,
+    std::printf("%-*s %9.2f %9.2f %11s %11s %11s %11s", name_width, s.name.c_str(), s.fwd_ms, s.bwd_ms,
                 format_bytes(s.out_bytes).c_str(), format_bytes(s.saved_bytes).c_str(),
                 format_bytes(s.fwd_tmp_bytes).c_str(), format_bytes(s.bwd_tmp_bytes).c_str());
+    if (carries) std::printf(" %11s", format_bytes(s.carried_bytes).c_str());
+    std::printf("\n");
     fwd_ms += s.fwd_ms;
     bwd_ms += s.bwd_ms;
     saved_bytes += s.saved_bytes;
   }
-  std::printf("%-10s %9.2f %9.2f %11s %11s\n\n", "total", fwd_ms, bwd_ms, "", format_bytes(saved_bytes).c_str());
+  std::printf("%-*s %9.2f %9.2f %11s %11s\n\n", name_width, "total", fwd_ms, bwd_ms, "",
+              format_bytes(saved_bytes).c_str());
   const solver::SimResult store_all = solver::simulate_sequential(p.chain, solver::store_all_ops(p.chain));
   std::printf("input    %s (token ids)\n", format_bytes(p.chain.input_bytes).c_str());
   std::printf("static   %s (parameters + gradients + AdamW's two moments; not in the budget)\n",

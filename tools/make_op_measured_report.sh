@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# make_op_measured_report.sh: the measured side of the operator-stage report -- the
+# 8-layer C=256 GPT-2 profiled on this CPU at operator granularity (eight stages per
+# block, the residual carried beside them), then every distinct schedule of optimal,
+# selective, pointwise, recompute-only and store-all at 20%..100% of the store-all
+# activation peak trained here, interleaved in one process, with the copy link
+# emulated at an H100's PCIe 5 ratio (docs/formats.md section 2.8) and every step's
+# gradients compared with plain autograd (--check). Predicted against measured.
+#   tools/make_op_measured_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
+# Writes results/DATE-op-granularity-cpu/: the profile and its printout, and the
+# tradeoff report (README, tradeoff.json, figures).
+# Measure on an idle machine: nothing else running (check `uptime`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+memopt=${MEMOPT:-build/tools/memopt}
+date=${1:-$(date +%F)}
+dir=results/$date-op-granularity-cpu
+mkdir -p "$dir"
+profile=$dir/gpt2_8l_op.profile.json
+args="profile --n-layer 8 --n-embd 256 --n-head 4 --vocab 8192 --n-positions 256 --batch 4 --seq 256 --granularity op --out $profile"
+echo "== memopt $args" >&2
+"$memopt" $args > "$dir/gpt2_8l_op.profile.txt"
+"$memopt" tradeoff --profile "$profile" --emulate h100-sxm:pcie5 --budgets 20%:100%:10% \
+  --solvers optimal,selective,pointwise,recompute-only,store-all --run --steps 7 --warmup-steps 2 --check --out "$dir"
+# Recorded as `memopt ...`, like the report's own command: never this machine's path.
+printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$args" >> "$dir/README.md"
+echo "report in $dir/README.md"
