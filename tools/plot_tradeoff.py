@@ -28,7 +28,8 @@ from matplotlib.patches import Patch  # noqa: E402
 MIB = 2 ** 20
 GIB = 2 ** 30
 COLORS = {"optimal": "#d62728", "recompute-only": "#ff7f0e", "sqrt": "#2ca02c", "recompute-blocks": "#1f77b4",
-          "recompute-all": "#9467bd", "store-all": "#7f7f7f", "offload-all": "#8c564b", "rotor-compat": "#e377c2"}
+          "recompute-all": "#9467bd", "store-all": "#7f7f7f", "offload-all": "#8c564b", "rotor-compat": "#e377c2",
+          "selective": "#17becf", "pointwise": "#bcbd22"}
 # Solvers often tie (optimal = recompute-only without a link; offload-all = recompute-blocks
 # in time when copies hide): distinct dashes and widths keep tied curves visible.
 STYLES = {"optimal": ("-", 4.0), "recompute-only": ("--", 1.8), "sqrt": ("-", 1.6), "recompute-blocks": ("-.", 1.8),
