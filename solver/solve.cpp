@@ -1,6 +1,7 @@
 // solve.cpp: dispatch by solver name, simulate, and explain infeasible budgets.
 #include "solver/solve.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -49,6 +50,48 @@ SolverFn solver_fn(SolverKind kind) {
   throw std::logic_error("unknown SolverKind");
 }
 
+// Note [Slot rounding slack]
+// The DP rounds every resident object up to a slot of budget/slots bytes, so at a
+// peak where n objects are resident it may overcount by up to n slots and refuse a
+// plan whose exact peak fits -- an operator-level chain holds eight times as many
+// objects as a block-level one, and loses the most. So the table is also filled at a
+// larger budget with proportionally more slots (the same slot size), up to the most
+// that rounding can have cost (a slot per object the recurrence may hold: 2L + 4) and
+// at most a quarter more, and the plan at every memory from the nominal root up
+// (each distinct value once) is simulated exactly: the fastest whose exact peak fits
+// the budget is a candidate. Every candidate is checked by the simulator, so none
+// over-runs, and the plain DP's own plan stays a candidate, so this never loses.
+std::optional<std::vector<Op>> recompute_with_slack(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
+  if (budget_bytes <= 0 || dp.slots <= 0 || dp.rotor_compat) return std::nullopt;
+  const int64_t L = chain.length();
+  const int64_t pairs = (L + 1) * (L + 2) / 2;
+  const int64_t max_slots = kMaxTableBytes / (pairs * 4) - 1;
+  const int64_t slack = std::min({2 * L + 4, int64_t{dp.slots} / 4, max_slots - dp.slots});
+  if (slack <= 0) return std::nullopt;
+  DpOptions wide = dp;
+  wide.slots = static_cast<int>(dp.slots + slack);
+  const int64_t wide_budget =
+      static_cast<int64_t>(static_cast<__int128>(budget_bytes) * wide.slots / dp.slots);
+  const RecomputeTable table(chain, wide_budget, wide);
+  std::optional<std::vector<Op>> best;
+  double best_ms = 0;
+  int64_t last_value = RecomputeTable::kInfinity;
+  for (int64_t m = dp.slots - table.x_slots(0); m <= table.slots() - table.x_slots(0); ++m) {
+    const int64_t v = table.value(0, chain.length(), m);
+    if (v >= last_value) continue;  // the same plan's time as a smaller m: seen
+    last_value = v;
+    std::vector<Op> ops;
+    table.emit(0, chain.length(), m, ops);
+    const SimResult r = simulate_timeline(chain, ops);
+    if (!fits(r, budget_bytes)) continue;
+    if (!best || r.time_ms < best_ms) {
+      best = std::move(ops);
+      best_ms = r.time_ms;
+    }
+  }
+  return best;
+}
+
 // Note [Optimal takes the best of everything]
 // The DPs work in slots, which round every size up, so a baseline that fits in
 // bytes can beat the DP's schedule (store-all at a budget of exactly its peak is the
@@ -56,6 +99,7 @@ SolverFn solver_fn(SolverKind kind) {
 // candidates] in offload_pipeline.h) lie outside the offload DP's class. `optimal` and
 // `recompute-only` therefore also simulate the baselines they may use and return
 // the fastest schedule that fits: never worse than any of them, as users expect.
+// The recompute DP with slack (Note [Slot rounding slack]) is one more candidate.
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                        bool with_offload) {
   // Baselines first: on a tie in predicted time the simpler plan wins (store-all
@@ -67,6 +111,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
   // plans fit but may be slower than the recompute DP's, which counts them exactly.
   if (with_offload && chain.carries()) candidates.push_back(solve_recompute(chain, budget_bytes, dp));
+  candidates.push_back(recompute_with_slack(chain, budget_bytes, dp));
   if (with_offload && chain.link) {
     candidates.push_back(offload_all(chain, budget_bytes, dp));
     candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));
