@@ -5,6 +5,7 @@
 #include "model/gpt2.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -212,6 +213,30 @@ const Activation& parts(const Activation& a, size_t count, const char* stage) {
   return a;
 }
 
+// The three shapes of an operator stage (Note [Operator stages] in gpt2/stages.h),
+// around the operator f:
+using StageForward = std::function<Activation(const Activation&, const Batch&)>;
+using Operator = std::function<at::Tensor(const at::Tensor&)>;
+// x -> (x, f(x)): a layer norm, which starts a run with the residual beside it;
+StageForward opens_run(const char* name, Operator f) {
+  return [name, f = std::move(f)](const Activation& a, const Batch&) {
+    const at::Tensor& x = parts(a, 1, name)[0];
+    return Activation{x, f(x)};
+  };
+}
+// (x, v) -> (x, f(v)): an operator beside the residual;
+StageForward beside(const char* name, Operator f) {
+  return [name, f = std::move(f)](const Activation& a, const Batch&) {
+    return Activation{parts(a, 2, name)[0], f(a[1])};
+  };
+}
+// (x, v) -> x + f(v): the projection with its dropout, and the residual add that ends the run.
+StageForward ends_run(const char* name, Operator f) {
+  return [name, f = std::move(f)](const Activation& a, const Batch&) {
+    return Activation{Gpt2BlockImpl::residual_add(parts(a, 2, name)[0], f(a[1]))};
+  };
+}
+
 std::vector<at::Tensor> params_of(std::initializer_list<const torch::nn::Module*> modules) {
   std::vector<at::Tensor> out;
   for (const torch::nn::Module* mod : modules)
@@ -240,53 +265,35 @@ Stage block_stage(const gpt2::StageLayout& layout, Gpt2BlockImpl* b, gpt2::Kerne
       s.parameters = params_of({b->ln_2.get(), b->mlp.get()});
       break;
     case StageKind::Ln1:
-      s.forward = [b](const Activation& a, const Batch&) {
-        const at::Tensor& x = parts(a, 1, "ln_1")[0];
-        return Activation{x, b->ln_1(x)};
-      };
+      s.forward = opens_run("ln_1", [b](const at::Tensor& x) { return b->ln_1(x); });
       s.parameters = params_of({b->ln_1.get()});
       break;
     case StageKind::AttentionQkv:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{parts(a, 2, "attn.c_attn")[0], b->attn->qkv(a[1])};
-      };
+      s.forward = beside("attn.c_attn", [b](const at::Tensor& h) { return b->attn->qkv(h); });
       s.parameters = params_of({b->attn->c_attn.get()});
       break;
     case StageKind::AttentionCore:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{parts(a, 2, "attn.core")[0], b->attn->core(a[1])};
-      };
+      s.forward = beside("attn.core", [b](const at::Tensor& qkv) { return b->attn->core(qkv); });
       break;
     case StageKind::AttentionProj:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{Gpt2BlockImpl::residual_add(parts(a, 2, "attn.c_proj")[0], b->attn->project(a[1]))};
-      };
+      s.forward = ends_run("attn.c_proj", [b](const at::Tensor& y) { return b->attn->project(y); });
       s.parameters = params_of({b->attn->c_proj.get()});
       break;
     case StageKind::Ln2:
-      s.forward = [b](const Activation& a, const Batch&) {
-        const at::Tensor& x = parts(a, 1, "ln_2")[0];
-        return Activation{x, b->ln_2(x)};
-      };
+      s.forward = opens_run("ln_2", [b](const at::Tensor& x) { return b->ln_2(x); });
       s.parameters = params_of({b->ln_2.get()});
       break;
     case StageKind::MlpFc:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{parts(a, 2, "mlp.c_fc")[0], b->mlp->fc(a[1])};
-      };
+      s.forward = beside("mlp.c_fc", [b](const at::Tensor& h) { return b->mlp->fc(h); });
       // The bias too, homed here (gpt2/stages.h) although the fused GELU reads it.
       s.parameters = params_of({b->mlp->c_fc.get()});
       break;
     case StageKind::MlpGelu:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{parts(a, 2, "mlp.gelu")[0], b->mlp->gelu(a[1])};
-      };
+      s.forward = beside("mlp.gelu", [b](const at::Tensor& u) { return b->mlp->gelu(u); });
       if (kernels == gpt2::Kernels::Memopt) s.parameters = {b->mlp->c_fc->bias};
       break;
     case StageKind::MlpProj:
-      s.forward = [b](const Activation& a, const Batch&) {
-        return Activation{Gpt2BlockImpl::residual_add(parts(a, 2, "mlp.c_proj")[0], b->mlp->project(a[1]))};
-      };
+      s.forward = ends_run("mlp.c_proj", [b](const at::Tensor& g) { return b->mlp->project(g); });
       s.parameters = params_of({b->mlp->c_proj.get()});
       break;
     case StageKind::Embed:
