@@ -109,6 +109,21 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
   EXPECT_GE(num_runs, 15);
 }
 
+// The CPU copy engine for these ops, sized as `memopt run` sizes it, and the options
+// that hold each offload's device bytes until the simulator frees them; no engine for
+// ops without copies.
+struct EngineForOps {
+  std::unique_ptr<CopyEngine> engine;
+  ExecutorOptions options;
+  EngineForOps(const solver::Chain& chain, const std::vector<solver::Op>& ops) {
+    if (const auto copies = plan_copies(chain, ops, "test")) {
+      engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, copies->engine.host_pool_bytes});
+      options.copy_engine = engine.get();
+      options.offload_done_before = copies->offload_done_before;
+    }
+  }
+};
+
 // Offloading through the CPU copy engine: same gradients, and the peak the simulator
 // predicts, to the byte, for every solver at every budget. The profile claims a 1 GB/s
 // link; the engine copies as fast as memory allows, so every copy ends before the
@@ -139,16 +154,10 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
         continue;
       }
       SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
-      std::unique_ptr<CopyEngine> engine;
-      ExecutorOptions with_engine;
-      if (const auto copies = plan_copies(chain, schedule.ops, "test")) {
-        engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, copies->engine.host_pool_bytes});
-        with_engine.copy_engine = engine.get();
-        with_engine.offload_done_before = copies->offload_done_before;
-      }
+      const EngineForOps copies(chain, schedule.ops);
       set_cpu_rng_state(rng);
       zero_grads_in_place(model);
-      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter, with_engine);
+      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter, copies.options);
       EXPECT_EQ(r.loss, plain.loss);
       EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
       EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
@@ -201,15 +210,11 @@ TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
   const CpuRngState rng = cpu_rng_state();
   const StepResult plain = run_plain_step(model, tiny.batch, meter);
   const std::vector<at::Tensor> plain_grads = gradients(model);
-  const auto copies = plan_copies(chain, ops, "test");
-  ASSERT_TRUE(copies.has_value());
-  const auto engine = make_copy_engine(c10::Device(c10::kCPU), {0, 0, copies->engine.host_pool_bytes});
-  ExecutorOptions with_engine;
-  with_engine.copy_engine = engine.get();
-  with_engine.offload_done_before = copies->offload_done_before;
+  const EngineForOps copies(chain, ops);
+  ASSERT_NE(copies.options.copy_engine, nullptr);
   set_cpu_rng_state(rng);
   zero_grads_in_place(model);
-  const StepResult r = run_scheduled_step(model, ops, tiny.batch, meter, with_engine);
+  const StepResult r = run_scheduled_step(model, ops, tiny.batch, meter, copies.options);
   EXPECT_EQ(r.loss, plain.loss);
   EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
   EXPECT_EQ(r.activation_peak_bytes, predicted.peak_bytes);
