@@ -56,16 +56,20 @@ class Tape {
   using Id = int;    // a value
   using Grad = int;  // a gradient's storage, during the backward
   static constexpr Id kInput = -1;  // the stage's input: exists before and after
-  // At operator granularity (Note [Operator stages] in gpt2/stages.h) the residual
-  // stream x beside the input of an attn.c_proj or mlp.c_proj stage: it exists
-  // before, and its gradient is the incoming one, which the residual add passes on
-  // to x's AccumulateGrad -- which copies it, since the caller still holds it.
-  static constexpr Id kResidual = -3;
+  // At operator granularity (Note [Operator stages] in gpt2/stages.h) a second input
+  // tensor beside the operator's own: the residual stream x of an attn.c_proj or
+  // mlp.c_proj stage, or c_attn's output qkv of an attn.mix stage. It exists before,
+  // and its gradient goes to its own AccumulateGrad, which steals a gradient no one
+  // else holds and copies any other -- x's is the incoming one, passed on by the
+  // residual add, which the caller still holds.
+  static constexpr Id kBeside = -3;
 
   // What a node's backward sees: its incoming gradients and the tape to allocate on.
   class Step {
    public:
     Grad grad(int output_nr = 0) const { return incoming_.at(static_cast<size_t>(output_nr)); }
+    // Whether the output_nr-th output got a gradient (outputs no one used get none).
+    bool has_grad(int output_nr) const { return grad(output_nr) != kNoStorage; }
     Grad make(int64_t bytes) {
       const Grad g = tape_.new_storage(bytes, 1);
       locals_.push_back(g);
@@ -115,7 +119,7 @@ class Tape {
   // A kernel's private buffer, allocated and freed inside one op.
   void scratch(int64_t bytes) { peak_bytes_ = std::max(peak_bytes_, live_bytes_ + bytes); }
   void drop(Id id) {
-    if (id == kInput || id == kResidual) return;
+    if (id == kInput || id == kBeside) return;
     Value& v = values_.at(static_cast<size_t>(id));
     if (!v.alive) throw std::logic_error("analytic tape: value dropped twice");
     v.alive = false;
@@ -173,7 +177,7 @@ class Tape {
   static constexpr int kNoStorage = -1;
   // Where a value's gradient goes: a node's output slot, or the stage input's
   // AccumulateGrad (kToInput). kNone: nothing needs it.
-  static constexpr int kNone = -1, kToInput = -2, kToResidual = -3;
+  static constexpr int kNone = -1, kToInput = -2, kToBeside = -3;
   struct Edge {
     int node = kNone;
     int slot = 0;
@@ -214,26 +218,26 @@ class Tape {
     return static_cast<Id>(values_.size()) - 1;
   }
   int storage_of(Id id) const {
-    return id == kInput || id == kResidual ? kNoStorage : values_.at(static_cast<size_t>(id)).storage;
+    return id == kInput || id == kBeside ? kNoStorage : values_.at(static_cast<size_t>(id)).storage;
   }
   Edge grad_fn(Id id) const {
     if (id == kInput) return Edge{kToInput, 0};
-    if (id == kResidual) return Edge{kToResidual, 0};
+    if (id == kBeside) return Edge{kToBeside, 0};
     return values_.at(static_cast<size_t>(id)).grad_fn;
   }
 
   // Step 3 of Note [Backward replay]; the gradient's reference moves into the buffer.
   void deliver(Edge to, Grad g) {
     if (to.node == kNone) throw std::logic_error("analytic tape: a gradient for a value that needs none");
-    if (to.node == kToResidual) {  // part of d_i from here on
+    if (to.node == kToBeside) {  // part of d_i from here on
       // AccumulateGrad steals a gradient no one else holds and copies any other
-      // (Tape::kResidual: the caller's own, passed on by the add).
+      // (Tape::kBeside).
       if (storages_.at(static_cast<size_t>(g)).refs > 1) {
         const Grad copy = new_storage(storages_.at(static_cast<size_t>(g)).bytes, 1);
         unref(g);
         g = copy;
       }
-      residual_grads_.push_back(g);
+      beside_grads_.push_back(g);
       return;
     }
     Grad& slot = to.node == kToInput ? input_grad_
@@ -270,7 +274,7 @@ class Tape {
   std::vector<Node> nodes_;
   std::vector<std::vector<Grad>> buffers_;
   Grad input_grad_ = kNoStorage;
-  std::vector<Grad> residual_grads_;
+  std::vector<Grad> beside_grads_;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 
@@ -473,15 +477,67 @@ class Gpt2Ops {
   // The QKV projection, its own stage at operator granularity.
   Id attention_qkv(Id h) { return linear(h, C, 3 * C, true); }
 
+  // qkv.split(C, 2): three views. Its backward concatenates their gradients into a new
+  // (B, T, 3C), zeros standing in for the parts that got none (an operator stage
+  // uses only some), freed after the concatenation.
+  std::vector<Id> split_qkv(Id qkv) {
+    const std::vector<Id> parts = {t.view(qkv), t.view(qkv), t.view(qkv)};
+    const int64_t part_bytes = kFloatBytes * N * C;
+    t.node({qkv}, {parts[0], parts[1], parts[2]}, {}, [part_bytes](Step& s) {
+      std::vector<Grad> zeros;
+      for (int i = 0; i < 3; ++i)
+        if (!s.has_grad(i)) zeros.push_back(s.make(part_bytes));
+      const Grad cat = s.make(3 * part_bytes);
+      for (Grad z : zeros) s.free(z);
+      s.give(0, cat);
+    });
+    return parts;
+  }
+
+  // Explicit attention's probabilities from q and k: matmul(q, k^T) on (B, H, T, D)
+  // views (reshape copies both to (B*H, T, D) for bmm, which saves the copies), scaled
+  // and masked in place -- nothing saved (the mask is a buffer); their backwards
+  // allocate the scaled and the masked gradient -- then the softmax.
+  Id attention_probabilities(Id q, Id k) {
+    const Id qc = t.make(kFloatBytes * N * C), kc = t.make(kFloatBytes * N * C);
+    const Id scores = t.make(kFloatBytes * BHTT);
+    batched_matmul(q, k, scores, {qc, kc}, kFloatBytes * N * C, kFloatBytes * N * C, false);
+    t.drop(qc);
+    t.drop(kc);
+    const int64_t bhtt = BHTT;
+    t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, scalar_multiply(s, bhtt)); });
+    t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, s.make(kFloatBytes * bhtt)); });
+    const Id probs = t.make(kFloatBytes * BHTT);
+    softmax(scores, probs);
+    t.drop(scores);
+    return probs;
+  }
+
+  // Their dropout and the product with v, (B, H, T, D).
+  Id weigh_values(Id probs, Id v) {
+    const Id att = dropout(probs, BHTT, c.attn_pdrop);
+    if (att != probs) t.drop(probs);
+    const Id vc = t.make(kFloatBytes * N * C);  // matmul(att, v): v copied, att is contiguous
+    const Id y = t.make(kFloatBytes * N * C);
+    batched_matmul(att, v, y, {att, vc}, kFloatBytes * BHTT, kFloatBytes * N * C, true);
+    t.drop(vc);
+    t.drop(att);
+    return y;
+  }
+
+  // (B, H, T, D) -> (B, T, C): transpose(1, 2).contiguous(), a clone that passes its
+  // gradient on.
+  Id merge_heads(Id y) {
+    const Id yc = t.make(kFloatBytes * N * C);
+    t.node({y}, {yc}, {}, pass_through);
+    t.drop(y);
+    return yc;
+  }
+
   // From c_attn's output to the merged heads' (B, T, C) output, ready for c_proj.
   Id attention_core(Id qkv) {
     const bool flash = c.attention == gpt2::Attention::Sdpa && c.attn_pdrop == 0.0;
-    // split: three views; its backward concatenates their gradients into a new (B, T, 3C).
-    const Id parts[3] = {t.view(qkv), t.view(qkv), t.view(qkv)};
-    const int64_t qkv_bytes = kFloatBytes * N * 3 * C;
-    t.node({qkv}, {parts[0], parts[1], parts[2]}, {}, [qkv_bytes](Step& s) {
-      s.give(0, s.make(qkv_bytes));
-    });
+    const std::vector<Id> parts = split_qkv(qkv);
     t.drop(qkv);  // the c_attn output was a temporary; the views hold its storage
     // Which views copy their gradient: Note [Gradient layouts].
     const Id q = heads(parts[0], !flash), k = heads(parts[1], false), v = heads(parts[2], !flash);
@@ -489,28 +545,7 @@ class Gpt2Ops {
     Id y = -2;  // (B, H, T, D) attention output
     bool y_is_bthd = false;  // laid out (B, T, H, D): transpose(1, 2) is already contiguous
     if (c.attention == gpt2::Attention::Explicit) {
-      // matmul(q, k^T) on (B, H, T, D) views: reshape copies both to (B*H, T, D) for
-      // bmm, which saves the copies.
-      const Id qc = t.make(kFloatBytes * N * C), kc = t.make(kFloatBytes * N * C);
-      const Id scores = t.make(kFloatBytes * BHTT);
-      batched_matmul(q, k, scores, {qc, kc}, kFloatBytes * N * C, kFloatBytes * N * C, false);
-      t.drop(qc);
-      t.drop(kc);
-      // mul_ and masked_fill_ in place: nothing saved (the mask is a buffer); their
-      // backwards allocate the scaled and the masked gradient.
-      const int64_t bhtt = BHTT;
-      t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, scalar_multiply(s, bhtt)); });
-      t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, s.make(kFloatBytes * bhtt)); });
-      const Id probs = t.make(kFloatBytes * BHTT);
-      softmax(scores, probs);
-      t.drop(scores);
-      const Id att = dropout(probs, BHTT, c.attn_pdrop);
-      if (att != probs) t.drop(probs);
-      const Id vc = t.make(kFloatBytes * N * C);  // matmul(att, v): v copied, att is contiguous
-      y = t.make(kFloatBytes * N * C);
-      batched_matmul(att, v, y, {att, vc}, kFloatBytes * BHTT, kFloatBytes * N * C, true);
-      t.drop(vc);
-      t.drop(att);
+      y = weigh_values(attention_probabilities(q, k), v);
     } else if (flash) {
       // The CPU flash kernel: output laid out (B, T, H, D) and the logsumexp (B, H, T);
       // autograd saves q, k, v (views of qkv), the output and the logsumexp.
@@ -528,13 +563,27 @@ class Gpt2Ops {
     t.drop(q);
     t.drop(k);
     t.drop(v);
-    Id yc = y;
-    if (!y_is_bthd) {
-      yc = t.make(kFloatBytes * N * C);  // transpose(1, 2).contiguous(): clone passes its gradient on
-      t.node({y}, {yc}, {}, pass_through);
-      t.drop(y);
-    }
-    return yc;
+    return y_is_bthd ? y : merge_heads(y);
+  }
+
+  // Explicit attention's two operator stages (Note [Two attention-core stages] in
+  // gpt2/stages.h): qkv is the stage's input, which its caller holds.
+  Id attention_softmax(Id qkv) {
+    const std::vector<Id> parts = split_qkv(qkv);
+    const Id q = heads(parts[0], true), k = heads(parts[1], false);
+    for (Id part : parts) t.drop(part);
+    const Id probs = attention_probabilities(q, k);
+    t.drop(q);
+    t.drop(k);
+    return probs;
+  }
+  Id attention_mix(Id probs, Id qkv) {
+    const std::vector<Id> parts = split_qkv(qkv);
+    const Id v = heads(parts[2], true);
+    for (Id part : parts) t.drop(part);
+    const Id y = weigh_values(probs, v);
+    t.drop(v);
+    return merge_heads(y);
   }
 
   // c_proj, its dropout and the residual add: the end of either half.
@@ -736,15 +785,18 @@ AnalyticStage replay(const StageLayout& stage, int64_t input_bytes, const gpt2::
       case StageKind::AttentionHalf: return ops.attention_half(Tape::kInput);
       case StageKind::MlpHalf: return ops.mlp_half(Tape::kInput);
       // Note [Operator stages]: the tape's input is the operator's own input; the
-      // residual beside it is not on the tape, except where the add reads it.
+      // residual beside it is not on the tape, except where the add reads it, nor is
+      // qkv beside the probabilities, except where attn.mix reads it.
       case StageKind::Ln1:
       case StageKind::Ln2: return ops.layer_norm(Tape::kInput);
       case StageKind::AttentionQkv: return ops.attention_qkv(Tape::kInput);
       case StageKind::AttentionCore: return ops.attention_core(Tape::kInput);
-      case StageKind::AttentionProj: return ops.projection_residual(Tape::kInput, C, Tape::kResidual);
+      case StageKind::AttentionSoftmax: return ops.attention_softmax(Tape::kInput);
+      case StageKind::AttentionMix: return ops.attention_mix(Tape::kInput, Tape::kBeside);
+      case StageKind::AttentionProj: return ops.projection_residual(Tape::kInput, C, Tape::kBeside);
       case StageKind::MlpFc: return ops.mlp_fc(Tape::kInput);
       case StageKind::MlpGelu: return ops.mlp_gelu(Tape::kInput);
-      case StageKind::MlpProj: return ops.projection_residual(Tape::kInput, 4 * C, Tape::kResidual);
+      case StageKind::MlpProj: return ops.projection_residual(Tape::kInput, 4 * C, Tape::kBeside);
       case StageKind::Head: return ops.head(Tape::kInput);
     }
     return Tape::kInput;
@@ -755,7 +807,7 @@ AnalyticStage replay(const StageLayout& stage, int64_t input_bytes, const gpt2::
   AnalyticStage s;
   s.name = stage.name;
   // The residual passed through is part of the output, and of ā_{i+1} with it.
-  s.carried_bytes = carries_residual(stage.kind) ? kFloatBytes * w.batch * w.seq_len * C : 0;
+  s.carried_bytes = kFloatBytes * w.batch * w.seq_len * carried_floats_per_token(stage.kind, c);
   s.out_bytes = grad.bytes(out) + s.carried_bytes;
   s.saved_bytes = grad.live_bytes() + s.carried_bytes;
   s.fwd_tmp_grad_bytes = grad.peak_bytes() - grad.live_bytes();

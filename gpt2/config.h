@@ -71,7 +71,7 @@ struct GranularityInfo { Granularity value; const char* word; const char* meanin
 inline constexpr GranularityInfo kGranularities[] = {
     {Granularity::Block, "block", "one stage per transformer block"},
     {Granularity::Sublayer, "sublayer", "attention and MLP half-blocks as separate stages"},
-    {Granularity::Op, "op", "eight operator stages per block, the residual stream carried beside them"},
+    {Granularity::Op, "op", "operator stages (eight per block, nine with explicit attention), the residual stream carried beside them"},
 };
 struct AttentionInfo { Attention value; const char* word; const char* meaning; };
 inline constexpr AttentionInfo kAttentions[] = {

@@ -43,6 +43,8 @@ int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s)
     case Kind::Ln1:
     case Kind::Ln2: return ln_stats;
     case Kind::AttentionCore: return attention - ln_stats - resid_mask;
+    case Kind::AttentionSoftmax: return 0;
+    case Kind::AttentionMix: return c.attn_pdrop > 0 ? s.BHTT : 0;  // the dropout mask
     case Kind::AttentionProj:
     case Kind::MlpProj: return resid_mask;
     case Kind::AttentionQkv:
@@ -109,23 +111,35 @@ class OpList {
     elementwise("+ wpe", NC() + static_cast<double>(s.T * s.C), NC());
     dropout("embedding dropout", NC(), c.embd_pdrop);
   }
+  // Explicit attention in its two parts (Note [Two attention-core stages]).
+  void attention_softmax() {
+    const double T = static_cast<double>(s.T), BHTT = static_cast<double>(s.BHTT);
+    const double BH = BHTT / (T * T), D = static_cast<double>(s.C) / static_cast<double>(s.H);
+    elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
+    matmul("q @ k^T", T, D, T, BH, false);
+    elementwise("scale", BHTT, BHTT);
+    elementwise("causal mask", BHTT, BHTT, T * T);
+    elementwise("softmax", BHTT, BHTT);
+  }
+  void attention_mix(const gpt2::Gpt2Config& c) {
+    const double T = static_cast<double>(s.T), BHTT = static_cast<double>(s.BHTT);
+    const double BH = BHTT / (T * T), D = static_cast<double>(s.C) / static_cast<double>(s.H);
+    dropout("attention dropout", BHTT, c.attn_pdrop);
+    elementwise("v contiguous copy", NC(), NC());
+    matmul("att @ v", T, T, D, BH, false);
+    elementwise("merge heads", NC(), NC());
+  }
   void attention_core(const gpt2::Gpt2Config& c) {
-    const double N = static_cast<double>(s.N), C = static_cast<double>(s.C), T = static_cast<double>(s.T);
-    const double BH = static_cast<double>(s.BHTT) / (T * T), D = C / static_cast<double>(s.H);
-    const double BHTT = static_cast<double>(s.BHTT);
     if (c.attention == gpt2::Attention::Explicit) {
-      elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
-      matmul("q @ k^T", T, D, T, BH, false);
-      elementwise("scale", BHTT, BHTT);
-      elementwise("causal mask", BHTT, BHTT, T * T);
-      elementwise("softmax", BHTT, BHTT);
-      dropout("attention dropout", BHTT, c.attn_pdrop);
-      elementwise("v contiguous copy", NC(), NC());
-      matmul("att @ v", T, T, D, BH, false);
-    } else {
-      // Flash attention, causal: it skips the masked half of q k^T and att v.
-      ops.push_back({"flash attention", 2 * BH * T * T * D, d * 4 * NC() + 4.0 * N * static_cast<double>(s.H), true});
+      attention_softmax();
+      attention_mix(c);
+      return;
     }
+    // Flash attention, causal: it skips the masked half of q k^T and att v.
+    const double N = static_cast<double>(s.N), T = static_cast<double>(s.T);
+    const double BH = static_cast<double>(s.BHTT) / (T * T);
+    ops.push_back({"flash attention", 2 * BH * T * T * static_cast<double>(s.C) / static_cast<double>(s.H),
+                   d * 4 * NC() + 4.0 * N * static_cast<double>(s.H), true});
     elementwise("merge heads", NC(), NC());
   }
   // c_proj from in_features, its dropout and the residual add.
@@ -254,6 +268,8 @@ std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& conf
       case Kind::Ln1: l.layer_norm("ln_1"); break;
       case Kind::AttentionQkv: l.attention_qkv(); break;
       case Kind::AttentionCore: l.attention_core(c); break;
+      case Kind::AttentionSoftmax: l.attention_softmax(); break;
+      case Kind::AttentionMix: l.attention_mix(c); break;
       case Kind::AttentionProj: l.projection_residual("attn c_proj", static_cast<double>(s.C), c); break;
       case Kind::Ln2: l.layer_norm("ln_2"); break;
       case Kind::MlpFc: l.mlp_fc(); break;

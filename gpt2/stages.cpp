@@ -18,7 +18,12 @@ std::vector<StageLayout> stage_layout(const Gpt2Config& c) {
       case Granularity::Op:
         out.push_back({StageKind::Ln1, h + ".ln_1"});
         out.push_back({StageKind::AttentionQkv, h + ".attn.c_attn"});
-        out.push_back({StageKind::AttentionCore, h + ".attn.core"});
+        if (c.attention == Attention::Explicit) {
+          out.push_back({StageKind::AttentionSoftmax, h + ".attn.softmax"});
+          out.push_back({StageKind::AttentionMix, h + ".attn.mix"});
+        } else {
+          out.push_back({StageKind::AttentionCore, h + ".attn.core"});
+        }
         out.push_back({StageKind::AttentionProj, h + ".attn.c_proj"});
         out.push_back({StageKind::Ln2, h + ".ln_2"});
         out.push_back({StageKind::MlpFc, h + ".mlp.c_fc"});
@@ -33,7 +38,9 @@ std::vector<StageLayout> stage_layout(const Gpt2Config& c) {
 
 solver::StageRole stage_role(StageKind kind) {
   switch (kind) {
-    case StageKind::AttentionCore: return solver::StageRole::AttentionCore;
+    case StageKind::AttentionCore:
+    case StageKind::AttentionSoftmax:
+    case StageKind::AttentionMix: return solver::StageRole::AttentionCore;
     case StageKind::Ln1:
     case StageKind::Ln2:
     case StageKind::MlpGelu: return solver::StageRole::Pointwise;
@@ -46,6 +53,8 @@ bool carries_residual(StageKind kind) {
     case StageKind::Ln1:
     case StageKind::AttentionQkv:
     case StageKind::AttentionCore:
+    case StageKind::AttentionSoftmax:
+    case StageKind::AttentionMix:
     case StageKind::Ln2:
     case StageKind::MlpFc:
     case StageKind::MlpGelu:
@@ -53,6 +62,11 @@ bool carries_residual(StageKind kind) {
     default:
       return false;
   }
+}
+
+int64_t carried_floats_per_token(StageKind kind, const Gpt2Config& c) {
+  if (!carries_residual(kind)) return 0;
+  return kind == StageKind::AttentionSoftmax ? 4 * c.n_embd : c.n_embd;
 }
 
 int64_t home_parameter_count(StageKind kind, const Gpt2Config& c) {
@@ -71,6 +85,8 @@ int64_t home_parameter_count(StageKind kind, const Gpt2Config& c) {
     case StageKind::MlpFc: return fc;
     case StageKind::MlpProj: return mlp_proj;
     case StageKind::AttentionCore:
+    case StageKind::AttentionSoftmax:
+    case StageKind::AttentionMix:
     case StageKind::MlpGelu: return 0;
     case StageKind::Head: return ln;
   }

@@ -64,28 +64,50 @@ at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
   return project(core(std::move(h)));
 }
 
+namespace {
+// (B, T, C) columns [part * C, (part + 1) * C) of c_attn's output as (B, H, T, D) heads:
+// q, k or v.
+at::Tensor heads(const at::Tensor& part, int64_t H) {
+  const int64_t B = part.size(0), T = part.size(1), D = part.size(2) / H;
+  return part.view({B, T, H, D}).transpose(1, 2);
+}
+// (B, H, T, D) -> (B, T, C), contiguous.
+at::Tensor merge_heads(const at::Tensor& y) {
+  const int64_t B = y.size(0), H = y.size(1), T = y.size(2), D = y.size(3);
+  return y.transpose(1, 2).contiguous().view({B, T, H * D});
+}
+}  // namespace
+
+at::Tensor Gpt2AttentionImpl::probabilities(at::Tensor q, at::Tensor k) {
+  const int64_t T = q.size(2), D = q.size(3);
+  at::Tensor att = at::matmul(q, k.transpose(-2, -1));  // (B, H, T, T)
+  q.reset();
+  k.reset();
+  // In place: neither the matmul nor the scaling saves these scores for backward.
+  att.mul_(1.0 / std::sqrt(static_cast<double>(D)));
+  att.masked_fill_(future_mask_.narrow(0, 0, T).narrow(1, 0, T), -std::numeric_limits<float>::infinity());
+  return at::softmax(att, -1);
+}
+
+at::Tensor Gpt2AttentionImpl::weigh_values(at::Tensor probs, const at::Tensor& v) {
+  const at::Tensor att = apply_dropout(probs, config_.attn_pdrop, is_training(), config_.kernels);
+  probs.reset();
+  return at::matmul(att, v);  // (B, H, T, D)
+}
+
 at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = config_.n_embd;
-  const int64_t H = config_.n_head, D = config_.head_dim();
+  const int64_t C = config_.n_embd, H = config_.n_head;
   at::Tensor q, k, v;  // (B, H, T, D) views into c_attn's (B, T, 3C) output
   {
     const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
     qkv.reset();  // Note [Tensor lifetimes]
-    q = parts[0].view({B, T, H, D}).transpose(1, 2);
-    k = parts[1].view({B, T, H, D}).transpose(1, 2);
-    v = parts[2].view({B, T, H, D}).transpose(1, 2);
+    q = heads(parts[0], H);
+    k = heads(parts[1], H);
+    v = heads(parts[2], H);
   }
   at::Tensor y;
   if (config_.attention == gpt2::Attention::Explicit) {
-    at::Tensor att = at::matmul(q, k.transpose(-2, -1));  // (B, H, T, T)
-    q.reset();
-    k.reset();
-    // In place: neither the matmul nor the scaling saves these scores for backward.
-    att.mul_(1.0 / std::sqrt(static_cast<double>(D)));
-    att.masked_fill_(future_mask_.narrow(0, 0, T).narrow(1, 0, T), -std::numeric_limits<float>::infinity());
-    att = at::softmax(att, -1);
-    att = apply_dropout(att, config_.attn_pdrop, is_training(), config_.kernels);
-    y = at::matmul(att, v);  // (B, H, T, D)
+    y = weigh_values(probabilities(std::move(q), std::move(k)), v);
   } else {
     y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0,
                                          /*is_causal=*/true);
@@ -93,7 +115,30 @@ at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
   q.reset();
   k.reset();
   v.reset();
-  return y.transpose(1, 2).contiguous().view({B, T, C});
+  return merge_heads(y);
+}
+
+at::Tensor Gpt2AttentionImpl::softmax_stage(const at::Tensor& qkv) {
+  const int64_t C = config_.n_embd, H = config_.n_head;
+  at::Tensor q, k;
+  {
+    const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
+    q = heads(parts[0], H);
+    k = heads(parts[1], H);
+  }
+  return probabilities(std::move(q), std::move(k));
+}
+
+at::Tensor Gpt2AttentionImpl::mix_stage(at::Tensor probs, const at::Tensor& qkv) {
+  const int64_t C = config_.n_embd, H = config_.n_head;
+  at::Tensor v;
+  {
+    const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
+    v = heads(parts[2], H);
+  }
+  at::Tensor y = weigh_values(std::move(probs), v);
+  v.reset();
+  return merge_heads(y);
 }
 
 at::Tensor Gpt2AttentionImpl::project(at::Tensor y) {
@@ -274,6 +319,20 @@ Stage block_stage(const gpt2::StageLayout& layout, Gpt2BlockImpl* b, gpt2::Kerne
       break;
     case StageKind::AttentionCore:
       s.forward = beside("attn.core", [b](const at::Tensor& qkv) { return b->attn->core(qkv); });
+      break;
+    case StageKind::AttentionSoftmax:
+      // (x, qkv) -> (x, qkv, probabilities): c_attn's output passes on for v.
+      s.forward = [b](const Activation& a, const Batch&) {
+        const Activation& in = parts(a, 2, "attn.softmax");
+        return Activation{in[0], in[1], b->attn->softmax_stage(in[1])};
+      };
+      break;
+    case StageKind::AttentionMix:
+      // (x, qkv, probabilities) -> (x, y)
+      s.forward = [b](const Activation& a, const Batch&) {
+        const Activation& in = parts(a, 3, "attn.mix");
+        return Activation{in[0], b->attn->mix_stage(in[2], in[1])};
+      };
       break;
     case StageKind::AttentionProj:
       s.forward = ends_run("attn.c_proj", [b](const at::Tensor& y) { return b->attn->project(y); });

@@ -28,11 +28,19 @@ class Gpt2AttentionImpl : public torch::nn::Module {
   at::Tensor qkv(const at::Tensor& h) { return c_attn(h); }  // (B, T, C) -> (B, T, 3C)
   at::Tensor core(at::Tensor qkv);     // heads, attention, heads merged: (B, T, 3C) -> (B, T, C)
   at::Tensor project(at::Tensor y);    // c_proj and its dropout
+  // Explicit attention's core in two operator stages: softmax(mask(q k^T / sqrt(D)))
+  // from (B, T, 3C), and dropout, @ v, heads merged. core() is the same ops on one
+  // split of qkv, so that a block's graph does not change.
+  at::Tensor softmax_stage(const at::Tensor& qkv);                 // -> (B, H, T, T)
+  at::Tensor mix_stage(at::Tensor probs, const at::Tensor& qkv);  // -> (B, T, C)
 
   torch::nn::Linear c_attn{nullptr};  // C -> 3C: q, k, v side by side
   torch::nn::Linear c_proj{nullptr};  // C -> C
 
  private:
+  at::Tensor probabilities(at::Tensor q, at::Tensor k);                // (B, H, T, D) heads -> (B, H, T, T)
+  at::Tensor weigh_values(at::Tensor probs, const at::Tensor& v);    // dropout, @ v -> (B, H, T, D)
+
   gpt2::Gpt2Config config_;
   at::Tensor future_mask_;  // (n_positions, n_positions) bool, true above the diagonal
 };

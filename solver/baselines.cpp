@@ -31,13 +31,20 @@ std::vector<Op> segmented_ops(const Chain& chain, int segment) {
   });
 }
 
-// Keeps every stage but those of `role`, each recomputed once right before its
-// backward from its input, which the kept stage before it holds.
+// Keeps every stage but those of `role`; each run of consecutive stages of that role
+// is recomputed once, right before its backward, from the run's input, which the kept
+// stage before it holds (an attention core cut in two is recomputed whole).
 std::optional<std::vector<Op>> recompute_role_ops(const Chain& chain, StageRole role) {
   if (!chain.has_role(role)) return std::nullopt;
-  return emit_persistent(chain, [&](int s, int, int64_t) -> Decision {
-    if (s < chain.length() && chain.stages[static_cast<size_t>(s)].role == role) return {false, s + 1};
-    return {true, -1};
+  const int L = chain.length();
+  auto has_role = [&](int i) { return i >= 0 && i < L && chain.stages[static_cast<size_t>(i)].role == role; };
+  return emit_persistent(chain, [&](int s, int t, int64_t) -> Decision {
+    if (!has_role(s) || has_role(s - 1)) return {true, -1};
+    int end = s + 1;
+    while (has_role(end)) ++end;
+    // Inside the run's own recomputation (t < end) everything is kept.
+    if (end > t) return {true, -1};
+    return {false, end};
   });
 }
 

@@ -20,6 +20,7 @@ std::optional<std::vector<Op>> recompute_all(const Chain&, int64_t budget_bytes,
 // Megatron-LM's selective recomputation (Korthikanti et al. 2022): recompute every
 // stage whose role is attention_core, keep the rest. Pointwise (PyTorch's selective
 // checkpointing of elementwise ops): recompute every pointwise stage, keep the rest.
+// A run of consecutive stages of the role is recomputed together from its input.
 // Both nullopt, whatever the budget, when no stage has the role.
 std::optional<std::vector<Op>> selective(const Chain&, int64_t budget_bytes, const DpOptions& = {});
 std::optional<std::vector<Op>> pointwise(const Chain&, int64_t budget_bytes, const DpOptions& = {});

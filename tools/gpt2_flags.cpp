@@ -39,7 +39,7 @@ void add_gpt2_flags(CLI::App* cmd, gpt2::Gpt2Choices& c) {
   add_optional(cmd, Choice::Batch, c.batch, "sequences per batch B (preset default)");
   add_optional(cmd, Choice::Seq, c.seq, "tokens per sequence T (preset default)");
   cmd->add_option(gpt2_flag(Choice::Granularity), c.granularity,
-                  "block|sublayer: a stage per block or per half-block")
+                  "block|sublayer|op: a stage per block, per half-block, or per operator")
       ->capture_default_str();
   cmd->add_option(gpt2_flag(Choice::Attention), c.attention,
                   "explicit|sdpa: materialized T x T scores or the fused kernel")

@@ -1,7 +1,7 @@
 // operator_stages_test.cpp: GPT-2 at operator granularity (Note [Operator stages] in
 // gpt2/stages.h) -- the layout, each operator stage's output and saved bytes in the
-// analytic twin against closed forms counted tensor by tensor, the eight stages of a
-// block against the block stage of the same twin, and the modeled profile's carried
+// analytic twin against closed forms counted tensor by tensor, a block's operator
+// stages against the block stage of the same twin, and the modeled profile's carried
 // bytes, roles and roofline against the block-granularity estimate.
 #include <numeric>
 #include <string>
@@ -23,23 +23,32 @@ using testing::small_config;
 const Gpt2Workload kWorkload = testing::kSmallWorkload;
 constexpr int64_t N = 3 * 96, C = 64, BHTT = 3 * 4 * 96 * 96, F = 4;  // F: bytes per float
 
-TEST(OperatorStages, EightPerBlockNamedAfterTheModulesWithRoles) {
-  const auto layout = stage_layout(small_config(Attention::Explicit, Granularity::Op, 0.1));
-  ASSERT_EQ(layout.size(), 2u + 8u * 2u);
-  const std::vector<std::string> block1 = {"h.1.ln_1", "h.1.attn.c_attn", "h.1.attn.core", "h.1.attn.c_proj",
-                                           "h.1.ln_2", "h.1.mlp.c_fc",    "h.1.mlp.gelu",  "h.1.mlp.c_proj"};
-  for (size_t k = 0; k < block1.size(); ++k) EXPECT_EQ(layout[9 + k].name, block1[k]);
-  EXPECT_EQ(layout.front().name, "embed");
-  EXPECT_EQ(layout.back().name, "head");
-  int cores = 0, pointwise = 0, carrying = 0;
-  for (const StageLayout& s : layout) {
-    cores += stage_role(s.kind) == solver::StageRole::AttentionCore;
-    pointwise += stage_role(s.kind) == solver::StageRole::Pointwise;
-    carrying += carries_residual(s.kind);
+TEST(OperatorStages, NinePerBlockWithExplicitAttentionEightWithSdpaNamedAfterTheModules) {
+  const std::vector<std::string> explicit_block1 = {
+      "h.1.ln_1", "h.1.attn.c_attn", "h.1.attn.softmax", "h.1.attn.mix", "h.1.attn.c_proj",
+      "h.1.ln_2", "h.1.mlp.c_fc",    "h.1.mlp.gelu",     "h.1.mlp.c_proj"};
+  const std::vector<std::string> sdpa_block1 = {"h.1.ln_1", "h.1.attn.c_attn", "h.1.attn.core", "h.1.attn.c_proj",
+                                                "h.1.ln_2", "h.1.mlp.c_fc",    "h.1.mlp.gelu",  "h.1.mlp.c_proj"};
+  for (const Attention attention : {Attention::Explicit, Attention::Sdpa}) {
+    SCOPED_TRACE(attention_word(attention));
+    const auto& block1 = attention == Attention::Explicit ? explicit_block1 : sdpa_block1;
+    const size_t per_block = block1.size();
+    const auto layout = stage_layout(small_config(attention, Granularity::Op, 0.1));
+    ASSERT_EQ(layout.size(), 2u + per_block * 2u);
+    for (size_t k = 0; k < per_block; ++k) EXPECT_EQ(layout[1 + per_block + k].name, block1[k]);
+    EXPECT_EQ(layout.front().name, "embed");
+    EXPECT_EQ(layout.back().name, "head");
+    int cores = 0, pointwise = 0, carrying = 0;
+    for (const StageLayout& s : layout) {
+      cores += stage_role(s.kind) == solver::StageRole::AttentionCore;
+      pointwise += stage_role(s.kind) == solver::StageRole::Pointwise;
+      carrying += carries_residual(s.kind);
+    }
+    const int cores_per_block = attention == Attention::Explicit ? 2 : 1;
+    EXPECT_EQ(cores, 2 * cores_per_block);
+    EXPECT_EQ(pointwise, 6);                                   // ln_1, ln_2, gelu per block
+    EXPECT_EQ(carrying, 2 * (static_cast<int>(per_block) - 2));  // all but the two residual adds per block
   }
-  EXPECT_EQ(cores, 2);
-  EXPECT_EQ(pointwise, 6);   // ln_1, ln_2, gelu per block
-  EXPECT_EQ(carrying, 12);   // all but the two residual adds per block
 }
 
 // Counted tensor by tensor from model/gpt2.cpp's ops, explicit attention, dropout on,
@@ -47,22 +56,24 @@ TEST(OperatorStages, EightPerBlockNamedAfterTheModulesWithRoles) {
 // and what autograd keeps beyond its input.
 TEST(OperatorStages, TwinBytesAreTheOperatorsTensors) {
   const auto a = gpt2_analytic_stages(small_config(Attention::Explicit, Granularity::Op, 0.1), kWorkload);
-  const int64_t x = F * N * C, stats = 2 * F * N, mask = N * C;
+  const int64_t x = F * N * C, stats = 2 * F * N, mask = N * C, qkv = 3 * F * N * C;
   struct Expected { int64_t out, saved_beyond_out, carried; };
-  const Expected expected[8] = {
-      {x + F * N * C, stats, x},          // ln_1: (x, h); mean and rstd
-      {x + 3 * F * N * C, 0, x},          // c_attn: (x, qkv); the linear keeps its input h
-      {x + F * N * C,                     // core: (x, y); q, k, v copies, probabilities,
-       3 * F * N * C + 2 * F * BHTT + BHTT, x},  // their dropped copy and its bool mask
-      {F * N * C, mask, 0},               // c_proj + add: x'; the residual dropout's mask
-      {x + F * N * C, stats, x},          // ln_2
-      {x + 4 * F * N * C, 0, x},          // c_fc: (x', f)
-      {x + 4 * F * N * C, 0, x},          // gelu: (x', g); GELU keeps its input f
-      {F * N * C, mask, 0},               // c_proj + add
+  const Expected expected[9] = {
+      {x + F * N * C, stats, x},           // ln_1: (x, h); mean and rstd
+      {x + qkv, 0, x},                     // c_attn: (x, qkv); the linear keeps its input h
+      {x + qkv + F * BHTT, 2 * F * N * C,  // softmax: (x, qkv, probabilities); the q, k copies
+       x + qkv},
+      {x + F * N * C,                      // mix: (x, y); the v copy, the dropped
+       F * N * C + F * BHTT + BHTT, x},    // probabilities and their bool mask
+      {F * N * C, mask, 0},                // c_proj + add: x'; the residual dropout's mask
+      {x + F * N * C, stats, x},           // ln_2
+      {x + 4 * F * N * C, 0, x},           // c_fc: (x', f)
+      {x + 4 * F * N * C, 0, x},           // gelu: (x', g); GELU keeps its input f
+      {F * N * C, mask, 0},                // c_proj + add
   };
   for (int block = 0; block < 2; ++block) {
-    for (int k = 0; k < 8; ++k) {
-      const AnalyticStage& s = a.at(static_cast<size_t>(1 + 8 * block + k));
+    for (int k = 0; k < 9; ++k) {
+      const AnalyticStage& s = a.at(static_cast<size_t>(1 + 9 * block + k));
       SCOPED_TRACE(s.name);
       EXPECT_EQ(s.out_bytes, expected[k].out);
       EXPECT_EQ(s.saved_bytes - s.out_bytes, expected[k].saved_beyond_out);
@@ -71,7 +82,7 @@ TEST(OperatorStages, TwinBytesAreTheOperatorsTensors) {
   }
 }
 
-// The eight operator stages, all kept, hold what the block stage keeps, and one thing
+// A block's operator stages, all kept, hold what the block stage keeps, and one thing
 // more with explicit attention: the QKV projection's output, which the block frees
 // once q, k and v are copied, but which is the attention core's input at operator
 // granularity. The flash kernel keeps q, k and v as views of it, so there the two agree.
@@ -80,10 +91,11 @@ TEST(OperatorStages, KeepWhatTheBlockKeepsPlusTheQkvOutputItFrees) {
     const double dropout = attention == Attention::Sdpa ? 0.0 : 0.1;
     const auto ops = gpt2_analytic_stages(small_config(attention, Granularity::Op, dropout), kWorkload);
     const auto blocks = gpt2_analytic_stages(small_config(attention, Granularity::Block, dropout), kWorkload);
+    const int per_block = attention == Attention::Explicit ? 9 : 8;
     for (int block = 0; block < 2; ++block) {
-      int64_t op_kept = 0;  // everything new in the eight ā, the carried residuals once
-      for (int k = 0; k < 8; ++k) {
-        const AnalyticStage& s = ops.at(static_cast<size_t>(1 + 8 * block + k));
+      int64_t op_kept = 0;  // everything new in the block's ā, what they carry once
+      for (int k = 0; k < per_block; ++k) {
+        const AnalyticStage& s = ops.at(static_cast<size_t>(1 + per_block * block + k));
         op_kept += s.saved_bytes - s.carried_bytes;
       }
       const int64_t qkv = attention == Attention::Explicit ? 3 * F * N * C : 0;
@@ -101,13 +113,17 @@ TEST(OperatorStages, ModeledProfileCarriesTheResidualInTheDtypeAndSumsToTheBlock
   const Estimate op = estimate_gpt2(o);
   o.config.granularity = Granularity::Block;
   const Estimate block = estimate_gpt2(o);
-  ASSERT_EQ(op.profile.chain.length(), 18);
+  ASSERT_EQ(op.profile.chain.length(), 20);
   EXPECT_TRUE(solver::validate(op.profile.chain).empty()) << solver::validate(op.profile.chain);
   const solver::Stage& ln_1 = op.profile.chain.stages[1];
   EXPECT_EQ(ln_1.carried_bytes, 2 * N * C);  // bf16
   EXPECT_EQ(ln_1.role, solver::StageRole::Pointwise);
-  EXPECT_EQ(op.profile.chain.stages[3].role, solver::StageRole::AttentionCore);
-  EXPECT_EQ(op.profile.chain.stages[4].carried_bytes, 0);
+  const solver::Stage& softmax = op.profile.chain.stages[3];
+  EXPECT_EQ(softmax.role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(softmax.carried_bytes, 2 * 4 * N * C);  // x and qkv
+  EXPECT_EQ(op.profile.chain.stages[4].role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(op.profile.chain.stages[4].carried_bytes, 2 * N * C);
+  EXPECT_EQ(op.profile.chain.stages[5].carried_bytes, 0);
   // The same kernels, cut differently: the same forward FLOPs, bytes moved and times.
   const auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
   EXPECT_DOUBLE_EQ(sum(op.fwd_flop), sum(block.fwd_flop));

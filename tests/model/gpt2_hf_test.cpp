@@ -119,18 +119,27 @@ TEST(Gpt2, StagesFollowTheGranularity) {
   // wte is tied: in the embed and head stages, once in parameters().
   EXPECT_EQ(block.parameters().size(), 4u + 12u * 3u);
   spec.config.granularity = gpt2::Granularity::Op;
+  // Explicit attention (the default): the core in two stages.
   const StagedModel op = stage_gpt2(make_gpt2(spec));
-  ASSERT_EQ(op.num_stages(), 2 + 8 * 3);
+  ASSERT_EQ(op.num_stages(), 2 + 9 * 3);
   EXPECT_EQ(op.stage(1).name, "h.0.ln_1");
-  EXPECT_EQ(op.stage(3).name, "h.0.attn.core");
-  EXPECT_EQ(op.stage(9).name, "h.1.ln_1");
+  EXPECT_EQ(op.stage(3).name, "h.0.attn.softmax");
+  EXPECT_EQ(op.stage(4).name, "h.0.attn.mix");
+  EXPECT_EQ(op.stage(10).name, "h.1.ln_1");
   EXPECT_EQ(op.stage(3).role, solver::StageRole::AttentionCore);
-  EXPECT_EQ(op.stage(7).role, solver::StageRole::Pointwise);  // h.0.mlp.gelu
-  EXPECT_EQ(op.stage(6).role, solver::StageRole::Other);      // h.0.mlp.c_fc
+  EXPECT_EQ(op.stage(4).role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(op.stage(8).role, solver::StageRole::Pointwise);  // h.0.mlp.gelu
+  EXPECT_EQ(op.stage(7).role, solver::StageRole::Other);      // h.0.mlp.c_fc
   EXPECT_EQ(op.parameters().size(), 4u + 12u * 3u);
   // Each parameter once in the stage that reads it first, but c_fc's bias, which the
   // fused GELU reads after c_fc: the same set as the block stages'.
-  EXPECT_EQ(parameter_homes(op).homed[6].size(), 2u);  // c_fc's weight and bias
+  EXPECT_EQ(parameter_homes(op).homed[7].size(), 2u);  // c_fc's weight and bias
+  spec.config.attention = gpt2::Attention::Sdpa;
+  const StagedModel op_sdpa = stage_gpt2(make_gpt2(spec));
+  ASSERT_EQ(op_sdpa.num_stages(), 2 + 8 * 3);
+  EXPECT_EQ(op_sdpa.stage(3).name, "h.0.attn.core");
+  EXPECT_EQ(op_sdpa.stage(3).role, solver::StageRole::AttentionCore);
+  EXPECT_EQ(op_sdpa.stage(9).name, "h.1.ln_1");
 }
 
 // Note [Multi-tensor activations]: operator stages run the block's own ops, and a

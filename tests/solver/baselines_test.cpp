@@ -175,7 +175,8 @@ TEST(Baselines, BudgetedVariantsCutOffAtTheirPeak) {
 
 // selective and pointwise: each stage of their role runs forward twice -- once
 // without autograd on the way up, once under autograd right before its backward --
-// and every other stage once, under autograd; chains without the role get no plan.
+// and every other stage once, under autograd; a run of such stages is recomputed
+// from its first stage's input alone; chains without the role get no plan.
 TEST(Baselines, SelectiveAndPointwiseRecomputeExactlyTheStagesOfTheirRole) {
   const auto op = [](OpKind k, int i) { return Op{k, i}; };
   Chain chain = testing::homogeneous_chain(4, 1.0, 2.0, 100, 400);
@@ -194,6 +195,13 @@ TEST(Baselines, SelectiveAndPointwiseRecomputeExactlyTheStagesOfTheirRole) {
       op(OpKind::Loss, -1),   op(OpKind::FwdKeep, 3), op(OpKind::Bwd, 3),     op(OpKind::Bwd, 2),
       op(OpKind::Bwd, 1),     op(OpKind::Bwd, 0)};
   EXPECT_EQ(*pointwise_ops(chain), expected_pointwise);
+  // A run of two (an attention core cut in two) is recomputed together from its input.
+  chain.stages[2].role = StageRole::AttentionCore;
+  const std::vector<Op> expected_run = {
+      op(OpKind::FwdKeep, 0), op(OpKind::FwdCkpt, 1), op(OpKind::FwdDrop, 2), op(OpKind::FwdKeep, 3),
+      op(OpKind::Loss, -1),   op(OpKind::Bwd, 3),     op(OpKind::FwdKeep, 1), op(OpKind::FwdKeep, 2),
+      op(OpKind::Bwd, 2),     op(OpKind::Bwd, 1),     op(OpKind::Bwd, 0)};
+  EXPECT_EQ(*selective_ops(chain), expected_run);
   // On random chains with random roles: the forward counts, validity, and the
   // budgeted variant's cut-off at the simulated peak.
   std::mt19937_64 rng(318);
@@ -209,15 +217,18 @@ TEST(Baselines, SelectiveAndPointwiseRecomputeExactlyTheStagesOfTheirRole) {
       for (const Stage& st : c.stages) any = any || st.role == role;
       ASSERT_EQ(ops.has_value(), any);
       if (!ops) continue;
-      std::vector<int> forwards(c.stages.size(), 0), kept(c.stages.size(), 0);
+      std::vector<int> forwards(c.stages.size(), 0), kept(c.stages.size(), 0), checkpointed(c.stages.size(), 0);
       for (const Op& p : *ops) {
         if (p.kind == OpKind::FwdKeep || p.kind == OpKind::FwdCkpt || p.kind == OpKind::FwdDrop) ++forwards[p.index];
         if (p.kind == OpKind::FwdKeep) ++kept[p.index];
+        if (p.kind == OpKind::FwdCkpt) ++checkpointed[p.index];
       }
       for (size_t i = 0; i < c.stages.size(); ++i) {
         const bool recomputed = c.stages[i].role == role;
+        const bool run_start = recomputed && (i == 0 || c.stages[i - 1].role != role);
         EXPECT_EQ(forwards[i], recomputed ? 2 : 1) << "stage " << i;
         EXPECT_EQ(kept[i], 1) << "stage " << i;
+        EXPECT_EQ(checkpointed[i], run_start ? 1 : 0) << "stage " << i;  // only a run's input is stored
       }
       const SimResult sim = simulate_sequential(c, *ops);
       ASSERT_TRUE(sim.valid) << sim.error;
