@@ -18,7 +18,7 @@ namespace memopt::gpt2 {
 enum class Granularity {
   Block,     // embed, one stage per transformer block, head (ln_f + lm_head + loss)
   Sublayer,  // embed, attention and MLP half-blocks as separate stages, head
-  Op,        // embed, eight operator stages per block (Note [Operator stages] in gpt2/stages.h), head
+  Op,        // embed, operator stages per block (Note [Operator stages] in gpt2/stages.h), head
 };
 
 enum class Attention {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_op_measured_report.sh: the measured side of the operator-stage report -- the
-# 8-layer C=256 GPT-2 profiled on this CPU at operator granularity (eight stages per
-# block, the residual carried beside them), then every distinct schedule of optimal,
+# 8-layer C=256 GPT-2 profiled on this CPU at operator granularity (nine stages per
+# block with its explicit attention, the residual carried beside them), then every distinct schedule of optimal,
 # selective, pointwise, recompute-only and store-all at 20%..100% of the store-all
 # activation peak trained here, interleaved in one process, with the copy link
 # emulated at an H100's PCIe 5 ratio (docs/formats.md section 2.8) and every step's
