@@ -21,10 +21,10 @@ gpt2::Gpt2Config gpu_config(gpt2::Gpt2Config c) {
 }
 
 struct Shapes {
-  int64_t N, C, H, T, V, BHTT;
+  int64_t N, C, H, T, V, BH, D, BHTT;
   Shapes(const gpt2::Gpt2Config& c, const gpt2::Gpt2Workload& w)
-      : N(w.batch * w.seq_len), C(c.n_embd), H(c.n_head), T(w.seq_len), V(c.vocab_size),
-        BHTT(w.batch * c.n_head * w.seq_len * w.seq_len) {}
+      : N(w.batch * w.seq_len), C(c.n_embd), H(c.n_head), T(w.seq_len), V(c.vocab_size), BH(w.batch * c.n_head),
+        D(c.n_embd / c.n_head), BHTT(w.batch * c.n_head * w.seq_len * w.seq_len) {}
 };
 
 // Bytes of saved_bytes that do not scale with the dtype (Note [Activation dtype]).
@@ -113,8 +113,8 @@ class OpList {
   }
   // Explicit attention in its two parts (Note [Two attention-core stages]).
   void attention_softmax() {
-    const double T = static_cast<double>(s.T), BHTT = static_cast<double>(s.BHTT);
-    const double BH = BHTT / (T * T), D = static_cast<double>(s.C) / static_cast<double>(s.H);
+    const double T = static_cast<double>(s.T), BH = static_cast<double>(s.BH), D = static_cast<double>(s.D);
+    const double BHTT = static_cast<double>(s.BHTT);
     elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
     matmul("q @ k^T", T, D, T, BH, false);
     elementwise("scale", BHTT, BHTT);
@@ -122,9 +122,8 @@ class OpList {
     elementwise("softmax", BHTT, BHTT);
   }
   void attention_mix(const gpt2::Gpt2Config& c) {
-    const double T = static_cast<double>(s.T), BHTT = static_cast<double>(s.BHTT);
-    const double BH = BHTT / (T * T), D = static_cast<double>(s.C) / static_cast<double>(s.H);
-    dropout("attention dropout", BHTT, c.attn_pdrop);
+    const double T = static_cast<double>(s.T), BH = static_cast<double>(s.BH), D = static_cast<double>(s.D);
+    dropout("attention dropout", static_cast<double>(s.BHTT), c.attn_pdrop);
     elementwise("v contiguous copy", NC(), NC());
     matmul("att @ v", T, T, D, BH, false);
     elementwise("merge heads", NC(), NC());
@@ -136,10 +135,9 @@ class OpList {
       return;
     }
     // Flash attention, causal: it skips the masked half of q k^T and att v.
-    const double N = static_cast<double>(s.N), T = static_cast<double>(s.T);
-    const double BH = static_cast<double>(s.BHTT) / (T * T);
-    ops.push_back({"flash attention", 2 * BH * T * T * static_cast<double>(s.C) / static_cast<double>(s.H),
-                   d * 4 * NC() + 4.0 * N * static_cast<double>(s.H), true});
+    const double T = static_cast<double>(s.T), BH = static_cast<double>(s.BH), D = static_cast<double>(s.D);
+    ops.push_back({"flash attention", 2 * BH * T * T * D,
+                   d * 4 * NC() + 4.0 * static_cast<double>(s.N) * static_cast<double>(s.H), true});
     elementwise("merge heads", NC(), NC());
   }
   // c_proj from in_features, its dropout and the residual add.

@@ -61,6 +61,33 @@ class ExecutorTest
   void SetUp() override { at::set_num_threads(1); }
 };
 
+// One plain autograd step from the current RNG state, the reference of the tests
+// below: `scheduled` runs ops from the same RNG state and zeroed gradients and checks
+// that the loss and every gradient are plain training's, bit for bit.
+struct PlainReference {
+  const model::StagedModel& model;
+  const model::Batch& batch;
+  measure::CpuMemoryMeter& meter;
+  CpuRngState rng;
+  StepResult plain;
+  std::vector<at::Tensor> grads;
+  PlainReference(const model::StagedModel& m, const model::Batch& b, measure::CpuMemoryMeter& mt)
+      : model(m), batch(b), meter(mt) {
+    zero_grads_in_place(model);
+    rng = cpu_rng_state();
+    plain = run_plain_step(model, batch, meter);
+    grads = gradients(model);
+  }
+  StepResult scheduled(const std::vector<solver::Op>& ops, const ExecutorOptions& options = {}) {
+    set_cpu_rng_state(rng);
+    zero_grads_in_place(model);
+    StepResult r = run_scheduled_step(model, ops, batch, meter, options);
+    EXPECT_EQ(r.loss, plain.loss);
+    EXPECT_EQ(compare_gradients(gradients(model), grads).max_abs_diff, 0.0);
+    return r;
+  }
+};
+
 // Note [Scheduled equals plain, bit for bit]
 // On one thread every kernel is deterministic, a recomputed forward sees the same
 // input and (Note [Recompute RNG]) the same dropout mask, and each stage's backward
@@ -70,11 +97,7 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
   TinyGpt2 tiny(GetParam());
   const model::StagedModel& model = *tiny.model;
   measure::CpuMemoryMeter meter;
-
-  zero_grads_in_place(model);
-  const CpuRngState rng = cpu_rng_state();
-  const StepResult plain = run_plain_step(model, tiny.batch, meter);
-  const std::vector<at::Tensor> plain_grads = gradients(model);
+  PlainReference reference(model, tiny.batch, meter);
 
   const solver::Chain& chain = tiny.profile.chain;
   const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
@@ -93,12 +116,7 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
         continue;
       }
       SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
-      set_cpu_rng_state(rng);
-      zero_grads_in_place(model);
-      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter);
-      EXPECT_EQ(r.loss, plain.loss);
-      const GradientDiff diff = compare_gradients(gradients(model), plain_grads);
-      EXPECT_EQ(diff.max_abs_diff, 0.0);
+      const StepResult r = reference.scheduled(schedule.ops);
       EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
       // The profile measures what the executor allocates (Note [Stage byte accounting])
       // and the step owns a_0 (Note [The step owns a_0]): the prediction is exact.
@@ -136,10 +154,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   solver::Chain chain = tiny.profile.chain;
   chain.link = solver::Link{1e9, 1e9};
 
-  zero_grads_in_place(model);
-  const CpuRngState rng = cpu_rng_state();
-  const StepResult plain = run_plain_step(model, tiny.batch, meter);
-  const std::vector<at::Tensor> plain_grads = gradients(model);
+  PlainReference reference(model, tiny.batch, meter);
   const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
   int num_offloading = 0, num_saved_moves = 0, num_runs = 0;
   for (const auto& kind : solver::kSolverKinds) {
@@ -155,11 +170,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
       }
       SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
       const EngineForOps copies(chain, schedule.ops);
-      set_cpu_rng_state(rng);
-      zero_grads_in_place(model);
-      const StepResult r = run_scheduled_step(model, schedule.ops, tiny.batch, meter, copies.options);
-      EXPECT_EQ(r.loss, plain.loss);
-      EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
+      const StepResult r = reference.scheduled(schedule.ops, copies.options);
       EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
       EXPECT_EQ(r.activation_peak_bytes, schedule.predicted.peak_bytes);
       EXPECT_EQ(r.copies.num_offloads, r.copies.num_prefetches);
@@ -206,17 +217,10 @@ TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
   const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
   ASSERT_TRUE(predicted.valid) << predicted.error;
 
-  zero_grads_in_place(model);
-  const CpuRngState rng = cpu_rng_state();
-  const StepResult plain = run_plain_step(model, tiny.batch, meter);
-  const std::vector<at::Tensor> plain_grads = gradients(model);
+  PlainReference reference(model, tiny.batch, meter);
   const EngineForOps copies(chain, ops);
   ASSERT_NE(copies.options.copy_engine, nullptr);
-  set_cpu_rng_state(rng);
-  zero_grads_in_place(model);
-  const StepResult r = run_scheduled_step(model, ops, tiny.batch, meter, copies.options);
-  EXPECT_EQ(r.loss, plain.loss);
-  EXPECT_EQ(compare_gradients(gradients(model), plain_grads).max_abs_diff, 0.0);
+  const StepResult r = reference.scheduled(ops, copies.options);
   EXPECT_EQ(r.activation_peak_bytes, predicted.peak_bytes);
   const int num_moved = static_cast<int>(std::count(moved.begin(), moved.end(), true));
   EXPECT_GE(num_moved, 4);  // not vacuous: stages that save beyond their output
