@@ -126,7 +126,9 @@ Run run_stage(const model::StagedModel& model, int i, const model::Activation& a
     // The model's d_i is as big as a_i, real or not, and shares the carried bytes with
     // d_{i+1} (docs/formats.md section 1.7): only the rest is new.
     const int64_t d_i_bytes = model::activation_bytes(a) - r.carried_bytes;
-    r.bwd_tmp_bytes = std::max<int64_t>(0, meter.peak_bytes() - before_bwd - d_i_bytes);
+    // Negative when the backward frees saved tensors before d_i is whole: Note [A
+    // backward may peak below its gradient] in solver/chain.h.
+    r.bwd_tmp_bytes = meter.peak_bytes() - before_bwd - d_i_bytes;
   }
   {
     // Step 3: forward without grad, as fwd_ckpt and fwd_drop run it.
@@ -182,7 +184,8 @@ Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, 
       s.saved_bytes = std::max(s.saved_bytes, r.saved_bytes);
       d.fwd_tmp_grad_bytes = std::max(d.fwd_tmp_grad_bytes, r.fwd_tmp_grad_bytes);
       d.fwd_tmp_nograd_bytes = std::max(d.fwd_tmp_nograd_bytes, r.fwd_tmp_nograd_bytes);
-      s.bwd_tmp_bytes = std::max(s.bwd_tmp_bytes, r.bwd_tmp_bytes);
+      // The first measured run sets it: it may be negative (Note [A backward may peak below its gradient]).
+      s.bwd_tmp_bytes = run == options.warmup ? r.bwd_tmp_bytes : std::max(s.bwd_tmp_bytes, r.bwd_tmp_bytes);
       d.input_grad_bytes = std::max(d.input_grad_bytes, r.input_grad_bytes);
       next = r.output;
     }

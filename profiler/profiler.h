@@ -41,7 +41,8 @@ namespace memopt::profiler {
 //      simulator's `bwd i` peak is "resident after adding the new part of d_i" +
 //      btmp_i = M_before + x_i - c_{i+1} + btmp_i = P exactly. For i = 0 no d_0
 //      exists (token ids get no gradient) but subtracting its x_0 anyway keeps that
-//      peak exact too; only the clamp at 0 could make it an over-estimate.
+//      peak exact too. Not clamped at 0: Note [A backward may peak below its
+//      gradient] in solver/chain.h.
 //   3. Without grad (fwd_ckpt / fwd_drop) y' = stage(x); fwd tmp without grad =
 //      P - M_after. fwd_tmp_bytes = the larger of the two fwd tmps, because the base format
 //      has one ftmp for all three forward ops: Note [One forward tmp is not enough].

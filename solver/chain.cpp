@@ -90,13 +90,22 @@ std::string validate(const Chain& chain) {
     c.bytes(p + "saved_bytes", s.saved_bytes);
     c.bytes(p + "fwd_tmp_bytes", s.fwd_tmp_bytes);
     if (s.fwd_keep_tmp_bytes) c.bytes(p + "fwd_keep_tmp_bytes", *s.fwd_keep_tmp_bytes);
-    c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
     if (c.ok() && s.carried_bytes < 0)
       c.error = p + "carried_bytes: " + std::to_string(s.carried_bytes) + " is negative, but it is a byte count (>= 0)";
     if (c.ok() && s.carried_bytes > std::min(s.out_bytes, chain.x(static_cast<int>(i))))
       c.error = p + "carried_bytes: " + std::to_string(s.carried_bytes) + " is more than the stage's output (" +
                 std::to_string(s.out_bytes) + " bytes) or its input (" + std::to_string(chain.x(static_cast<int>(i))) +
                 " bytes), but it is the part of the output that is the input's own tensors";
+    // Note [A backward may peak below its gradient] in chain.h.
+    if (c.ok() && s.bwd_tmp_bytes < 0) {
+      const int64_t new_grad_bytes = chain.x(static_cast<int>(i)) - s.carried_bytes;
+      if (s.bwd_tmp_bytes < -new_grad_bytes)
+        c.error = p + "bwd_tmp_bytes: " + std::to_string(s.bwd_tmp_bytes) + " is below -" + std::to_string(new_grad_bytes) +
+                  " (minus the new part of the input's gradient, x_i - carried_bytes), but a backward never peaks "
+                  "below what was resident when it started";
+    } else {
+      c.bytes(p + "bwd_tmp_bytes", s.bwd_tmp_bytes);
+    }
     for (size_t k = 0; k < s.param_reads.size() && c.ok(); ++k)
       if (s.param_reads[k].first < 0 || s.param_reads[k].first >= static_cast<int>(i))
         c.error = p + "param_reads/" + std::to_string(k) + "/0: home stage " + std::to_string(s.param_reads[k].first) +

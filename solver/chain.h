@@ -31,7 +31,18 @@ struct Stage {
   int64_t out_bytes = 0;        // x_{i+1}: the output a_{i+1}, also its gradient d_{i+1}
   int64_t saved_bytes = 0;      // x̄_{i+1}: everything kept for backward, output included
   int64_t fwd_tmp_bytes = 0;    // ftmp_i
-  int64_t bwd_tmp_bytes = 0;    // btmp_i
+  int64_t bwd_tmp_bytes = 0;    // btmp_i; may be negative: Note [A backward may peak below its gradient]
+  // Note [A backward may peak below its gradient]
+  // `bwd i` peaks at "resident once the new part of d_i is allocated" + btmp_i
+  // (docs/formats.md section 4). Autograd frees each saved tensor as soon as its node
+  // has run, so a backward can let go of part of ā_{i+1} before the last of d_i
+  // exists: explicit attention's `attn.mix` drops its dropout mask and dropped
+  // probabilities before it concatenates the qkv gradient. Its real peak then sits
+  // below that sum, and btmp_i, measured as the difference, is negative. Clamping it
+  // at 0 would over-predict every plan whose peak is such a backward. It stays
+  // >= -(x_i - c_{i+1}): a backward never peaks below what was resident when it
+  // started (validate() checks this), so the simulator's peak at `bwd i` is never
+  // below the memory the op starts with.
   // Note [Two forward temporaries] (memopt's extension, docs/formats.md section 9): a
   // forward under autograd keeps what it saves, so its transient above ā_{i+1} is
   // far smaller than a no-grad forward's above a_{i+1}, which frees those tensors

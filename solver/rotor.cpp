@@ -56,7 +56,10 @@ TimeQuantum time_quantum_for(const Chain& chain) {
 }
 
 int64_t bytes_to_slots(int64_t bytes, int64_t budget_bytes, int slots) {
-  if (bytes <= 0) return 0;
+  if (bytes == 0) return 0;
+  // Rounded up for a negative transient too (Note [A backward may peak below its
+  // gradient] in chain.h): -floor(|bytes| * slots / budget).
+  if (bytes < 0) return -static_cast<int64_t>(static_cast<__int128>(-bytes) * slots / budget_bytes);
   const __int128 num = static_cast<__int128>(bytes) * slots;
   return static_cast<int64_t>((num + budget_bytes - 1) / budget_bytes);
 }

@@ -36,7 +36,7 @@ struct TimeQuantum {
 TimeQuantum time_quantum_for(const Chain& chain);
 
 // Sizes in slots for a budget: ceil(bytes * slots / budget), so that a schedule that
-// fits in slots fits in bytes.
+// fits in slots fits in bytes (a negative backward transient rounds up as well).
 int64_t bytes_to_slots(int64_t bytes, int64_t budget_bytes, int slots);
 
 // The filled table of one solve: C(m, s, t) for every subchain and every m in

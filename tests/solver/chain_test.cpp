@@ -49,6 +49,19 @@ TEST(Chain, ValidateAcceptsTheSampleAndZeroes) {
   EXPECT_EQ(validate(zeros), "");
 }
 
+// Note [A backward may peak below its gradient]: btmp_i down to -(x_i - c_{i+1}).
+TEST(Chain, ValidateAcceptsABackwardTransientDownToMinusTheNewGradient) {
+  Chain c = sample_profile(true).chain;
+  c.stages[2].bwd_tmp_bytes = -2000;
+  EXPECT_EQ(validate(c), "");
+  // Stage 1 reads 1000 bytes; passing 400 of them through leaves 600 of d_1 new.
+  c.stages[1].carried_bytes = 400;
+  c.stages[1].bwd_tmp_bytes = -600;
+  EXPECT_EQ(validate(c), "");
+  c.stages[1].bwd_tmp_bytes = -601;
+  EXPECT_NE(validate(c), "");
+}
+
 TEST(Chain, ValidateNamesTheFieldOfEachBrokenInvariant) {
   const Chain good = sample_profile(true).chain;
   struct Case {
@@ -60,7 +73,13 @@ TEST(Chain, ValidateNamesTheFieldOfEachBrokenInvariant) {
       {"no stages", [](Chain& c) { c.stages.clear(); }, "/stages: the chain has no stages"},
       {"negative input", [](Chain& c) { c.input_bytes = -8; }, "/input_bytes: -8 is negative"},
       {"negative out", [](Chain& c) { c.stages[1].out_bytes = -1; }, "/stages/1/out_bytes: -1 is negative"},
-      {"negative tmp", [](Chain& c) { c.stages[2].bwd_tmp_bytes = -3; }, "/stages/2/bwd_tmp_bytes: -3 is negative"},
+      {"negative tmp", [](Chain& c) { c.stages[2].fwd_tmp_bytes = -3; }, "/stages/2/fwd_tmp_bytes: -3 is negative"},
+      // Stage 2 reads a_2 of 2000 bytes and carries nothing: its backward's peak is at
+      // least 2000 bytes below "resident with d_2", never more.
+      {"bwd tmp below d_i", [](Chain& c) { c.stages[2].bwd_tmp_bytes = -2001; },
+       "/stages/2/bwd_tmp_bytes: -2001 is below -2000 (minus the new part of the input's gradient"},
+      {"bwd tmp below d_i's new part", [](Chain& c) { c.stages[1].carried_bytes = 400; c.stages[1].bwd_tmp_bytes = -601; },
+       "/stages/1/bwd_tmp_bytes: -601 is below -600"},
       {"nan time", [](Chain& c) { c.stages[0].fwd_ms = std::nan(""); }, "/stages/0/fwd_ms: nan is not a finite"},
       {"inf time", [](Chain& c) { c.stages[2].bwd_ms = INFINITY; }, "/stages/2/bwd_ms: inf is not a finite"},
       {"negative time", [](Chain& c) { c.stages[1].bwd_ms = -0.5; }, "/stages/1/bwd_ms: -0.5 is negative"},

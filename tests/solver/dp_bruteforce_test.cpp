@@ -109,7 +109,8 @@ struct ExactCase {
   int64_t max_peak_units;
 };
 
-ExactCase exact_case(std::mt19937_64& rng, int L, double large_tmp_probability = 0.15, double carry_probability = 0) {
+ExactCase exact_case(std::mt19937_64& rng, int L, double large_tmp_probability = 0.15, double carry_probability = 0,
+                     double below_gradient_probability = 0) {
   static const int64_t units[] = {1, 7, 4096, 1'000'003};
   testing::RandomChainOptions o;
   o.length = L;
@@ -120,6 +121,7 @@ ExactCase exact_case(std::mt19937_64& rng, int L, double large_tmp_probability =
   o.integer_ms = true;
   o.max_ms = 9;
   o.carry_probability = carry_probability;
+  o.below_gradient_probability = below_gradient_probability;
   ExactCase c{testing::random_chain(rng, o), o.unit_bytes, {}, 0};
   c.evaluated = testing::evaluate_all(c.chain, schedules_of(L));
   for (const Evaluated& e : c.evaluated) c.max_peak_units = std::max(c.max_peak_units, e.peak_bytes / c.unit_bytes);
@@ -130,18 +132,30 @@ struct ExactComparison {
   int num_feasible = 0, num_infeasible = 0;
   int num_carrying = 0;           // chains with carried bytes
   int num_only_with_sharing = 0;  // budgets where counting them twice loses the optimum
+  int num_below_gradient = 0;     // chains with a backward that peaks below its gradient
 };
+
+bool peaks_below_gradient(const Chain& chain) {
+  for (const Stage& s : chain.stages)
+    if (s.bwd_tmp_bytes < 0) return true;
+  return false;
+}
 
 // The DP against the brute force at every budget from nothing fits to beyond
 // store-all, on `trials` exact cases; with carry_probability > 0 only chains that
-// carry bytes (Note [Carried bytes] in solver/chain.h) are compared.
-void compare_with_brute_force(uint64_t seed, int trials, double carry_probability, ExactComparison& out) {
+// carry bytes (Note [Carried bytes] in solver/chain.h) are compared, and likewise
+// with below_gradient_probability > 0 only chains with a negative btmp_i.
+void compare_with_brute_force(uint64_t seed, int trials, double carry_probability, ExactComparison& out,
+                              double below_gradient_probability = 0) {
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < trials; ++trial) {
     const int L = 1 + trial % kMaxLength;
-    const ExactCase c = exact_case(rng, L, 0.15, carry_probability);
+    const ExactCase c = exact_case(rng, L, 0.15, carry_probability, below_gradient_probability);
     if (carry_probability > 0 && !c.chain.carries()) continue;
+    if (below_gradient_probability > 0 && !peaks_below_gradient(c.chain)) continue;
+    ASSERT_EQ(validate(c.chain), "");
     if (c.chain.carries()) ++out.num_carrying;
+    if (peaks_below_gradient(c.chain)) ++out.num_below_gradient;
     Chain counted_twice = c.chain;
     for (Stage& st : counted_twice.stages) st.carried_bytes = 0;
     const auto twice = testing::evaluate_all(counted_twice, schedules_of(L));
@@ -197,6 +211,16 @@ TEST(DpVsBruteForce, SameOptimumWithCarriedBytes) {
   // Counting the shared bytes once matters: at these budgets counting them twice
   // would have lost the optimum.
   EXPECT_GT(r.num_only_with_sharing, 500);
+}
+
+// Note [A backward may peak below its gradient] in solver/chain.h: with negative
+// backward transients (and carried bytes), the DP still finds the brute force's optimum.
+TEST(DpVsBruteForce, SameOptimumWhenABackwardPeaksBelowItsGradient) {
+  ExactComparison r;
+  compare_with_brute_force(2611, 1200, 0.4, r, 0.6);
+  EXPECT_GT(r.num_below_gradient, 500);
+  EXPECT_GT(r.num_carrying, 300);
+  EXPECT_GT(r.num_feasible, 4000);
 }
 
 TEST(DpVsBruteForce, RoundingOnlyLosesWithArbitrarySizes) {

@@ -27,12 +27,13 @@ using testing::OffloadCandidate;
 // Integer sizes and times, and links of 500, 1000 or 2000 B/s, so that every copy
 // takes a multiple of 0.5 ms: the simulator's doubles, the DP's quantum units and
 // the brute force's sums are all exact, and exact equality is the right test.
-Chain small_chain(std::mt19937_64& rng, int L) {
+Chain small_chain(std::mt19937_64& rng, int L, double below_gradient_probability = 0) {
   testing::RandomChainOptions o;
   o.length = L;
   o.max_units = 6;
   o.large_tmp_units = 20;
   o.max_ms = 6;
+  o.below_gradient_probability = below_gradient_probability;
   Chain chain = testing::random_chain(rng, o);
   const double rates[] = {500.0, 1000.0, 2000.0};
   std::uniform_int_distribution<int> pick(0, 2);
@@ -73,7 +74,9 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
-    const Chain chain = small_chain(rng, L);
+    // One chain in three with backwards that peak below their gradient (Note [A
+    // backward may peak below its gradient] in solver/chain.h).
+    const Chain chain = small_chain(rng, L, trial % 3 == 2 ? 0.5 : 0.0);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const std::vector<OffloadCandidate> all = testing::all_offload_class_schedules(chain);
     // Every distinct peak is a budget at which the optimum may change.

@@ -57,6 +57,11 @@ struct RandomChainOptions {
   // smaller of x_i and x_{i+1}. Drawn after everything else, so that 0 leaves the
   // random sequence of older tests as it was.
   double carry_probability = 0;
+  // The chance that a stage's backward peaks below "resident with d_i" (Note [A
+  // backward may peak below its gradient] in solver/chain.h): btmp_i, a multiple of
+  // unit_bytes, anywhere from 0 down to -(x_i - c_{i+1}). Drawn last, for the same
+  // reason.
+  double below_gradient_probability = 0;
 };
 
 // Random chains with every knob that matters to the DP: zero-size tensors, zero
@@ -103,6 +108,16 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
       const int64_t carried_units = u01(rng) < 0.5 ? most_units
                                                    : std::uniform_int_distribution<int64_t>(1, most_units)(rng);
       chain.stages[static_cast<size_t>(i)].carried_bytes = carried_units * o.unit_bytes;
+    }
+  }
+  if (o.below_gradient_probability > 0) {
+    for (int i = 0; i < o.length; ++i) {
+      const int64_t new_grad_units = (chain.x(i) - chain.carried(i + 1)) / o.unit_bytes;
+      if (new_grad_units == 0 || u01(rng) >= o.below_gradient_probability) continue;
+      // Half of them all the way down, as a backward that frees what it saved first.
+      const int64_t below_units = u01(rng) < 0.5 ? new_grad_units
+                                                 : std::uniform_int_distribution<int64_t>(1, new_grad_units)(rng);
+      chain.stages[static_cast<size_t>(i)].bwd_tmp_bytes = -below_units * o.unit_bytes;
     }
   }
   return chain;

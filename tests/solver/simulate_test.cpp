@@ -217,7 +217,9 @@ TEST(SimulateTimeline, EqualsSequentialOnRandomPersistentSchedules) {
     o.integer_ms = trial % 2 == 0;  // odd trials: arbitrary real times
     o.max_ms = 30;
     o.carry_probability = trial % 3 == 0 ? 0.6 : 0.0;  // Note [Carried bytes]
+    o.below_gradient_probability = trial % 4 == 1 ? 0.5 : 0.0;  // Note [A backward may peak below its gradient]
     const Chain chain = testing::random_chain(rng, o);
+    ASSERT_EQ(validate(chain), "");
     const std::vector<Op> ops = testing::random_persistent_schedule(o.length, rng);
     const SimResult s = simulate_sequential(chain, ops);
     const SimResult t = simulate_timeline(chain, ops);

@@ -44,6 +44,8 @@ Chain solve_chain(std::mt19937_64& rng, int trial) {
   o.max_units = 30;
   o.integer_ms = false;
   o.max_ms = 20;
+  // Note [A backward may peak below its gradient] in solver/chain.h, one trial in four.
+  o.below_gradient_probability = trial % 4 == 1 ? 0.5 : 0.0;
   Chain chain = testing::random_chain(rng, o);
   // Roles for selective and pointwise on two trials in three.
   if (trial % 3 != 0)
