@@ -432,7 +432,9 @@ class Gpt2Ops {
   }
 
   // Note [Gradient layouts]
-  // q, k and v are (B, H, T, D) transposes of (B, T, C) slices of c_attn's output; the
+  // With sdpa (Note [Head-major qkv] in model/gpt2.cpp; explicit attention's
+  // contiguous slices need none of this), q, k and v are (B, H, T, D) transposes of
+  // (B, T, C) slices of c_attn's output; the
   // backward of each view(B, T, H, D) reshapes its gradient back to (B, T, C), which
   // copies unless that gradient is laid out (B, T, H, D). The flash kernel writes its
   // gradients so, hence no copy. A bmm gradient is contiguous (B*H, T, D): q's and v's
@@ -474,19 +476,33 @@ class Gpt2Ops {
     t.node({in}, {out}, {out}, [bytes](Step& s) { s.give(0, s.make(bytes)); });
   }
 
-  // The QKV projection, its own stage at operator granularity.
-  Id attention_qkv(Id h) { return linear(h, C, 3 * C, true); }
+  // The QKV projection, its own stage at operator granularity, in the layout the core
+  // reads (Note [Head-major qkv] in model/gpt2.cpp): with explicit attention the
+  // (B, T, 3C) output is copied to (3, B, H, T, D) and freed; the copy's backward
+  // permutes the gradient back and reshape copies it to (B, T, 3C) for the linear.
+  Id attention_qkv(Id h) {
+    const Id out = linear(h, C, 3 * C, true);
+    if (c.attention != gpt2::Attention::Explicit) return out;
+    const int64_t bytes = kFloatBytes * N * 3 * C;
+    const Id head_major = t.make(bytes);
+    t.node({out}, {head_major}, {}, [bytes](Step& s) { s.give(0, s.make(bytes)); });
+    t.drop(out);
+    return head_major;
+  }
 
-  // qkv.split(C, 2): three views. Its backward concatenates their gradients into a new
-  // (B, T, 3C), zeros standing in for the parts that got none (an operator stage
-  // uses only some), freed after the concatenation.
+  // Three views of qkv: sdpa's qkv.split(C, 2), explicit attention's unbind(0) of
+  // the head-major copy. Either backward concatenates (or stacks) their gradients into
+  // a new tensor of qkv's size, zeros standing in for the parts that got none (an
+  // operator stage uses only some), freed after the concatenation: split's zeros are
+  // whole parts, unbind's a 0-dim zero expanded to the part's shape.
   std::vector<Id> split_qkv(Id qkv) {
     const std::vector<Id> parts = {t.view(qkv), t.view(qkv), t.view(qkv)};
     const int64_t part_bytes = kFloatBytes * N * C;
-    t.node({qkv}, {parts[0], parts[1], parts[2]}, {}, [part_bytes](Step& s) {
+    const int64_t zero_bytes = c.attention == gpt2::Attention::Explicit ? kFloatBytes : part_bytes;
+    t.node({qkv}, {parts[0], parts[1], parts[2]}, {}, [part_bytes, zero_bytes](Step& s) {
       std::vector<Grad> zeros;
       for (int i = 0; i < 3; ++i)
-        if (!s.has_grad(i)) zeros.push_back(s.make(part_bytes));
+        if (!s.has_grad(i)) zeros.push_back(s.make(zero_bytes));
       const Grad cat = s.make(3 * part_bytes);
       for (Grad z : zeros) s.free(z);
       s.give(0, cat);
@@ -494,16 +510,14 @@ class Gpt2Ops {
     return parts;
   }
 
-  // Explicit attention's probabilities from q and k: matmul(q, k^T) on (B, H, T, D)
-  // views (reshape copies both to (B*H, T, D) for bmm, which saves the copies), scaled
-  // and masked in place -- nothing saved (the mask is a buffer); their backwards
-  // allocate the scaled and the masked gradient -- then the softmax.
+  // Explicit attention's probabilities from q and k: matmul(q, k^T) on contiguous
+  // (B, H, T, D) slices of the head-major qkv, which reshape views as (B*H, T, D) (k^T
+  // transposed) and bmm saves as they are; scaled and masked in place -- nothing saved
+  // (the mask is a buffer); their backwards allocate the scaled and the masked
+  // gradient -- then the softmax.
   Id attention_probabilities(Id q, Id k) {
-    const Id qc = t.make(kFloatBytes * N * C), kc = t.make(kFloatBytes * N * C);
     const Id scores = t.make(kFloatBytes * BHTT);
-    batched_matmul(q, k, scores, {qc, kc}, kFloatBytes * N * C, kFloatBytes * N * C, false);
-    t.drop(qc);
-    t.drop(kc);
+    batched_matmul(q, k, scores, {q, k}, kFloatBytes * N * C, kFloatBytes * N * C, false);
     const int64_t bhtt = BHTT;
     t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, scalar_multiply(s, bhtt)); });
     t.node({scores}, {scores}, {}, [bhtt](Step& s) { s.give(0, s.make(kFloatBytes * bhtt)); });
@@ -517,10 +531,8 @@ class Gpt2Ops {
   Id weigh_values(Id probs, Id v) {
     const Id att = dropout(probs, BHTT, c.attn_pdrop);
     if (att != probs) t.drop(probs);
-    const Id vc = t.make(kFloatBytes * N * C);  // matmul(att, v): v copied, att is contiguous
-    const Id y = t.make(kFloatBytes * N * C);
-    batched_matmul(att, v, y, {att, vc}, kFloatBytes * BHTT, kFloatBytes * N * C, true);
-    t.drop(vc);
+    const Id y = t.make(kFloatBytes * N * C);  // matmul(att, v): both contiguous, saved as they are
+    batched_matmul(att, v, y, {att, v}, kFloatBytes * BHTT, kFloatBytes * N * C, true);
     t.drop(att);
     return y;
   }
@@ -539,14 +551,17 @@ class Gpt2Ops {
     const bool flash = c.attention == gpt2::Attention::Sdpa && c.attn_pdrop == 0.0;
     const std::vector<Id> parts = split_qkv(qkv);
     t.drop(qkv);  // the c_attn output was a temporary; the views hold its storage
+    if (c.attention == gpt2::Attention::Explicit) {
+      const Id y = weigh_values(attention_probabilities(parts[0], parts[1]), parts[2]);
+      for (Id part : parts) t.drop(part);
+      return merge_heads(y);
+    }
     // Which views copy their gradient: Note [Gradient layouts].
     const Id q = heads(parts[0], !flash), k = heads(parts[1], false), v = heads(parts[2], !flash);
     for (Id part : parts) t.drop(part);
     Id y = -2;  // (B, H, T, D) attention output
     bool y_is_bthd = false;  // laid out (B, T, H, D): transpose(1, 2) is already contiguous
-    if (c.attention == gpt2::Attention::Explicit) {
-      y = weigh_values(attention_probabilities(q, k), v);
-    } else if (flash) {
+    if (flash) {
       // The CPU flash kernel: output laid out (B, T, H, D) and the logsumexp (B, H, T);
       // autograd saves q, k, v (views of qkv), the output and the logsumexp.
       y = t.make(kFloatBytes * N * C);
@@ -558,8 +573,7 @@ class Gpt2Ops {
     } else {
       y = sdpa_math(q, k, v);
     }
-    // q, k, v reset (explicit attention resets q and k earlier, but v still holds
-    // their storage): the last views of qkv, unless the flash node saved them.
+    // q, k, v reset: the last views of qkv, unless the flash node saved them.
     t.drop(q);
     t.drop(k);
     t.drop(v);
@@ -570,19 +584,14 @@ class Gpt2Ops {
   // gpt2/stages.h): qkv is the stage's input, which its caller holds.
   Id attention_softmax(Id qkv) {
     const std::vector<Id> parts = split_qkv(qkv);
-    const Id q = heads(parts[0], true), k = heads(parts[1], false);
+    const Id probs = attention_probabilities(parts[0], parts[1]);
     for (Id part : parts) t.drop(part);
-    const Id probs = attention_probabilities(q, k);
-    t.drop(q);
-    t.drop(k);
     return probs;
   }
   Id attention_mix(Id probs, Id qkv) {
     const std::vector<Id> parts = split_qkv(qkv);
-    const Id v = heads(parts[2], true);
+    const Id y = weigh_values(probs, parts[2]);
     for (Id part : parts) t.drop(part);
-    const Id y = weigh_values(probs, v);
-    t.drop(v);
     return merge_heads(y);
   }
 

@@ -115,7 +115,6 @@ class OpList {
   void attention_softmax() {
     const double T = static_cast<double>(s.T), BH = static_cast<double>(s.BH), D = static_cast<double>(s.D);
     const double BHTT = static_cast<double>(s.BHTT);
-    elementwise("q, k contiguous copies", 2 * NC(), 2 * NC());
     matmul("q @ k^T", T, D, T, BH, false);
     elementwise("scale", BHTT, BHTT);
     elementwise("causal mask", BHTT, BHTT, T * T);
@@ -124,7 +123,6 @@ class OpList {
   void attention_mix(const gpt2::Gpt2Config& c) {
     const double T = static_cast<double>(s.T), BH = static_cast<double>(s.BH), D = static_cast<double>(s.D);
     dropout("attention dropout", static_cast<double>(s.BHTT), c.attn_pdrop);
-    elementwise("v contiguous copy", NC(), NC());
     matmul("att @ v", T, T, D, BH, false);
     elementwise("merge heads", NC(), NC());
   }
@@ -146,9 +144,12 @@ class OpList {
     dropout("residual dropout", NC(), c.resid_pdrop);
     elementwise("residual add", 2 * NC(), NC());
   }
-  void attention_qkv() {
+  // Explicit attention copies it to head-major q, k, v (Note [Head-major qkv] in
+  // model/gpt2.cpp).
+  void attention_qkv(const gpt2::Gpt2Config& c) {
     const double C = static_cast<double>(s.C);
     matmul("c_attn", static_cast<double>(s.N), C, 3 * C);
+    if (c.attention == gpt2::Attention::Explicit) elementwise("head-major q, k, v", 3 * NC(), 3 * NC());
   }
   void mlp_fc() {
     const double C = static_cast<double>(s.C);
@@ -157,7 +158,7 @@ class OpList {
   void gelu() { elementwise("gelu", 4 * NC(), 4 * NC()); }
   void attention_half(const gpt2::Gpt2Config& c) {
     layer_norm("ln_1");
-    attention_qkv();
+    attention_qkv(c);
     attention_core(c);
     projection_residual("attn c_proj", static_cast<double>(s.C), c);
   }
@@ -264,7 +265,7 @@ std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& conf
       case Kind::AttentionHalf: l.attention_half(c); break;
       case Kind::MlpHalf: l.mlp_half(c); break;
       case Kind::Ln1: l.layer_norm("ln_1"); break;
-      case Kind::AttentionQkv: l.attention_qkv(); break;
+      case Kind::AttentionQkv: l.attention_qkv(c); break;
       case Kind::AttentionCore: l.attention_core(c); break;
       case Kind::AttentionSoftmax: l.attention_softmax(); break;
       case Kind::AttentionMix: l.attention_mix(c); break;

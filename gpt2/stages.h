@@ -16,7 +16,9 @@ namespace memopt::gpt2 {
 // Note [Operator stages]
 // At Granularity::Op each block is GPT-2's operators in order:
 //   ln_1         x                -> (x, h)        h = ln_1(x)
-//   attn.c_attn  (x, h)           -> (x, qkv)      the QKV projection
+//   attn.c_attn  (x, h)           -> (x, qkv)      the QKV projection (head-major with
+//                                                    explicit attention: Note [Head-major
+//                                                    qkv] in model/gpt2.cpp)
 //   attn.softmax (x, qkv)         -> (x, qkv, p)   p = softmax(mask(q k^T / sqrt(D)))
 //   attn.mix     (x, qkv, p)      -> (x, y)        dropout(p) @ v, heads merged
 //   attn.c_proj  (x, y)           -> x + dropout(y W + b)

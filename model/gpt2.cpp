@@ -64,9 +64,28 @@ at::Tensor Gpt2AttentionImpl::forward(at::Tensor x) {
   return project(core(std::move(h)));
 }
 
+// Note [Head-major qkv]
+// Explicit attention's matmuls need q, k and v as (B, H, T, D) operands that reshape
+// to (B*H, T, D) without a copy. Viewed out of c_attn's (B, T, 3C) output they do
+// not, and each matmul saves a contiguous copy of its operand for backward, while the
+// (B, T, 3C) output itself lives on as long as anything still views it. Within a block
+// it dies young; at operator granularity it is a stage boundary, kept beside the
+// copies: 3C floats per token more than the block keeps. So with explicit attention
+// qkv() copies c_attn's output once into (3, B, H, T, D), and q, k, v are its three
+// contiguous slices, which the matmuls save as they are: the block and its operator
+// stages keep the same bytes, and recomputing the softmax stage makes no copies.
+// sdpa reads q, k, v as (B, H, T, D) views of c_attn's output and saves the views,
+// copy-free: its qkv stays c_attn's output.
+at::Tensor Gpt2AttentionImpl::qkv(const at::Tensor& h) {
+  at::Tensor out = c_attn(h);
+  if (config_.attention != gpt2::Attention::Explicit) return out;
+  const int64_t B = out.size(0), T = out.size(1), H = config_.n_head, D = config_.head_dim();
+  return out.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).contiguous();
+}
+
 namespace {
 // (B, T, C) columns [part * C, (part + 1) * C) of c_attn's output as (B, H, T, D) heads:
-// q, k or v.
+// q, k or v (sdpa's layout; Note [Head-major qkv]).
 at::Tensor heads(const at::Tensor& part, int64_t H) {
   const int64_t B = part.size(0), T = part.size(1), D = part.size(2) / H;
   return part.view({B, T, H, D}).transpose(1, 2);
@@ -97,6 +116,14 @@ at::Tensor Gpt2AttentionImpl::weigh_values(at::Tensor probs, const at::Tensor& v
 
 at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
   const int64_t C = config_.n_embd, H = config_.n_head;
+  at::Tensor y;
+  if (config_.attention == gpt2::Attention::Explicit) {
+    std::vector<at::Tensor> qkv_heads = qkv.unbind(0);  // Note [Head-major qkv]
+    qkv.reset();  // Note [Tensor lifetimes]
+    y = weigh_values(probabilities(std::move(qkv_heads[0]), std::move(qkv_heads[1])), qkv_heads[2]);
+    qkv_heads.clear();
+    return merge_heads(y);
+  }
   at::Tensor q, k, v;  // (B, H, T, D) views into c_attn's (B, T, 3C) output
   {
     const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
@@ -105,13 +132,8 @@ at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
     k = heads(parts[1], H);
     v = heads(parts[2], H);
   }
-  at::Tensor y;
-  if (config_.attention == gpt2::Attention::Explicit) {
-    y = weigh_values(probabilities(std::move(q), std::move(k)), v);
-  } else {
-    y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0,
-                                         /*is_causal=*/true);
-  }
+  y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0,
+                                       /*is_causal=*/true);
   q.reset();
   k.reset();
   v.reset();
@@ -119,25 +141,14 @@ at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
 }
 
 at::Tensor Gpt2AttentionImpl::softmax_stage(const at::Tensor& qkv) {
-  const int64_t C = config_.n_embd, H = config_.n_head;
-  at::Tensor q, k;
-  {
-    const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
-    q = heads(parts[0], H);
-    k = heads(parts[1], H);
-  }
-  return probabilities(std::move(q), std::move(k));
+  std::vector<at::Tensor> qkv_heads = qkv.unbind(0);  // Note [Head-major qkv]
+  return probabilities(std::move(qkv_heads[0]), std::move(qkv_heads[1]));
 }
 
 at::Tensor Gpt2AttentionImpl::mix_stage(at::Tensor probs, const at::Tensor& qkv) {
-  const int64_t C = config_.n_embd, H = config_.n_head;
-  at::Tensor v;
-  {
-    const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
-    v = heads(parts[2], H);
-  }
-  at::Tensor y = weigh_values(std::move(probs), v);
-  v.reset();
+  std::vector<at::Tensor> qkv_heads = qkv.unbind(0);
+  at::Tensor y = weigh_values(std::move(probs), qkv_heads[2]);
+  qkv_heads.clear();
   return merge_heads(y);
 }
 

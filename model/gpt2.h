@@ -25,12 +25,14 @@ class Gpt2AttentionImpl : public torch::nn::Module {
   explicit Gpt2AttentionImpl(const gpt2::Gpt2Config& config);
   at::Tensor forward(at::Tensor x);  // (B, T, C) -> (B, T, C); by value: Note [Tensor lifetimes]
   // forward's three parts, the operator stages of Note [Operator stages] in gpt2/stages.h:
-  at::Tensor qkv(const at::Tensor& h) { return c_attn(h); }  // (B, T, C) -> (B, T, 3C)
-  at::Tensor core(at::Tensor qkv);     // heads, attention, heads merged: (B, T, 3C) -> (B, T, C)
+  // (B, T, C) -> qkv in the layout the core reads (Note [Head-major qkv]): (3, B, H, T, D)
+  // with explicit attention, c_attn's (B, T, 3C) with sdpa.
+  at::Tensor qkv(const at::Tensor& h);
+  at::Tensor core(at::Tensor qkv);     // attention, heads merged: qkv -> (B, T, C)
   at::Tensor project(at::Tensor y);    // c_proj and its dropout
   // Explicit attention's core in two operator stages: softmax(mask(q k^T / sqrt(D)))
-  // from (B, T, 3C), and dropout, @ v, heads merged. core() is the same ops on one
-  // split of qkv, so that a block's graph does not change.
+  // from the head-major qkv, and dropout, @ v, heads merged. core() is the same ops on
+  // one unbind of qkv, so that a block's graph does not change.
   at::Tensor softmax_stage(const at::Tensor& qkv);                 // -> (B, H, T, T)
   at::Tensor mix_stage(at::Tensor probs, const at::Tensor& qkv);  // -> (B, T, C)
 
