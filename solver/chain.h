@@ -36,8 +36,8 @@ struct Stage {
   // `bwd i` peaks at "resident once the new part of d_i is allocated" + btmp_i
   // (docs/formats.md section 4). Autograd frees each saved tensor as soon as its node
   // has run, so a backward can let go of part of ā_{i+1} before the last of d_i
-  // exists: explicit attention's `attn.mix` drops its dropout mask and dropped
-  // probabilities before it concatenates the qkv gradient. Its real peak then sits
+  // exists: with memopt's dropout, explicit attention's `attn.mix` lets the dropped
+  // probabilities go before it stacks the qkv gradient. Its real peak then sits
   // below that sum, and btmp_i, measured as the difference, is negative. Clamping it
   // at 0 would over-predict every plan whose peak is such a backward. It stays
   // >= -(x_i - c_{i+1}): a backward never peaks below what was resident when it
