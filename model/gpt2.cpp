@@ -115,15 +115,15 @@ at::Tensor Gpt2AttentionImpl::weigh_values(at::Tensor probs, const at::Tensor& v
 }
 
 at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
-  const int64_t C = config_.n_embd, H = config_.n_head;
-  at::Tensor y;
   if (config_.attention == gpt2::Attention::Explicit) {
     std::vector<at::Tensor> qkv_heads = qkv.unbind(0);  // Note [Head-major qkv]
     qkv.reset();  // Note [Tensor lifetimes]
-    y = weigh_values(probabilities(std::move(qkv_heads[0]), std::move(qkv_heads[1])), qkv_heads[2]);
+    at::Tensor probs = probabilities(std::move(qkv_heads[0]), std::move(qkv_heads[1]));
+    const at::Tensor y = weigh_values(std::move(probs), qkv_heads[2]);  // frees probs: Note [Tensor lifetimes]
     qkv_heads.clear();
     return merge_heads(y);
   }
+  const int64_t C = config_.n_embd, H = config_.n_head;
   at::Tensor q, k, v;  // (B, H, T, D) views into c_attn's (B, T, 3C) output
   {
     const std::vector<at::Tensor> parts = qkv.split(C, /*dim=*/2);
@@ -132,8 +132,8 @@ at::Tensor Gpt2AttentionImpl::core(at::Tensor qkv) {
     k = heads(parts[1], H);
     v = heads(parts[2], H);
   }
-  y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0,
-                                       /*is_causal=*/true);
+  const at::Tensor y = at::scaled_dot_product_attention(
+      q, k, v, /*attn_mask=*/{}, is_training() ? config_.attn_pdrop : 0.0, /*is_causal=*/true);
   q.reset();
   k.reset();
   v.reset();

@@ -100,14 +100,16 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
   }
   chain.loss.bwd_ms = u01(rng) < 0.5 ? 0.0 : time();
   chain.loss.bwd_tmp_bytes = tmp();
+  // Up to `most` units: all of them half the time, else a uniform count from 1.
+  const auto all_or_some = [&](int64_t most) {
+    return u01(rng) < 0.5 ? most : std::uniform_int_distribution<int64_t>(1, most)(rng);
+  };
   if (o.carry_probability > 0) {
     for (int i = 0; i < o.length; ++i) {
       const int64_t most_units = std::min(chain.x(i), chain.x(i + 1)) / o.unit_bytes;
       if (most_units == 0 || u01(rng) >= o.carry_probability) continue;
       // Half of them carry the whole input, as a stage inside a residual run does.
-      const int64_t carried_units = u01(rng) < 0.5 ? most_units
-                                                   : std::uniform_int_distribution<int64_t>(1, most_units)(rng);
-      chain.stages[static_cast<size_t>(i)].carried_bytes = carried_units * o.unit_bytes;
+      chain.stages[static_cast<size_t>(i)].carried_bytes = all_or_some(most_units) * o.unit_bytes;
     }
   }
   if (o.below_gradient_probability > 0) {
@@ -115,9 +117,7 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
       const int64_t new_grad_units = (chain.x(i) - chain.carried(i + 1)) / o.unit_bytes;
       if (new_grad_units == 0 || u01(rng) >= o.below_gradient_probability) continue;
       // Half of them all the way down, as a backward that frees what it saved first.
-      const int64_t below_units = u01(rng) < 0.5 ? new_grad_units
-                                                 : std::uniform_int_distribution<int64_t>(1, new_grad_units)(rng);
-      chain.stages[static_cast<size_t>(i)].bwd_tmp_bytes = -below_units * o.unit_bytes;
+      chain.stages[static_cast<size_t>(i)].bwd_tmp_bytes = -all_or_some(new_grad_units) * o.unit_bytes;
     }
   }
   return chain;
