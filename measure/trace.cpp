@@ -67,7 +67,13 @@ bool is_copy(ActivityKind kind) {
          kind == ActivityKind::MemcpyOther;
 }
 
-std::string range_label(const std::string& op, const std::string& stage) { return "memopt/" + op + "/" + stage; }
+std::string range_label(const std::string& op, const std::string& stage) {
+  std::string label = "memopt/" + op;
+  if (stage.empty()) return label;  // an op of no stage (a wait)
+  label += '/';
+  label += stage;
+  return label;
+}
 
 std::vector<Interval> merge_intervals(std::vector<Interval> intervals) {
   intervals.erase(std::remove_if(intervals.begin(), intervals.end(), [](const Interval& i) { return i.end <= i.start; }),

@@ -56,7 +56,8 @@ struct TraceRange {
   std::string stage;  // the stage's name
 };
 
-// "memopt/<op>/<stage>": what NVTX shows in Nsight Systems and the report's key.
+// "memopt/<op>/<stage>" ("memopt/<op>" for an op of no stage): what NVTX shows in
+// Nsight Systems and the report's key.
 std::string range_label(const std::string& op, const std::string& stage);
 
 struct Interval {

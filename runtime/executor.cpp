@@ -76,7 +76,7 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
       throw std::invalid_argument(op_text(op, p) + ": offloading needs a copy engine (memopt run gives one; the "
                                   "profile must have a link); or solve with --solver recompute-only");
     const int last = copy ? L : L - 1;
-    if (op.kind != OpKind::Loss && (op.index < 0 || op.index > last))
+    if (solver::info(op.kind).has_index && (op.index < 0 || op.index > last))
       throw std::invalid_argument(op_text(op, p) + ": index out of range for a model of " + std::to_string(L) + " stages");
     if (op.kind == OpKind::OffloadSaved) moves_saved_[op.index] = 1;
   }
@@ -117,6 +117,16 @@ void ScheduleRunner::wait_offloads_due(size_t q) {
   copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+void ScheduleRunner::wait_for_offloads() {
+  // Note [Waiting for the offloads] (solver/simulate.h). Their device bytes go when
+  // each copy ends, or at their due op when the runner holds them (the simulator puts
+  // that at or before the next op: nothing allocates before this wait ends).
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::shared_ptr<Transfer>& t : unwaited_offloads_) t->wait();
+  unwaited_offloads_.clear();
+  copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 void ScheduleRunner::copy_op(const Op& op, size_t p) {
   const int k = op.index;
   // Without the simulator's finishing points the engine alone decides when device
@@ -126,6 +136,7 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
     if (!saved_state_[k]) throw std::logic_error("executor: " + solver::to_string(op) + " without a captured ā_" + std::to_string(k));
     if (op.kind == OpKind::OffloadSaved) {
       std::vector<OutboundCopy> copies = saved_state_[k]->offload(*options_.copy_engine);
+      for (const OutboundCopy& c : copies) unwaited_offloads_.push_back(c.transfer);
       if (hold) outbound_[p] = std::move(copies);
       ++copy_stats_.num_offloads;
     } else {
@@ -141,6 +152,7 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
       offloaded_[k].push_back(options_.copy_engine->offload(device));
       if (hold) outbound_[p].push_back({device, offloaded_[k].back()});
       all_copies_.push_back(offloaded_[k].back());
+      unwaited_offloads_.push_back(offloaded_[k].back());
     }
     plain_[k].clear();  // the engine holds them until their copies end
     ++copy_stats_.num_offloads;
@@ -227,12 +239,15 @@ void ScheduleRunner::run_op(const Op& op) {
   const bool copy = solver::is_copy(op.kind);
   std::optional<measure::StageRange> range;
   if (options_.tracer) {
-    // Copies name the activation a_k they move; compute ops name their stage.
-    std::string what = copy ? std::to_string(op.index) : model_.stage(op.index).name;
-    if (copy) what.insert(0, "a");
+    // Copies name the activation a_k they move; compute ops name their stage; a wait
+    // names nothing.
+    std::string what;
+    if (copy) what = "a" + std::to_string(op.index);
+    else if (solver::info(op.kind).has_index) what = model_.stage(op.index).name;
     range.emplace(options_.tracer, std::string(solver::info(op.kind).word), what);
   }
   if (op.kind == OpKind::Bwd) backward_op(op.index);
+  else if (op.kind == OpKind::WaitOffloads) wait_for_offloads();
   else if (copy) copy_op(op, next_op_);
   else forward_op(op);
 }
@@ -274,6 +289,7 @@ at::Tensor ScheduleRunner::run_backward(const at::Tensor& grad_output) {
   }
   at::Tensor d0 = grad_[0].empty() ? at::Tensor() : grad_[0][0];
   outbound_.assign(ops_.size(), {});  // offloads the simulator finished only after the last op
+  unwaited_offloads_.clear();
   if (options_.copy_engine) {
     options_.copy_engine->finish_step();
     for (const auto& t : all_copies_) copy_stats_.copy_ms += t->copy_ms();

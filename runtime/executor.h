@@ -102,6 +102,7 @@ class ScheduleRunner {
   model::Activation input_of(int i);
   void copy_op(const solver::Op& op, size_t p);
   void wait_offloads_due(size_t q);
+  void wait_for_offloads();  // wait_offloads
   void forward_op(const solver::Op& op);
   void backward_op(int i);
   model::Activation run_stage(int i, const model::Activation& input, bool with_grad);
@@ -123,6 +124,7 @@ class ScheduleRunner {
   std::vector<std::vector<std::shared_ptr<Transfer>>> offloaded_;  // a_k on the host, a copy per tensor
   std::vector<std::vector<std::shared_ptr<Transfer>>> arriving_;   // a_k being prefetched
   std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats
+  std::vector<std::shared_ptr<Transfer>> unwaited_offloads_;  // issued since the last wait_offloads
   // ā_k whose saved state the schedule moves (offload_saved k), captured at fwd_keep.
   std::vector<char> moves_saved_;
   std::shared_ptr<const std::unordered_set<const void*>> static_storages_;

@@ -36,6 +36,7 @@ struct Back {
   Item item = Item::Tail;
   bool offload = false;
   bool lead = false;
+  bool wait = false;  // the item starts with wait_offloads (Note [Waiting for the previous offload])
 };
 
 // The chain in slots and quantum units, plus the few ms figures the copy windows need.
@@ -135,99 +136,107 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           const size_t to = index(to_e, to_D, to_left);
           if (cost < best[to]) { best[to] = cost; back[to] = b; }
         };
-        for (const bool lead : {false, true}) {
-          if (lead && !prev.has_prefetch()) continue;
-          const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
-          if (m < 0) continue;
-          // The previous item's backward waits for its prefetch: issued ahead, it
-          // overlaps this item's backward of `inner` units.
-          const auto stall = [&](int64_t inner) -> int64_t {
-            if (!prev.has_prefetch()) return 0;
-            return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
-          };
-          const Back here{D, static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead};
+        for (const bool wait : {false, true}) {
+          // Note [Waiting for the previous offload]: the item may first wait for the
+          // previous item's copy; then nothing of it is pending any more.
+          if (wait && !prev.pending()) continue;
+          const bool pending = prev.pending() && !wait;
+          const int64_t start = so_far + (wait ? n.ceil_units(prev.pending_ms) : 0);
+          for (const bool lead : {false, true}) {
+            if (lead && !prev.has_prefetch()) continue;
+            const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
+            if (m < 0) continue;
+            // The previous item's backward waits for its prefetch: issued ahead, it
+            // overlaps this item's backward of `inner` units.
+            const auto stall = [&](int64_t inner) -> int64_t {
+              if (!prev.has_prefetch()) return 0;
+              return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
+            };
+            const Back here{D, static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead, wait};
 
-          // Tail: a persistent schedule of e..L. A copy still running is allowed only
-          // into the lone loss, whose one op then holds it too.
-          if (!prev.pending() || e == L) {
-            int64_t inner, wait = stall(0);
-            if (prev.pending()) {
-              inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, m - prev.pending_slots) : RecomputeTable::kInfinity;
-              // A prefetch issued with the loss starts when its offload ends.
-              if (inner < RecomputeTable::kInfinity)
-                wait = lead ? std::max<int64_t>(0, n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
-                            : prev.prefetch_units;
-            } else {
-              inner = table.value(e, L, m);
-              wait = stall(inner);
+            // Tail: a persistent schedule of e..L. A copy still running is allowed only
+            // into the lone loss, whose one op then holds it too.
+            if (!pending || e == L) {
+              int64_t inner, exposed = stall(0);
+              if (pending) {
+                inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, m - prev.pending_slots)
+                                                       : RecomputeTable::kInfinity;
+                // A prefetch issued with the loss starts when its offload ends.
+                if (inner < RecomputeTable::kInfinity)
+                  exposed = lead ? std::max<int64_t>(0, n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
+                                 : prev.prefetch_units;
+              } else {
+                inner = table.value(e, L, m);
+                exposed = stall(inner);
+              }
+              if (inner < RecomputeTable::kInfinity && start + inner + exposed < answer) {
+                answer = start + inner + exposed;
+                answer_back = here;
+              }
             }
-            if (inner < RecomputeTable::kInfinity && so_far + inner + wait < answer) {
-              answer = so_far + inner + wait;
-              answer_back = here;
-            }
-          }
-          if (e == L) continue;
-          const int64_t pend = prev.pending() ? prev.pending_slots : 0;
+            if (e == L) continue;
+            const int64_t pend = pending ? prev.pending_slots : 0;
 
-          // K e and KO e: fwd_keep e (holding a copy still running), bwd e later.
-          if ((!prev.pending() || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S && keep_bwd <= m) {
-            const int64_t cost = so_far + keep_units + stall(ub_units);
-            Back b = here;
-            b.item = Item::Keep;
-            relax(e + 1, D + xbar_next, kLeftKept, cost, b);
-            if (chain.xbar(e + 1) > chain.x(e + 1)) {
-              b.item = Item::KeepOffload;
-              relax(e + 1, D + x_next, kLeftHollow, cost, b);
-            }
-          }
-
-          // KR [e, f), f >= e + 2: K e .. K f-1, the previous item's prefetch issued
-          // when bwd f-1 starts, so it hides behind the whole run's backward and every
-          // bwd of the run holds its bytes.
-          if (lead && (!prev.pending() || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S &&
-              keep_bwd <= m) {
-            int64_t d = D + xbar_next, units = keep_units, hidden = ub_units;
-            for (int k = e + 1; k < L; ++k) {
-              const int64_t xbar_k = n.sl(chain.xbar(k + 1)), x_k1 = table.x_slots(k + 1);
-              if (d + xbar_k + n.sl(chain.ftmp_keep(k)) > S) break;
-              if (d + prev.prefetch_slots + xbar_k + x_k1 + table.x_slots(k) + n.sl(chain.btmp(k)) > S) break;
-              d += xbar_k;
-              units += n.units(chain.uf(k)) + n.units(chain.ub(k));
-              hidden += n.units(chain.ub(k));
+            // K e and KO e: fwd_keep e (holding a copy still running), bwd e later.
+            if ((!pending || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S && keep_bwd <= m) {
+              const int64_t cost = start + keep_units + stall(ub_units);
               Back b = here;
-              b.item = Item::KeepRun;
-              relax(k + 1, d, kLeftKept, so_far + units + std::max<int64_t>(0, prev.prefetch_units - hidden), b);
+              b.item = Item::Keep;
+              relax(e + 1, D + xbar_next, kLeftKept, cost, b);
+              if (chain.xbar(e + 1) > chain.x(e + 1)) {
+                b.item = Item::KeepOffload;
+                relax(e + 1, D + x_next, kLeftHollow, cost, b);
+              }
             }
-          }
 
-          // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
-          if (prev.pending() && chain.uf_nograd(e) < prev.pending_ms) continue;
-          if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
-          const bool may_offload = prev.input_plain && chain.x(e) > 0;
-          const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
-          bool fits_kept = true, fits_offloaded = may_offload;
-          int64_t fwd_units = table.uf_units(e);
-          for (int next = e + 1; next <= L; ++next) {
-            if (next > e + 1) {
-              // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
-              // a copy ending exactly then has freed its bytes first (section 5).
-              const int k = next - 1;
-              fwd_units += table.uf_units(k);
-              const int64_t work = table.x_slots(k) + table.x_slots(k + 1) + table.ftmp_slots(k);
-              fits_kept = fits_kept && D + work <= S;
-              const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
-              fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
+            // KR [e, f), f >= e + 2: K e .. K f-1, the previous item's prefetch issued
+            // when bwd f-1 starts, so it hides behind the whole run's backward and every
+            // bwd of the run holds its bytes.
+            if (lead && (!pending || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S &&
+                keep_bwd <= m) {
+              int64_t d = D + xbar_next, units = keep_units, hidden = ub_units;
+              for (int k = e + 1; k < L; ++k) {
+                const int64_t xbar_k = n.sl(chain.xbar(k + 1)), x_k1 = table.x_slots(k + 1);
+                if (d + xbar_k + n.sl(chain.ftmp_keep(k)) > S) break;
+                if (d + prev.prefetch_slots + xbar_k + x_k1 + table.x_slots(k) + n.sl(chain.btmp(k)) > S) break;
+                d += xbar_k;
+                units += n.units(chain.uf(k)) + n.units(chain.ub(k));
+                hidden += n.units(chain.ub(k));
+                Back b = here;
+                b.item = Item::KeepRun;
+                relax(k + 1, d, kLeftKept, start + units + std::max<int64_t>(0, prev.prefetch_units - hidden), b);
+              }
             }
-            if (!fits_kept && !fits_offloaded) break;
-            const int64_t inner = table.value(e, next - 1, m);
-            if (inner >= RecomputeTable::kInfinity) continue;
-            const int64_t cost = so_far + fwd_units + inner + stall(inner);
-            Back b = here;
-            b.item = Item::Ckpt;
-            if (fits_kept) relax(next, D + table.x_slots(next), kLeftPlain, cost, b);
-            if (fits_offloaded) {
-              b.offload = true;
-              relax(next, D - x_e + table.x_slots(next), e, cost, b);
+
+            // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
+            if (pending && chain.uf_nograd(e) < prev.pending_ms) continue;
+            if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
+            const bool may_offload = prev.input_plain && chain.x(e) > 0;
+            const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
+            bool fits_kept = true, fits_offloaded = may_offload;
+            int64_t fwd_units = table.uf_units(e);
+            for (int next = e + 1; next <= L; ++next) {
+              if (next > e + 1) {
+                // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
+                // a copy ending exactly then has freed its bytes first (section 5).
+                const int k = next - 1;
+                fwd_units += table.uf_units(k);
+                const int64_t work = table.x_slots(k) + table.x_slots(k + 1) + table.ftmp_slots(k);
+                fits_kept = fits_kept && D + work <= S;
+                const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+                fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
+              }
+              if (!fits_kept && !fits_offloaded) break;
+              const int64_t inner = table.value(e, next - 1, m);
+              if (inner >= RecomputeTable::kInfinity) continue;
+              const int64_t cost = start + fwd_units + inner + stall(inner);
+              Back b = here;
+              b.item = Item::Ckpt;
+              if (fits_kept) relax(next, D + table.x_slots(next), kLeftPlain, cost, b);
+              if (fits_offloaded) {
+                b.offload = true;
+                relax(next, D - x_e + table.x_slots(next), e, cost, b);
+              }
             }
           }
         }
@@ -249,6 +258,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   for (size_t i = 0; i + 1 < items.size(); ++i) {
     const Back& it = items[i];
     const int e = it.from_e;
+    if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
     if (it.item == Item::Ckpt) {
       ops.push_back({OpKind::FwdCkpt, e});
       if (it.offload) ops.push_back({OpKind::Offload, e});
@@ -265,10 +275,11 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const int e = it.from_e;
     const Previous prev = previous_of(n, e, it.from_left);
     const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
+    if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
     if (prev.has_prefetch() && it.lead) ops.push_back(prefetch);
     const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
     switch (it.item) {
-      case Item::Tail: table.emit(e, L, prev.pending() ? m - prev.pending_slots : m, ops); break;
+      case Item::Tail: table.emit(e, L, prev.pending() && !it.wait ? m - prev.pending_slots : m, ops); break;
       case Item::Keep:
       case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
       case Item::KeepRun:

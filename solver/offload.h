@@ -20,7 +20,8 @@
 // whole copy is exposed).
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
 // the end of the next item's first compute op, and before the tail starts unless
-// the tail is the lone loss; `offload e` needs a plain a_e.
+// the tail is the lone loss -- or the next item waits for it (Note [Waiting for the
+// previous offload]); `offload e` needs a plain a_e.
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
 // offloaded a_e'). Every peak and time is what the section 5 simulator gives for
@@ -30,14 +31,29 @@
 // against the fastest plan of the whole vocabulary on small chains
 // (tests/solver/exhaustive_oracle.h, chains of up to 4 stages) it lacks
 // `offload_saved` issued during the backward, offloads issued ops after their data
-// exists, prefetches more than one item ahead other than across a KR run, offloads
-// whose copies queue on the link, compute ops made to wait until a copy has freed
-// its bytes (the oracle's plans do it with an offload and a prefetch of one
-// activation in the same gap), and forward orders that are not persistent. A kept stage's input never leaves
+// exists, prefetches more than one item ahead other than across a KR run (in
+// particular inside a persistent schedule), offloads whose copies queue on the
+// link, waits other than at the start of an item, and forward orders that are not
+// persistent. A kept stage's input never leaves
 // the device before its backward: the stage may have saved it (Note [A kept stage
 // keeps its input] in simulate.h). `optimal` also tries the pipelined family of
 // offload_pipeline.h, whose plans of one shape have far prefetches and queued copies.
 // The tail alone is the recompute DP, so the value is never worse than recompute-only.
+//
+// Note [Waiting for the previous offload]
+// Where the previous item's copy is still running when an item starts, the item
+// may start with `wait_offloads` (Note [Waiting for the offloads] in simulate.h):
+// its first op then starts π ms later (π: what is left of the copy, the same figure
+// the window rule checks) and its slots are no longer pending, so every check of
+// the item sees the copy gone; the copy no longer has to end within the item's
+// first op. A tail may wait too, then runs with the whole of m whatever its length.
+// The wait costs ceil(π / quantum) units, exactly the simulator's stall in the
+// tests' exact units. Nothing else changes: the lead prefetch of the data is issued
+// at the item's backward, long after the copy ended, or, for a waiting tail, right
+// after the wait. It is what makes a budget feasible when the only way to fit an op
+// is to let an offload free its bytes first, which is common at tight budgets: on
+// the oracle's small chains the DP has a plan at every budget where the oracle has
+// one.
 #pragma once
 
 #include <cstdint>

@@ -12,24 +12,28 @@ namespace memopt::solver {
 
 // Note [One table per enumeration]: the enum, its JSON word and whether it takes a
 // stage index are defined once, in kOpKinds; everything else looks them up there.
-enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved };
+enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved, WaitOffloads };
 
 struct OpKindInfo {
   OpKind kind;
   std::string_view word;  // in schedule.json and in printed schedules
   bool has_index;
-  bool is_compute;        // runs on the compute stream (section 5)
+  bool is_compute;        // a compute op of section 4 (runs on the compute stream)
+  bool is_copy;           // a copy on one of the links (section 5)
 };
 
 inline constexpr OpKindInfo kOpKinds[] = {
-    {OpKind::FwdKeep, "fwd_keep", true, true},   {OpKind::FwdCkpt, "fwd_ckpt", true, true},
-    {OpKind::FwdDrop, "fwd_drop", true, true},   {OpKind::Loss, "loss", false, true},
-    {OpKind::Bwd, "bwd", true, true},            {OpKind::Offload, "offload", true, false},
-    {OpKind::Prefetch, "prefetch", true, false},
+    {OpKind::FwdKeep, "fwd_keep", true, true, false},   {OpKind::FwdCkpt, "fwd_ckpt", true, true, false},
+    {OpKind::FwdDrop, "fwd_drop", true, true, false},   {OpKind::Loss, "loss", false, true, false},
+    {OpKind::Bwd, "bwd", true, true, false},            {OpKind::Offload, "offload", true, false, true},
+    {OpKind::Prefetch, "prefetch", true, false, true},
     // memopt's extension (Note [Offloading saved state] in simulate.h): move
     // the part of ā_k beyond a_k, x̄_k - x_k bytes, out and back.
-    {OpKind::OffloadSaved, "offload_saved", true, false},
-    {OpKind::PrefetchSaved, "prefetch_saved", true, false},
+    {OpKind::OffloadSaved, "offload_saved", true, false, true},
+    {OpKind::PrefetchSaved, "prefetch_saved", true, false, true},
+    // memopt's extension (Note [Waiting for the offloads] in simulate.h): the
+    // compute stream waits until every offload issued so far has ended.
+    {OpKind::WaitOffloads, "wait_offloads", false, false, false},
 };
 
 const OpKindInfo& info(OpKind kind);
@@ -44,7 +48,9 @@ struct Op {
 std::string to_string(const Op& op);  // "fwd_keep 3", "loss"
 
 // offload, prefetch, offload_saved, prefetch_saved: ops of the links, not of compute.
-inline bool is_copy(OpKind kind) { return !info(kind).is_compute; }
+inline bool is_copy(OpKind kind) { return info(kind).is_copy; }
+// The ops of section 5 only: the copies and wait_offloads.
+inline bool needs_timeline(OpKind kind) { return !info(kind).is_compute; }
 
 struct Prediction {
   int64_t peak_bytes = 0;

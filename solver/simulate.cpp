@@ -87,6 +87,7 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
     case OpKind::PrefetchSaved:
+    case OpKind::WaitOffloads:
       return "";
   }
   return "";
@@ -131,8 +132,8 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
   };
   for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
     const Op& op = ops[p];
-    if (!info(op.kind).is_compute)
-      return fail(out, p, op_label(ops, p) + ": offload ops need the timeline simulator (docs/formats.md section 5)");
+    if (needs_timeline(op.kind))
+      return fail(out, p, op_label(ops, p) + ": copies and waits need the timeline simulator (docs/formats.md section 5)");
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     const int i = op.index;
     switch (op.kind) {
@@ -307,6 +308,13 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         hollow[i] = 0;
         saved_ready_ms[i] = end;
       }
+      continue;
+    }
+    if (op.kind == OpKind::WaitOffloads) {
+      // Note [Waiting for the offloads]: the d2h link runs its copies in issue order,
+      // so the last one issued ends last. Nothing is allocated, so op_start_ms stays -1.
+      out.stall_ms += std::max(0.0, d2h_free - compute_end);
+      compute_end = std::max(compute_end, d2h_free);
       continue;
     }
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);

@@ -48,6 +48,19 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // tensors stage k-1's autograd graph saved, other than its input, its output and
 // parameters (runtime/saved_state.h).
 
+// Note [Waiting for the offloads]
+// A compute op waits for the data it reads, never for memory: while an offload is
+// still copying, its device bytes count, and the next op's allocation lands on top
+// of them. `wait_offloads` (memopt's extension of section 5) makes the compute
+// stream wait until every offload and offload_saved issued before it has ended --
+// on a GPU, the compute stream waiting on the d2h stream's last event -- so that
+// the ops after it start once those bytes are gone. Copies issued after it start
+// no earlier than its end. It takes the time it waits (counted as stall) and holds
+// nothing; with no copy in flight it costs nothing. Without it, a plan could only
+// make an op wait for memory with a round trip: offloading some activation and
+// prefetching it back in the same gap, so that the op that reads it waits for both
+// copies -- paying for a copy to buy a wait.
+
 // Note [A kept stage keeps its input]
 // `offload k` is refused while ā_{k+1} is resident (between `fwd_keep k` and `bwd k`).
 // A stage may save its own input for its backward (GPT-2's embedding saves the token

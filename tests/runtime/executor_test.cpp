@@ -23,6 +23,7 @@
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
 #include "runtime/train_step.h"
+#include "solver/offload.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
 
@@ -237,19 +238,13 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   }
 }
 
-// Every stage kept, and each saved state moved to the host right after its forward
-// and brought back just before its backward -- written by hand, so that saved-state
-// moves run at every granularity whatever the solvers choose on this machine's
-// timings: gradients bit for bit, the peak the simulator predicts to the byte.
-TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
-  TinyGpt2 tiny(GetParam());
-  const model::StagedModel& model = *tiny.model;
-  measure::CpuMemoryMeter meter;
-  solver::Chain chain = tiny.profile.chain;
-  chain.link = solver::Link{1e9, 1e9};
+// Every stage kept; each saved state beyond its output (but the last stage's) moved to
+// the host right after its forward and back just before its backward. `moved[k]`:
+// ā_k moves.
+std::vector<solver::Op> keep_and_move_every_saved_state(const solver::Chain& chain, std::vector<bool>& moved) {
   const int L = chain.length();
   std::vector<solver::Op> ops;
-  std::vector<bool> moved(L + 1, false);
+  moved.assign(L + 1, false);
   for (int i = 0; i < L; ++i) {
     ops.push_back({solver::OpKind::FwdKeep, i});
     if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) {
@@ -262,6 +257,21 @@ TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
     if (moved[i + 1]) ops.push_back({solver::OpKind::PrefetchSaved, i + 1});
     ops.push_back({solver::OpKind::Bwd, i});
   }
+  return ops;
+}
+
+// Every stage kept, and each saved state moved to the host right after its forward
+// and brought back just before its backward -- written by hand, so that saved-state
+// moves run at every granularity whatever the solvers choose on this machine's
+// timings: gradients bit for bit, the peak the simulator predicts to the byte.
+TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
+  TinyGpt2 tiny(GetParam());
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
+  solver::Chain chain = tiny.profile.chain;
+  chain.link = solver::Link{1e9, 1e9};
+  std::vector<bool> moved;
+  const std::vector<solver::Op> ops = keep_and_move_every_saved_state(chain, moved);
   const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
   ASSERT_TRUE(predicted.valid) << predicted.error;
 
@@ -274,6 +284,45 @@ TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
   EXPECT_GE(num_moved, 4);  // not vacuous: stages that save beyond their output
   EXPECT_EQ(r.copies.num_offloads, num_moved);
   EXPECT_EQ(r.copies.num_prefetches, num_moved);
+}
+
+// Note [Waiting for the offloads] (solver/simulate.h): the offload-all plan with a
+// wait_offloads after every offload -- and the same with saved states moved, so that
+// both kinds of copy are waited for: gradients bit for bit, the peak the simulator
+// predicts to the byte, which the waits lower.
+TEST_P(ExecutorTest, WaitingForEveryOffloadMatchesPlainTrainingAndItsPrediction) {
+  TinyGpt2 tiny(GetParam());
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
+  solver::Chain chain = tiny.profile.chain;
+  // A slow link, so that the copies outlast the ops after them and the waits matter.
+  chain.link = solver::Link{1e5, 1e5};
+  PlainReference reference(model, tiny.batch, meter);
+  const auto with_waits = [](const std::vector<solver::Op>& ops) {
+    std::vector<solver::Op> out;
+    for (const solver::Op& op : ops) {
+      out.push_back(op);
+      if (op.kind == solver::OpKind::Offload || op.kind == solver::OpKind::OffloadSaved)
+        out.push_back({solver::OpKind::WaitOffloads, -1});
+    }
+    return out;
+  };
+  std::vector<bool> moved;
+  const std::vector<solver::Op> moving_saved = keep_and_move_every_saved_state(chain, moved);
+  int num_lower = 0;
+  for (const std::vector<solver::Op>& plain_ops : {solver::offload_all_ops(chain), moving_saved}) {
+    const std::vector<solver::Op> ops = with_waits(plain_ops);
+    const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
+    ASSERT_TRUE(predicted.valid) << predicted.error;
+    num_lower += predicted.peak_bytes < solver::simulate_timeline(chain, plain_ops).peak_bytes;
+    const EngineForOps copies(chain, ops);
+    ASSERT_NE(copies.options.copy_engine, nullptr);
+    const StepResult r = reference.scheduled(ops, copies.options);
+    EXPECT_EQ(r.activation_peak_bytes, predicted.peak_bytes);
+    EXPECT_EQ(r.copies.num_offloads, r.copies.num_prefetches);
+    EXPECT_GT(r.copies.num_offloads, 0);
+  }
+  EXPECT_GE(num_lower, 1);  // not vacuous: waiting changes what the device holds
 }
 
 // Note [Capturing saved tensors from C++]: what the hooks capture and would move is

@@ -53,6 +53,9 @@ class Search {
   Search(const Chain& chain, int64_t budget, bool cuts) : c_(chain), L_(chain.length()), budget_(budget), cuts_(cuts) {}
 
   OracleResult run(const std::vector<Op>* incumbent) {
+    // Its residency sums count every object whole (Note [Saved states that stay]).
+    for (int k = 0; k <= L_; ++k)
+      if (c_.carried(k) > 0) throw std::invalid_argument("oracle: chains with carried bytes are not supported");
     if (incumbent) {
       const SimResult r = simulate_timeline(c_, *incumbent);
       if (!r.valid) throw std::invalid_argument("oracle: the incumbent plan is not valid: " + r.error);
@@ -99,10 +102,50 @@ class Search {
     return false;
   }
 
+  // Note [Saved states that stay]: a lower bound on the peak still to come.
+  int64_t least_peak_to_come(const Prefix& p) const {
+    // The least bytes of ā_k that must stay until bwd k-1: x_k when its saved state
+    // can be (or is) on the host, all of it when it already made its round trip.
+    const auto least = [&](int k) { return p.saved_out[k] && !p.hollow[k] ? c_.xbar(k) : c_.x(k); };
+    int64_t staying = 0;  // Σ least(k) over the resident ā_k with k < i, as i grows
+    int64_t need = 0;
+    for (int i = 0; i <= L_; ++i) {
+      if (!p.bwd_done[i]) {
+        const int64_t input = p.saved[i] ? least(i) : c_.x(i);
+        const int64_t working = i < L_ ? c_.x(i + 1) + c_.xbar(i + 1) + input + c_.x(i) + c_.btmp(i)
+                                       : input + c_.x(L_) + c_.btmp(L_);
+        need = std::max(need, staying + working);
+      }
+      if (i >= 1 && p.saved[i]) staying += least(i);
+    }
+    return need;
+  }
+
+  // Note [Saved states that stay]: a lower bound on when the plan can end, from the
+  // data on the host: each must come back over the h2d link, one copy at a time, and
+  // then its consumer and every bwd after it must run.
+  double least_end_ms(const Prefix& p) const {
+    double all_back = p.h2d_free_ms, end = 0;
+    const auto back = [&](double on_host, int64_t bytes, int first_bwd) {
+      all_back += h2d_ms(bytes);
+      double after = 0;
+      for (int j = first_bwd; j >= 0; --j) after += c_.ub(j);
+      end = std::max(end, std::max(p.h2d_free_ms, on_host) + h2d_ms(bytes) + after);
+    };
+    for (int k = 0; k <= L_; ++k) {
+      if (p.on_host[k]) back(p.on_host_ms[k], c_.x(k), std::min(k, L_ - 1));
+      if (k >= 1 && p.hollow[k] && !p.saved_in[k]) back(p.saved_on_host_ms[k], c_.xbar(k) - c_.x(k), k - 1);
+    }
+    return std::max(end, all_back);
+  }
+
   bool hopeless(const Prefix& p) const {
     if (stranded(p)) return true;
     if (p.final_peak_bytes > budget_) return true;
-    return out_.ops && p.compute_end_ms + p.mandatory_ms >= out_.time_ms;
+    if (cuts_ && least_peak_to_come(p) > budget_) return true;
+    if (!out_.ops) return false;
+    if (p.compute_end_ms + p.mandatory_ms >= out_.time_ms) return true;
+    return cuts_ && least_end_ms(p) >= out_.time_ms;
   }
 
   // Note [Equal futures]: the part of a prefix its continuations depend on, with
@@ -173,6 +216,8 @@ class Search {
   }
 
   void copies(const Prefix& p) {
+    // Note [Waiting for the offloads] (simulate.h): only while an offload still runs.
+    if (p.d2h_free_ms > p.compute_end_ms) try_wait(p);
     for (int k = 0; k <= L_; ++k) {
       if (!p.gap_h2d.any()) {
         // Note [A kept stage keeps its input] (simulate.h): not while ā_{k+1} is resident.
@@ -185,6 +230,17 @@ class Search {
       if (k >= 1 && p.hollow[k] && !p.saved_in[k])
         try_copy(p, {OpKind::PrefetchSaved, k});
     }
+  }
+
+  // The compute cursor moves to the end of the last offload; copies issued after the
+  // wait start from there, d2h ones included (the wait does not wait for them), so
+  // the gap's canonical order starts again.
+  void try_wait(const Prefix& from) {
+    Prefix p = from;
+    p.compute_end_ms = p.d2h_free_ms;
+    p.gap_d2h = p.gap_h2d = {};
+    p.ops.push_back({OpKind::WaitOffloads, -1});
+    if (!hopeless(p)) visit(p);
   }
 
   void try_copy(const Prefix& from, Op op) {

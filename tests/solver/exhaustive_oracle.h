@@ -6,8 +6,8 @@
 //
 // Note [What the oracle enumerates]
 // Every sequence of the ops fwd_keep, fwd_ckpt, fwd_drop, loss, bwd, offload,
-// prefetch, offload_saved and prefetch_saved that simulate_timeline accepts, with
-// two rules that define a training step rather than narrow it:
+// prefetch, offload_saved, prefetch_saved and wait_offloads that simulate_timeline
+// accepts, with two rules that define a training step rather than narrow it:
 //  - the loss and each bwd run exactly once (a second one would add a gradient);
 //  - each a_k and each ā_k moves at most once in each direction (one offload and
 //    one prefetch of a_k, one offload_saved and one prefetch_saved of ā_k).
@@ -15,9 +15,13 @@
 // and h2d copies of one gap commute: the links are independent and a prefetch's
 // allocation at issue does not depend on an offload's free, so d2h copies are put
 // first). An offload and the prefetch of the same data may share a gap: the round
-// trip is how a plan makes a compute op wait until another copy has freed its
-// bytes, so it is not the same as leaving the data in place. The search is finite: between two bwd ops every forward op sets a
-// higher activation than any it clears, and copies are bounded by the rule above.
+// trip is one way for a plan to make a compute op wait until another copy has freed
+// its bytes, so it is not the same as leaving the data in place. wait_offloads is
+// the other: it goes anywhere in a gap while an offload is still running (a wait
+// with nothing to wait for changes nothing, so it is not tried), and the copies
+// after it issue when it ends. The search is finite: between two bwd ops every
+// forward op sets a higher activation than any it clears, copies are bounded by the
+// rule above, and a wait needs an offload issued since the last one.
 // It is a branch and bound, and both bounds are exact lower bounds, so no plan
 // faster than the one returned is pruned:
 //  - memory: events before the start of the latest compute op are final (every
@@ -42,6 +46,18 @@
 // a time at or after it), and so do times of things no longer resident. This is an
 // exact dominance, not a heuristic: it only removes plans no faster than one kept.
 //
+// Note [Saved states that stay]
+// Two more exact bounds, cuts like the two Notes above (the search without cuts
+// does not use them, so the test comparing the two checks them too):
+//  - memory: every bwd i still to run holds at its start d_{i+1}, the whole ā_{i+1},
+//    its input, d_i and its transient, and besides them every ā_k resident now with
+//    k < i, which only bwd k-1 frees, after bwd i: at least x_k of it (its saved
+//    state may go to the host), all of x̄_k once it has made its one round trip;
+//  - time: the data on the host comes back over the one h2d link, one copy after
+//    another, and after each copy its consumer's bwd and every later bwd still run.
+// Both count distinct objects, so they hold for chains without carried bytes, the
+// only chains the oracle takes.
+//
 // Note [Copies issued too early]
 // If the last copy a gap put on a link starts at or after the end of the compute op
 // that follows, and that op waits for nothing it brings (and, for an offload, its
@@ -50,7 +66,8 @@
 // same instant, after the same copies on its link, so every time is unchanged; an
 // offload frees at the same instant and a prefetch allocates later. So the earlier
 // issue is cut. Only the last copy of a link is moved, so the order on the link is
-// kept.
+// kept; and only one issued after the gap's last wait_offloads (moving an offload
+// across a wait would change what the wait waits for).
 #pragma once
 
 #include <cstdint>

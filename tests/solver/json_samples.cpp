@@ -35,7 +35,7 @@ Schedule sample_schedule() {
            {OpKind::Loss, -1},   {OpKind::Bwd, 2},      {OpKind::Prefetch, 0}, {OpKind::FwdKeep, 0},
            {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},      {OpKind::Bwd, 0},
            // IO only: the table's words, not a runnable order.
-           {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3}};
+           {OpKind::WaitOffloads, -1}, {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3}};
   return s;
 }
 

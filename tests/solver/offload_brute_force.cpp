@@ -20,6 +20,8 @@ struct Item {
   // (0: when the next item's backward ends); beyond 1, every item up to that one
   // is a plain Keep.
   int lead = 0;
+  // It starts with wait_offloads: the previous item's copy is still running then.
+  bool wait = false;
   bool offloads() const { return kind == KeepOffload || (kind == Ckpt && offload); }
 };
 
@@ -61,7 +63,7 @@ class Builder {
   }
 
   void choose_leads(size_t i) {
-    if (i == items_.size()) { if (windows_ok()) choose_inner(0, {}); return; }
+    if (i == items_.size()) { choose_waits(1); return; }
     choose_leads(i + 1);
     if (!items_[i].offloads()) return;
     for (size_t d = 1; i + d <= items_.size(); ++d) {
@@ -73,15 +75,34 @@ class Builder {
     items_[i].lead = 0;
   }
 
+  // Item k (the tail for k = items_.size()) waits or not for the copy of item k-1,
+  // every way; a wait is only tried where that copy is still running.
+  void choose_waits(size_t k) {
+    if (k > items_.size()) { if (windows_ok()) choose_inner(0, {}); return; }
+    choose_waits(k + 1);
+    if (!items_[k - 1].offloads()) return;
+    set_wait(k, true);
+    if (windows_ok(/*only_waits=*/true)) choose_waits(k + 1);
+    set_wait(k, false);
+  }
+  void set_wait(size_t k, bool wait) { (k == items_.size() ? tail_wait_ : items_[k].wait) = wait; }
+  bool waits(size_t k) const { return k == items_.size() ? tail_wait_ : items_[k].wait; }
+
   // The class rule: each offload copy, started when the op before it ends, ends by
   // the end of the next item's first op (before the tail starts unless the tail is
-  // the lone loss). Forward ops never wait, so their times are running sums.
-  bool windows_ok() const {
+  // the lone loss), unless the next item waits for it. Forward ops wait for nothing
+  // else, so their times are running sums. With only_waits, checks only that each
+  // wait waits for a copy still running.
+  bool windows_ok(bool only_waits = false) const {
     double now = 0;
     std::vector<double> first_op_end(items_.size() + 1), start(items_.size() + 1);
     std::vector<double> copy_end(items_.size(), 0);
     for (size_t k = 0; k < items_.size(); ++k) {
       const Item& it = items_[k];
+      if (it.wait) {
+        if (copy_end[k - 1] <= now) return false;
+        now = copy_end[k - 1];
+      }
       start[k] = now;
       if (it.kind == Item::Ckpt) {
         now += chain_.uf_nograd(it.start);
@@ -95,10 +116,15 @@ class Builder {
           copy_end[k] = now + 1000.0 * (chain_.xbar(it.start + 1) - chain_.x(it.start + 1)) / chain_.link->d2h_bytes_per_s;
       }
     }
+    if (tail_wait_) {
+      if (copy_end.back() <= now) return false;
+      now = copy_end.back();
+    }
+    if (only_waits) return true;
     start[items_.size()] = now;
     first_op_end[items_.size()] = now + (tail_ == L_ ? chain_.ub(L_) : 0.0);
     for (size_t k = 0; k < items_.size(); ++k) {
-      if (!items_[k].offloads()) continue;
+      if (!items_[k].offloads() || waits(k + 1)) continue;
       const bool into_tail = k + 1 == items_.size();
       const double limit = into_tail && tail_ < L_ ? start[k + 1] : first_op_end[k + 1];
       if (copy_end[k] > limit) return false;
@@ -138,10 +164,12 @@ class Builder {
     std::vector<Op> ops;
     for (const Item& it : items_) {
       if (it.kind == Item::Ckpt) {
+        if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
         ops.push_back({OpKind::FwdCkpt, it.start});
         if (it.offload) ops.push_back({OpKind::Offload, it.start});
         for (int i = it.start + 1; i < it.end; ++i) ops.push_back({OpKind::FwdDrop, i});
       } else {
+        if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
         ops.push_back({OpKind::FwdKeep, it.start});
         if (it.kind == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, it.start + 1});
       }
@@ -154,6 +182,7 @@ class Builder {
     };
     for (size_t j = items_.size() + 1; j-- > 0;) {
       const Item* before = j > 0 ? &items_[j - 1] : nullptr;
+      if (j == items_.size() && tail_wait_) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward
       for (size_t b = 0; b < j; ++b)
         if (items_[b].offloads() && items_[b].lead > 0 && b + static_cast<size_t>(items_[b].lead) == j)
           ops.push_back(prefetch_of(items_[b]));
@@ -174,6 +203,7 @@ class Builder {
   const Chain& chain_;
   int L_;
   int tail_ = 0;
+  bool tail_wait_ = false;
   std::vector<Item> items_;
   std::map<std::pair<int, int>, std::vector<std::vector<Op>>> memo_;
   std::vector<OffloadCandidate> out_;

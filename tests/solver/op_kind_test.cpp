@@ -20,7 +20,8 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
     EXPECT_EQ(op_kind_from_word(k.word), k.kind);
     EXPECT_TRUE(words.insert(k.word).second) << "duplicate word " << k.word;
   }
-  EXPECT_EQ(words.size(), 9u);
+  EXPECT_EQ(words.size(), 10u);
+  for (const OpKindInfo& k : kOpKinds) EXPECT_FALSE(k.is_compute && k.is_copy) << k.word;
   EXPECT_FALSE(info(OpKind::OffloadSaved).is_compute);
   EXPECT_FALSE(info(OpKind::PrefetchSaved).is_compute);
   EXPECT_EQ(op_kind_from_word("offload_saved"), OpKind::OffloadSaved);
@@ -28,6 +29,13 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
   EXPECT_FALSE(info(OpKind::Offload).is_compute);
   EXPECT_FALSE(info(OpKind::Prefetch).is_compute);
   EXPECT_TRUE(info(OpKind::Bwd).is_compute);
+  EXPECT_TRUE(is_copy(OpKind::PrefetchSaved));
+  // A wait is neither: it moves nothing and computes nothing, but only the timeline
+  // simulator knows it.
+  EXPECT_FALSE(is_copy(OpKind::WaitOffloads));
+  EXPECT_FALSE(info(OpKind::WaitOffloads).has_index);
+  EXPECT_TRUE(needs_timeline(OpKind::WaitOffloads));
+  EXPECT_FALSE(needs_timeline(OpKind::FwdDrop));
 }
 
 TEST(OpKind, UnknownWordsAreRejected) {
@@ -42,6 +50,7 @@ TEST(OpKind, ToStringPrintsWordAndIndex) {
   EXPECT_EQ(to_string(Op{OpKind::FwdCkpt, 0}), "fwd_ckpt 0");
   EXPECT_EQ(to_string(Op{OpKind::Loss, -1}), "loss");
   EXPECT_EQ(to_string(Op{OpKind::Prefetch, 12}), "prefetch 12");
+  EXPECT_EQ(to_string(Op{OpKind::WaitOffloads, -1}), "wait_offloads");
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST(ScheduleJson, WriterPutsOneOpPerLine) {
   EXPECT_TRUE(Contains(text, "  \"predicted\": {\n    \"peak_bytes\": 3990000000,\n    \"time_ms\": 812.5\n  },\n"));
   EXPECT_TRUE(Contains(text, "  \"ops\": [\n    [\"fwd_ckpt\", 0],\n    [\"offload\", 0],\n"));
   EXPECT_TRUE(Contains(text, "    [\"loss\"],\n"));
-  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3]\n  ]\n}"));
+  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"wait_offloads\"],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3]\n  ]\n}"));
 }
 
 TEST(ScheduleJson, WrittenTextIsTheDocumentedLayout) {
@@ -188,6 +188,9 @@ TEST(ScheduleErrors, IndexPresentIffTheOpTakesOne) {
   j = valid_schedule();
   j["ops"][4] = {"loss", 3};
   EXPECT_TRUE(ScheduleRejected(j, "/ops/4", "loss takes no index: write [\"loss\"]"));
+  j = valid_schedule();
+  j["ops"][4] = {"wait_offloads", 0};
+  EXPECT_TRUE(ScheduleRejected(j, "/ops/4", "wait_offloads takes no index: write [\"wait_offloads\"]"));
 }
 
 TEST(ScheduleErrors, BadIndex) {

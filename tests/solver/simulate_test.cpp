@@ -303,6 +303,32 @@ TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
   expect_timeline(simulate_timeline(offload_chain(100, 1000), ops), 130, 122, 79, 110);
 }
 
+// Note [Waiting for the offloads]: the compute stream waits for the last offload to
+// end, so the ops after it no longer count its bytes.
+TEST(SimulateTimeline, WaitOffloadsHoldsTheComputeStreamUntilTheOffloadsEnd) {
+  const Op wait{OpKind::WaitOffloads, -1};
+  const std::vector<Op> ops = {ckpt(0), offload(0), wait, keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)};
+  // Slow d2h (100 ms for a_0, 5..105): fwd_keep 1 starts at 105 rather than 5, and
+  // bwd 1 (126..136) sees 120 rather than the 130 of the same plan without the wait
+  // (the test above). The prefetch, issued at 136, lands at 146: fwd_keep 0 146..151,
+  // bwd 0 151..153. Stall: 100 waiting + 10 for the prefetch.
+  const SimResult r = simulate_timeline(offload_chain(100, 1000), ops);
+  expect_timeline(r, 120, 153, 110, 110);
+  EXPECT_EQ(r.offload_done_before[1], 3);  // the runtime lets a_0 go before fwd_keep 1
+  // With nothing in flight it changes nothing: the fast copy ended at 15, before the
+  // wait after fwd_keep 1 (t = 25).
+  const std::vector<Op> late = {ckpt(0), offload(0), keep(1), wait, loss(), bwd(1), prefetch(0), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(offload_chain(1000, 1000), late), 120, 53, 10, 20);
+  // It waits for the offloads issued before it, not for those after it.
+  const std::vector<Op> before = {ckpt(0), wait, offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)};
+  expect_timeline(simulate_timeline(offload_chain(100, 1000), before), 130, 122, 79, 110);
+  // Only the timeline simulator knows it.
+  const SimResult seq = simulate_sequential(offload_chain(100, 1000), {ckpt(0), wait, keep(1), loss(), bwd(1), keep(0), bwd(0)});
+  EXPECT_FALSE(seq.valid);
+  EXPECT_EQ(seq.error_op, 1);
+  EXPECT_NE(seq.error.find("timeline simulator"), std::string::npos) << seq.error;
+}
+
 // Note [A kept stage keeps its input]: between fwd_keep 0 and bwd 0 the stage's
 // saved state may hold a_0, so offloading it is refused, naming the alternatives.
 TEST(SimulateTimeline, AKeptStagesInputStaysUntilItsBackward) {
