@@ -211,7 +211,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
             if (pending && chain.uf_nograd(e) < prev.pending_ms) continue;
             if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
-            const bool may_offload = prev.input_plain && chain.x(e) > 0;
+            // An a_e that shares carried bytes with a neighbour cannot leave (Note
+            // [Carried bytes] in chain.h): a_{e+1} exists once fwd_ckpt e has run.
+            const bool may_offload =
+                prev.input_plain && chain.x(e) > 0 && chain.carried(e) == 0 && chain.carried(e + 1) == 0;
             const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
             bool fits_kept = true, fits_offloaded = may_offload;
             int64_t fwd_units = table.uf_units(e);

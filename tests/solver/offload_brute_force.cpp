@@ -54,7 +54,7 @@ class Builder {
     }
     for (int next = e + 1; next <= tail_; ++next) {
       for (const bool offload : {false, true}) {
-        if (offload && (!plain || chain_.x(e) == 0)) continue;
+        if (offload && (!plain || chain_.x(e) == 0 || chain_.carried(e) > 0 || chain_.carried(e + 1) > 0)) continue;
         items_.push_back({Item::Ckpt, e, next, offload});
         compose(next);
         items_.pop_back();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "solver/baselines.h"
@@ -85,6 +86,34 @@ TEST(OffloadDp, FitsTheBudgetAndIsNeverSlowerThanRecomputeOnly) {
   // The oracles above must not pass vacuously.
   EXPECT_GT(num_offloading, 10);
   EXPECT_GT(num_faster, 5);
+}
+
+// An activation that shares carried bytes with a neighbour cannot leave the device
+// (Note [Carried bytes] in chain.h); the DP must not offload one, whatever the
+// budget and the link.
+TEST(OffloadDp, PlansAreValidWhenActivationsCarryBytes) {
+  std::mt19937_64 rng(43);
+  int num_plans = 0, num_offloading = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 2 + trial % 9;
+    o.large_tmp_units = 24;
+    o.carry_probability = 0.5;
+    Chain chain = testing::random_chain(rng, o);
+    const double rates[] = {300.0, 1000.0, 4000.0};
+    chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+    const int64_t budget = std::max<int64_t>(1, store_all_peak(chain) * (3 + trial % 8) / 10);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
+    const auto off = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+    if (!off) continue;
+    const SimResult r = simulate_timeline(chain, *off);
+    ASSERT_TRUE(r.valid) << r.error;
+    EXPECT_LE(r.peak_bytes, budget);
+    ++num_plans;
+    num_offloading += std::find_if(off->begin(), off->end(), [](const Op& op) { return op.kind == OpKind::Offload; }) != off->end();
+  }
+  EXPECT_GT(num_offloading, 10);  // not vacuous: the DP still offloads the inputs that may move
+  std::printf("carried chains: %d plans, %d offload an input\n", num_plans, num_offloading);
 }
 
 TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
