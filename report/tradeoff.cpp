@@ -160,12 +160,20 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
     first_seen_at.push_back("store-all@unbudgeted");
   }
   const int total = static_cast<int>(options.budgets_bytes.size() * options.solvers.size());
+  // Note [Known plans] in solver/solve.cpp: `optimal` is offered every plan it found at
+  // a smaller budget, so that its time never grows with the budget.
+  std::vector<std::pair<int64_t, std::vector<Op>>> optimal_plans;
   for (int64_t budget : options.budgets_bytes) {
     for (SolverKind kind : options.solvers) {
       TradeoffPoint p;
       p.solver = std::string(info(kind).word);
       p.budget_bytes = budget;
-      const SolveAttempt attempt = attempt_solve(chain, {budget, kind, options.slots, options.threads, false});
+      SolveOptions o{budget, kind, options.slots, options.threads, false};
+      if (kind == SolverKind::Optimal)
+        for (const auto& [below, plan] : optimal_plans)
+          if (below <= budget) o.known_plans.push_back(plan);
+      const SolveAttempt attempt = attempt_solve(chain, o);
+      if (kind == SolverKind::Optimal && attempt.schedule) optimal_plans.emplace_back(budget, attempt.schedule->ops);
       // A plan over its own budget (rotor-compat) is refused, as `memopt solve` refuses it.
       if (attempt.outcome == Outcome::OverBudget) throw std::runtime_error(attempt.error);
       p.status = outcome_word(attempt.outcome);

@@ -21,7 +21,8 @@
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
 // the end of the next item's first compute op, and before the tail starts unless
 // the tail is the lone loss -- or the next item waits for it (Note [Waiting for the
-// previous offload]); `offload e` needs a plain a_e.
+// previous offload]); `offload e` needs a plain a_e that shares no carried bytes
+// with a neighbour (Note [Carried bytes] in chain.h).
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
 // offloaded a_e'). Every peak and time is what the section 5 simulator gives for
@@ -37,8 +38,9 @@
 // persistent. A kept stage's input never leaves
 // the device before its backward: the stage may have saved it (Note [A kept stage
 // keeps its input] in simulate.h). `optimal` also tries the pipelined family of
-// offload_pipeline.h, whose plans of one shape have far prefetches and queued copies.
-// The tail alone is the recompute DP, so the value is never worse than recompute-only.
+// offload_pipeline.h, whose plans of one shape have far prefetches and queued copies,
+// and polishes its best candidate with moves outside the class (Note [Polishing a
+// plan's copies] in polish.h). The tail alone is the recompute DP, so the value is never worse than recompute-only.
 //
 // Note [Waiting for the previous offload]
 // Where the previous item's copy is still running when an item starts, the item

@@ -9,6 +9,7 @@
 #include "solver/budget.h"
 #include "solver/offload.h"
 #include "solver/offload_pipeline.h"
+#include "solver/polish.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
 #include "solver/units.h"
@@ -100,6 +101,7 @@ std::optional<std::vector<Op>> recompute_with_slack(const Chain& chain, int64_t 
 // `recompute-only` therefore also simulate the baselines they may use and return
 // the fastest schedule that fits: never worse than any of them, as users expect.
 // The recompute DP with slack (Note [Slot rounding slack]) is one more candidate.
+// `optimal` then polishes the fastest (Note [Polishing a plan's copies] in polish.h).
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                        bool with_offload) {
   // Baselines first: on a tie in predicted time the simpler plan wins (store-all
@@ -124,6 +126,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
     if (!fits(r, budget_bytes)) continue;
     if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
   }
+  if (best && with_offload) best = polish_copies(chain, budget_bytes, std::move(*best));
   return best;
 }
 
@@ -132,6 +135,32 @@ std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_
 }
 std::optional<std::vector<Op>> solve_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
   return best_of(chain, budget_bytes, dp, /*with_offload=*/false);
+}
+
+// Note [Known plans]
+// The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
+// Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
+// the DP's plan at a smaller budget it may reach a plan faster than the one it
+// reaches from the DP's plan at a larger budget. A plan that fits a smaller budget
+// fits every larger one, so a caller solving a series of budgets (`memopt tradeoff`)
+// hands `optimal` the plans it found below; each that fits is simulated, and if one
+// is faster than the solver's own it is polished and returned instead. A single
+// `memopt solve` has no such plans, so it may return a plan slower than the one it
+// would return at a smaller budget; a sweep never does.
+std::optional<std::vector<Op>> with_known_plans(const Chain& chain, int64_t budget_bytes,
+                                                std::optional<std::vector<Op>> ops,
+                                                const std::vector<std::vector<Op>>& known) {
+  double best_ms = 0;
+  if (ops) best_ms = simulate_timeline(chain, *ops).time_ms;
+  const std::vector<Op>* faster = nullptr;
+  for (const std::vector<Op>& plan : known) {
+    const SimResult r = simulate_timeline(chain, plan);
+    if (!fits(r, budget_bytes) || ((ops || faster) && r.time_ms >= best_ms)) continue;
+    faster = &plan;
+    best_ms = r.time_ms;
+  }
+  if (!faster) return ops;
+  return polish_copies(chain, budget_bytes, *faster);
 }
 
 DpOptions dp_options(const SolveOptions& o) {
@@ -205,7 +234,9 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (std::string e = solver_needs(options.solver, chain); !e.empty()) throw std::invalid_argument(e);
-  const auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
+  auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
+  if (options.solver == SolverKind::Optimal && !options.known_plans.empty())
+    ops = with_known_plans(chain, options.budget_bytes, std::move(ops), options.known_plans);
   const std::string_view name = info(options.solver).word;
   if (!ops) {
     const int64_t store_all_peak = store_all_peak_bytes(chain);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "solver/chain.h"
 #include "solver/schedule.h"
@@ -49,6 +50,10 @@ struct SolveOptions {
   // On an infeasible budget, bisect for the smallest budget that works (tens of
   // solves) so the error can name it; off when only feasibility matters.
   bool find_min_budget = true;
+  // `optimal` only: plans the caller already has, typically the ones found at smaller
+  // budgets of a sweep. Each that fits is a candidate too (Note [Known plans] in
+  // solve.cpp), so that a sweep's `optimal` never gets slower as the budget grows.
+  std::vector<std::vector<Op>> known_plans;
 };
 
 // Thrown when no schedule of the chosen solver fits the budget.

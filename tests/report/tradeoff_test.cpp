@@ -102,7 +102,9 @@ TEST_F(SweepTest, OptimalTimeIsMonotoneAndNeverWorseThanAnySolver) {
   bool feasible = false;
   for (int64_t b : r.budgets_bytes) {
     const auto it = optimal_ms.find(b);
-    if (feasible) ASSERT_NE(it, optimal_ms.end()) << "optimal infeasible at a larger budget " << b;
+    if (feasible) {
+      ASSERT_NE(it, optimal_ms.end()) << "optimal infeasible at a larger budget " << b;
+    }
     if (it == optimal_ms.end()) continue;
     feasible = true;
     // Tolerance: slot rounding may pick different but equally fast plans; times are sums
@@ -115,8 +117,9 @@ TEST_F(SweepTest, OptimalTimeIsMonotoneAndNeverWorseThanAnySolver) {
     if (p.status != "ok") continue;
     EXPECT_LE(p.predicted_peak_bytes, p.budget_bytes) << p.solver;
     EXPECT_EQ(p.stages.size(), profile.chain.stages.size());
-    if (optimal_ms.count(p.budget_bytes))
+    if (optimal_ms.count(p.budget_bytes)) {
       EXPECT_LE(optimal_ms.at(p.budget_bytes), p.predicted_time_ms * (1 + 1e-9)) << p.solver << " " << p.budget_bytes;
+    }
   }
 }
 
@@ -126,6 +129,9 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
   EXPECT_EQ(j.at("format"), "memopt.tradeoff");
   EXPECT_EQ(j.at("points").size(), r.points.size());
   EXPECT_EQ(j.at("stage_names").size(), 6u);
+  // optimal at each budget is solved with the plans it found at the smaller ones
+  // (Note [Known plans] in solver/solve.cpp), as the sweep does.
+  std::vector<std::vector<solver::Op>> optimal_below;
   for (size_t i = 0; i < r.points.size(); ++i) {
     const TradeoffPoint& p = r.points[i];
     const nlohmann::json& pj = j["points"][i];
@@ -134,7 +140,10 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
     EXPECT_EQ(pj.at("status"), p.status);
     if (p.status != "ok") continue;
     const auto kind = solver::solver_kind_from_word(p.solver);
-    const solver::Schedule s = solver::solve(profile.chain, {p.budget_bytes, *kind, options.slots, 1, false});
+    solver::SolveOptions o{p.budget_bytes, *kind, options.slots, 1, false};
+    if (*kind == SolverKind::Optimal) o.known_plans = optimal_below;
+    const solver::Schedule s = solver::solve(profile.chain, o);
+    if (*kind == SolverKind::Optimal) optimal_below.push_back(s.ops);
     EXPECT_EQ(pj["predicted"]["peak_bytes"], s.predicted.peak_bytes);
     EXPECT_DOUBLE_EQ(pj["predicted"]["time_ms"].get<double>(), s.predicted.time_ms);
     EXPECT_EQ(pj["num_ops"], static_cast<int>(s.ops.size()));

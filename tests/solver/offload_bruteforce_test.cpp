@@ -212,10 +212,10 @@ TEST(ExhaustiveOracle, FindsPlansThatWaitForACopyThroughARoundTrip) {
 // store-all peak, with one slot per byte so that the DP loses nothing to rounding,
 // on chains of up to 4 stages. `optimal`'s plan, or the oracle's at the budget below
 // when faster, seeds the oracle's time bound; the oracle still searches every faster
-// plan. The oracle is a lower bound on every
-// valid plan, so neither the DP's plan nor `optimal`'s can be faster; where they are
-// slower, their classes miss the oracle's plan. How often is recorded, not asserted:
-// see Note [The offload schedule class] for the plans the class does not hold.
+// plan. The oracle is a lower bound on every valid plan, so neither the DP's plan
+// nor `optimal`'s can be faster; where they are slower, they miss the oracle's plan.
+// How often is recorded; asserted only that the polish makes `optimal` miss less
+// often than the DP (Note [The offload schedule class] lists what the class lacks).
 TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   std::mt19937_64 rng(23);
   int64_t num_nodes = 0, num_plans = 0;
@@ -290,6 +290,9 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
               num_chains, num_oracle_budgets, static_cast<long long>(num_nodes), static_cast<long long>(num_plans),
               num_equal, num_compared, num_slower, num_optimal_slower, num_optimal_none);
   EXPECT_GT(num_equal, 80);  // not vacuous: most comparisons are exact matches
+  // `optimal` polishes its best candidate (Note [Polishing a plan's copies] in
+  // solver/polish.h): it misses the oracle's time at fewer budgets than the DP alone.
+  EXPECT_LT(num_optimal_slower + num_optimal_none, num_slower);
 }
 
 // Keep every stage, offload every saved state right away and bring it back just

@@ -1,0 +1,164 @@
+// polish.cpp: the local search of Note [Polishing a plan's copies].
+#include "solver/polish.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "solver/simulate.h"
+
+namespace memopt::solver {
+namespace {
+
+// The plan so far and its simulation; `take` keeps a candidate only if it is better.
+struct Search {
+  const Chain& chain;
+  int64_t budget_bytes;
+  std::vector<Op> ops;
+  SimResult sim;
+
+  bool take(std::vector<Op> candidate) {
+    SimResult r = simulate_timeline(chain, candidate);
+    if (!fits(r, budget_bytes)) return false;
+    const auto key = [](const SimResult& x, const std::vector<Op>& plan) {
+      return std::make_tuple(x.time_ms, num_copies(plan), x.peak_bytes);
+    };
+    if (!(key(r, candidate) < key(sim, ops))) return false;
+    ops = std::move(candidate);
+    sim = std::move(r);
+    return true;
+  }
+
+  static int64_t num_copies(const std::vector<Op>& plan) {
+    return std::count_if(plan.begin(), plan.end(), [](const Op& op) { return is_copy(op.kind); });
+  }
+};
+
+bool movable(OpKind kind) { return is_copy(kind) || kind == OpKind::WaitOffloads; }
+
+std::vector<Op> moved(const std::vector<Op>& ops, size_t from, size_t to) {
+  std::vector<Op> out = ops;
+  const Op op = out[from];
+  out.erase(out.begin() + static_cast<std::ptrdiff_t>(from));
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(to), op);
+  return out;
+}
+
+std::vector<Op> inserted(const std::vector<Op>& ops, size_t at, Op op) {
+  std::vector<Op> out = ops;
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), op);
+  return out;
+}
+
+bool shift_pass(Search& s, int window) {
+  bool any = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    if (!movable(s.ops[p].kind)) continue;
+    for (int step = 1; step <= window; ++step) {
+      bool done = false;
+      for (const int sign : {-1, 1}) {
+        const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(p) + sign * step;
+        if (q < 0 || q >= static_cast<std::ptrdiff_t>(s.ops.size())) continue;
+        if (s.take(moved(s.ops, p, static_cast<size_t>(q)))) { done = true; break; }
+      }
+      if (done) { any = true; break; }
+    }
+  }
+  return any;
+}
+
+OpKind way_back(OpKind offload) { return offload == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved; }
+
+bool drop_pass(Search& s) {
+  bool any = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    const Op op = s.ops[p];
+    if (op.kind == OpKind::WaitOffloads) {
+      std::vector<Op> c = s.ops;
+      c.erase(c.begin() + static_cast<std::ptrdiff_t>(p));
+      any = s.take(std::move(c)) || any;
+    } else if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) {
+      const Op back{way_back(op.kind), op.index};
+      const auto it = std::find(s.ops.begin() + static_cast<std::ptrdiff_t>(p) + 1, s.ops.end(), back);
+      std::vector<Op> c = s.ops;
+      if (it != s.ops.end()) c.erase(c.begin() + (it - s.ops.begin()));
+      c.erase(c.begin() + static_cast<std::ptrdiff_t>(p));
+      any = s.take(std::move(c)) || any;
+    }
+  }
+  return any;
+}
+
+bool wait_pass(Search& s) {
+  bool any = false, offloaded = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    const OpKind kind = s.ops[p].kind;
+    if (kind == OpKind::Offload || kind == OpKind::OffloadSaved) offloaded = true;
+    if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads)) continue;
+    if (s.take(inserted(s.ops, p, {OpKind::WaitOffloads, -1}))) { any = true; ++p; }
+  }
+  return any;
+}
+
+// Offload `out` right after position `made` and bring it back at one of the
+// `window` positions before position `reader` (in the plan before the insertion).
+bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
+  const std::vector<Op> with_out = inserted(s.ops, made + 1, out);
+  const Op back{way_back(out.kind), out.index};
+  // reader moved one on; the prefetch goes before it, after the offload.
+  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n)
+    if (s.take(inserted(with_out, at, back))) return true;
+  return false;
+}
+
+bool round_trip_pass(Search& s, int window) {
+  bool any = false;
+  const int L = s.chain.length();
+  const auto moves = [&](OpKind kind, int index) {
+    return std::find(s.ops.begin(), s.ops.end(), Op{kind, index}) != s.ops.end();
+  };
+  // ā_{k+1}: made by the last fwd_keep k before bwd k, read by bwd k.
+  for (int k = 0; k < L; ++k) {
+    if (s.chain.xbar(k + 1) <= s.chain.x(k + 1) || moves(OpKind::OffloadSaved, k + 1)) continue;
+    const auto bwd = std::find(s.ops.begin(), s.ops.end(), Op{OpKind::Bwd, k});
+    const auto keep = std::find(std::make_reverse_iterator(bwd), s.ops.rend(), Op{OpKind::FwdKeep, k});
+    if (bwd == s.ops.end() || keep == s.ops.rend()) continue;
+    const size_t made = static_cast<size_t>(s.ops.rend() - keep) - 1;
+    any = try_round_trip(s, made, static_cast<size_t>(bwd - s.ops.begin()), {OpKind::OffloadSaved, k + 1}, window) || any;
+  }
+  // a_k: checkpointed by its last fwd_ckpt k, read next by the first op after it that reads a_k.
+  for (int k = 0; k < L; ++k) {
+    if (s.chain.x(k) <= 0 || moves(OpKind::Offload, k)) continue;
+    const auto ckpt = std::find(s.ops.rbegin(), s.ops.rend(), Op{OpKind::FwdCkpt, k});
+    if (ckpt == s.ops.rend()) continue;
+    const size_t made = static_cast<size_t>(s.ops.rend() - ckpt) - 1;
+    size_t reader = made + 1;
+    while (reader < s.ops.size() && !(info(s.ops[reader].kind).is_compute &&
+                                      compute_cost(s.chain, s.ops[reader]).reads == k))
+      ++reader;
+    if (reader == s.ops.size()) continue;
+    any = try_round_trip(s, made, reader, {OpKind::Offload, k}, window) || any;
+  }
+  return any;
+}
+
+}  // namespace
+
+std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
+                              const PolishOptions& options) {
+  if (!chain.link || !(chain.link->d2h_bytes_per_s > 0) || !(chain.link->h2d_bytes_per_s > 0)) return ops;
+  Search s{chain, budget_bytes, std::move(ops), {}};
+  s.sim = simulate_timeline(chain, s.ops);
+  if (!fits(s.sim, budget_bytes)) return std::move(s.ops);
+  for (int pass = 0; pass < options.max_passes; ++pass) {
+    bool any = shift_pass(s, options.window_ops);
+    any = drop_pass(s) || any;
+    any = wait_pass(s) || any;
+    any = round_trip_pass(s, options.window_ops) || any;
+    if (!any) break;
+  }
+  return std::move(s.ops);
+}
+
+}  // namespace memopt::solver

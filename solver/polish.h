@@ -1,0 +1,48 @@
+// polish.h: improves a valid plan by local moves of its copies and waits, each move
+// judged by the timeline simulator (docs/formats.md section 5) in exact bytes.
+//
+// Note [Polishing a plan's copies]
+// The offload DP decides which data moves and, within its class (Note [The offload
+// schedule class] in offload.h), when: an offload right after its data exists, a
+// prefetch one item ahead or just in time, a wait only at the start of an item. The
+// simulator accepts far more: a prefetch issued any number of ops before its reader
+// (inside a recomputed segment's backward too), an offload issued later so that it
+// does not queue behind another, a wait in the middle of an item, a saved state moved
+// out and back around a recomputation. On small chains the fastest plan of the whole
+// vocabulary (tests/solver/exhaustive_oracle.h) is often one of those moves away
+// from the DP's, so `optimal` tries them on its best candidate:
+//  - shift: each copy or wait moved by up to `window_ops` positions either way;
+//  - drop: each wait, and each offload together with its prefetch;
+//  - wait: a wait_offloads put before a compute op while an offload is in flight;
+//  - round trip: data that does not move yet (ā_{k+1} after the fwd_keep k that
+//    its bwd k uses, a_k after its last fwd_ckpt k) offloaded right after it exists
+//    and prefetched at each of the `window_ops` positions before its reader.
+// A move is taken when the simulator accepts the new plan, its peak fits the budget
+// and it is faster, or as fast with a lower peak; the moves are tried in order, the
+// first that helps is taken and the scan goes on, and the passes repeat until one
+// helps nowhere (at most `max_passes`). Every step strictly lowers (time, peak), so
+// the result is never worse than the plan given, and it is valid by construction:
+// it is the simulator's own verdict. A data moves at most once each way, as in the
+// oracle. It is a local search, not a proof: the DP's structure (what is kept,
+// recomputed, checkpointed) is not changed, so it does not reach every optimum.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+struct PolishOptions {
+  int window_ops = 8;   // how far a copy may move in one step, and the prefetch positions tried
+  int max_passes = 16;  // scans over the plan at most
+};
+
+// `ops` must fit budget_bytes (simulate_timeline valid, peak <= budget); the plan
+// returned fits too and is at least as fast. Needs chain.link for any move.
+std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
+                              const PolishOptions& options = {});
+
+}  // namespace memopt::solver
