@@ -9,7 +9,8 @@
 //   BM_SolveOffloadPipeline/L/500  solve_offload_pipeline (solver/offload_pipeline.h),
 //                                the same link: every (p, q) simulated, bisection on d
 //   BM_SolveOptimalWithLink/L/500  solve() with --solver optimal on one thread: both of
-//                                the above, the baselines, and the simulation of each
+//                                the above, the baselines, the simulation of each and the
+//                                polish of the fastest (docs/formats.md section 8.9)
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
