@@ -130,6 +130,9 @@ struct Chain {
   // sh(j, k) of Note [Carried bytes], any order; x_k when j == k.
   int64_t shared(int j, int k) const;
   bool carries() const;  // any c_k > 0
+  // a_k shares no bytes with a_{k-1} nor a_{k+1} (c_k = c_{k+1} = 0): only such an
+  // activation can move to the host (Note [Carried bytes]).
+  bool stands_alone(int k) const { return carried(k) == 0 && carried(k + 1) == 0; }
   bool has_role(StageRole role) const;  // any stage of it
 };
 

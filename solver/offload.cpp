@@ -211,10 +211,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
             if (pending && chain.uf_nograd(e) < prev.pending_ms) continue;
             if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
-            // An a_e that shares carried bytes with a neighbour cannot leave (Note
-            // [Carried bytes] in chain.h): a_{e+1} exists once fwd_ckpt e has run.
-            const bool may_offload =
-                prev.input_plain && chain.x(e) > 0 && chain.carried(e) == 0 && chain.carried(e + 1) == 0;
+            // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run.
+            const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e);
             const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
             bool fits_kept = true, fits_offloaded = may_offload;
             int64_t fwd_units = table.uf_units(e);
@@ -300,13 +298,12 @@ std::vector<Op> offload_all_ops(const Chain& chain) {
   std::vector<Op> ops;
   // An input sharing bytes with a neighbour cannot leave (Note [Carried bytes]): it
   // stays on the device as a plain checkpoint.
-  const auto moves = [&](int i) { return chain.carried(i) == 0 && chain.carried(i + 1) == 0; };
   for (int i = 0; i + 1 < L; ++i) {
     ops.push_back({OpKind::FwdCkpt, i});
-    if (moves(i)) ops.push_back({OpKind::Offload, i});
+    if (chain.stands_alone(i)) ops.push_back({OpKind::Offload, i});
   }
   for (int i = L - 1; i >= 0; --i) {
-    if (i > 0 && moves(i - 1)) ops.push_back({OpKind::Prefetch, i - 1});
+    if (i > 0 && chain.stands_alone(i - 1)) ops.push_back({OpKind::Prefetch, i - 1});
     ops.push_back({OpKind::FwdKeep, i});
     if (i == L - 1) ops.push_back({OpKind::Loss, -1});
     ops.push_back({OpKind::Bwd, i});

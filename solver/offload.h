@@ -40,7 +40,8 @@
 // keeps its input] in simulate.h). `optimal` also tries the pipelined family of
 // offload_pipeline.h, whose plans of one shape have far prefetches and queued copies,
 // and polishes its best candidate with moves outside the class (Note [Polishing a
-// plan's copies] in polish.h). The tail alone is the recompute DP, so the value is never worse than recompute-only.
+// plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
+// never worse than recompute-only.
 //
 // Note [Waiting for the previous offload]
 // Where the previous item's copy is still running when an item starts, the item

@@ -127,9 +127,10 @@ bool round_trip_pass(Search& s, int window) {
     const size_t made = static_cast<size_t>(s.ops.rend() - keep) - 1;
     any = try_round_trip(s, made, static_cast<size_t>(bwd - s.ops.begin()), {OpKind::OffloadSaved, k + 1}, window) || any;
   }
-  // a_k: checkpointed by its last fwd_ckpt k, read next by the first op after it that reads a_k.
+  // a_k (one that shares no carried bytes): checkpointed by its last fwd_ckpt k, read
+  // next by the first op after it that reads a_k.
   for (int k = 0; k < L; ++k) {
-    if (s.chain.x(k) <= 0 || moves(OpKind::Offload, k)) continue;
+    if (s.chain.x(k) <= 0 || !s.chain.stands_alone(k) || moves(OpKind::Offload, k)) continue;
     const auto ckpt = std::find(s.ops.rbegin(), s.ops.rend(), Op{OpKind::FwdCkpt, k});
     if (ckpt == s.ops.rend()) continue;
     const size_t made = static_cast<size_t>(s.ops.rend() - ckpt) - 1;

@@ -15,13 +15,16 @@
 //  - drop: each wait, and each offload together with its prefetch;
 //  - wait: a wait_offloads put before a compute op while an offload is in flight;
 //  - round trip: data that does not move yet (ā_{k+1} after the fwd_keep k that
-//    its bwd k uses, a_k after its last fwd_ckpt k) offloaded right after it exists
-//    and prefetched at each of the `window_ops` positions before its reader.
+//    its bwd k uses, a_k after its last fwd_ckpt k if it shares no carried bytes)
+//    offloaded right after it exists and prefetched at each of the `window_ops`
+//    positions before its reader.
 // A move is taken when the simulator accepts the new plan, its peak fits the budget
-// and it is faster, or as fast with a lower peak; the moves are tried in order, the
-// first that helps is taken and the scan goes on, and the passes repeat until one
-// helps nowhere (at most `max_passes`). Every step strictly lowers (time, peak), so
-// the result is never worse than the plan given, and it is valid by construction:
+// and it is faster, or as fast with fewer copies, or as fast with as many copies and
+// a lower peak; the moves are tried in order, the first that helps is taken and the
+// scan goes on, and the passes repeat until one helps nowhere (at most
+// `max_passes`). Every step strictly lowers (time, copies, peak), so the result is
+// never worse than the plan given, keeps no copy a drop could remove for free, and
+// it is valid by construction:
 // it is the simulator's own verdict. A data moves at most once each way, as in the
 // oracle. It is a local search, not a proof: the DP's structure (what is kept,
 // recomputed, checkpointed) is not changed, so it does not reach every optimum.

@@ -93,6 +93,31 @@ std::optional<std::vector<Op>> recompute_with_slack(const Chain& chain, int64_t 
   return best;
 }
 
+// The fastest candidate that fits, by simulated time; the first among equals.
+std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budget_bytes,
+                                               std::vector<std::optional<std::vector<Op>>> candidates) {
+  std::optional<std::vector<Op>> best;
+  double best_ms = 0;
+  for (auto& c : candidates) {
+    if (!c) continue;
+    const SimResult r = simulate_timeline(chain, *c);
+    if (!fits(r, budget_bytes)) continue;
+    if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
+  }
+  return best;
+}
+
+// Note [Known plans]
+// The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
+// Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
+// the DP's plan at a smaller budget it may reach a plan faster than the one it
+// reaches from the DP's plan at a larger budget. A plan that fits a smaller budget
+// fits every larger one, so a caller solving a series of budgets (`memopt tradeoff`)
+// hands `optimal` the plans it found below; after the polish, each that fits is
+// simulated, and one faster than the polished plan is polished and returned instead.
+// A single `memopt solve` has no such plans, so it may return a plan slower than the
+// one it would return at a smaller budget; a sweep never does.
+
 // Note [Optimal takes the best of everything]
 // The DPs work in slots, which round every size up, so a baseline that fits in
 // bytes can beat the DP's schedule (store-all at a budget of exactly its peak is the
@@ -101,9 +126,10 @@ std::optional<std::vector<Op>> recompute_with_slack(const Chain& chain, int64_t 
 // `recompute-only` therefore also simulate the baselines they may use and return
 // the fastest schedule that fits: never worse than any of them, as users expect.
 // The recompute DP with slack (Note [Slot rounding slack]) is one more candidate.
-// `optimal` then polishes the fastest (Note [Polishing a plan's copies] in polish.h).
+// `optimal` then polishes the fastest (Note [Polishing a plan's copies] in polish.h)
+// and holds it against the plans its caller knows (Note [Known plans]).
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
-                                       bool with_offload) {
+                                       bool with_offload, const std::vector<std::vector<Op>>& known = {}) {
   // Baselines first: on a tie in predicted time the simpler plan wins (store-all
   // rather than a DP plan that moves data for nothing).
   std::vector<std::optional<std::vector<Op>>> candidates;
@@ -118,16 +144,15 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
     candidates.push_back(offload_all(chain, budget_bytes, dp));
     candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));
   }
-  std::optional<std::vector<Op>> best;
-  double best_ms = 0;
-  for (auto& c : candidates) {
-    if (!c) continue;
-    const SimResult r = simulate_timeline(chain, *c);
-    if (!fits(r, budget_bytes)) continue;
-    if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
-  }
-  if (best && with_offload) best = polish_copies(chain, budget_bytes, std::move(*best));
-  return best;
+  std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
+  if (!with_offload) return best;
+  if (best) best = polish_copies(chain, budget_bytes, std::move(*best));
+  if (known.empty()) return best;
+  std::vector<std::optional<std::vector<Op>>> against{best};
+  against.insert(against.end(), known.begin(), known.end());
+  std::optional<std::vector<Op>> winner = fastest_fitting(chain, budget_bytes, std::move(against));
+  if (!winner || winner == best) return winner;
+  return polish_copies(chain, budget_bytes, std::move(*winner));
 }
 
 std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
@@ -135,32 +160,6 @@ std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_
 }
 std::optional<std::vector<Op>> solve_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
   return best_of(chain, budget_bytes, dp, /*with_offload=*/false);
-}
-
-// Note [Known plans]
-// The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
-// Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
-// the DP's plan at a smaller budget it may reach a plan faster than the one it
-// reaches from the DP's plan at a larger budget. A plan that fits a smaller budget
-// fits every larger one, so a caller solving a series of budgets (`memopt tradeoff`)
-// hands `optimal` the plans it found below; each that fits is simulated, and if one
-// is faster than the solver's own it is polished and returned instead. A single
-// `memopt solve` has no such plans, so it may return a plan slower than the one it
-// would return at a smaller budget; a sweep never does.
-std::optional<std::vector<Op>> with_known_plans(const Chain& chain, int64_t budget_bytes,
-                                                std::optional<std::vector<Op>> ops,
-                                                const std::vector<std::vector<Op>>& known) {
-  double best_ms = 0;
-  if (ops) best_ms = simulate_timeline(chain, *ops).time_ms;
-  const std::vector<Op>* faster = nullptr;
-  for (const std::vector<Op>& plan : known) {
-    const SimResult r = simulate_timeline(chain, plan);
-    if (!fits(r, budget_bytes) || ((ops || faster) && r.time_ms >= best_ms)) continue;
-    faster = &plan;
-    best_ms = r.time_ms;
-  }
-  if (!faster) return ops;
-  return polish_copies(chain, budget_bytes, *faster);
 }
 
 DpOptions dp_options(const SolveOptions& o) {
@@ -234,9 +233,9 @@ Schedule solve(const Chain& chain, const SolveOptions& options) {
   if (std::string e = check_problem_size(chain, options); !e.empty()) throw ProblemTooLarge(e);
   if (options.budget_bytes <= 0) throw std::invalid_argument("the budget must be positive");
   if (std::string e = solver_needs(options.solver, chain); !e.empty()) throw std::invalid_argument(e);
-  auto ops = solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
-  if (options.solver == SolverKind::Optimal && !options.known_plans.empty())
-    ops = with_known_plans(chain, options.budget_bytes, std::move(ops), options.known_plans);
+  const auto ops = options.solver == SolverKind::Optimal
+                       ? best_of(chain, options.budget_bytes, dp_options(options), true, options.known_plans)
+                       : solver_fn(options.solver)(chain, options.budget_bytes, dp_options(options));
   const std::string_view name = info(options.solver).word;
   if (!ops) {
     const int64_t store_all_peak = store_all_peak_bytes(chain);
