@@ -47,11 +47,32 @@ struct Numbers {
   int64_t budget_bytes;
   int slots;
   std::vector<double> nograd_prefix_ms;  // Σ_{j<k} uf_nograd_j, as the simulator adds them
+  // Per stage k in 0..L, computed once: the DP's inner loops read them O(L³·S) times.
+  std::vector<int64_t> x_slots;          // table.x_slots(k), k in 0..L+1
+  std::vector<int64_t> ftmp_slots;       // table.ftmp_slots(k)
+  std::vector<int64_t> uf_nograd_units;  // table.uf_units(k)
+  std::vector<int64_t> xbar_slots;       // sl(x̄_k), k in 1..L+1 (index 0 unused)
+  std::vector<int64_t> ftmp_keep_slots;  // sl(ftmp_keep_k)
+  std::vector<int64_t> btmp_slots;       // sl(btmp_k)
+  std::vector<int64_t> uf_units;         // units(uf_k)
+  std::vector<int64_t> ub_units;         // units(ub_k)
 
   Numbers(const Chain& c, const RecomputeTable& t, int64_t budget, int s)
       : chain(c), table(t), q(t.quantum()), budget_bytes(budget), slots(s) {
-    nograd_prefix_ms.assign(c.length() + 2, 0.0);
-    for (int i = 0; i <= c.length(); ++i) nograd_prefix_ms[i + 1] = nograd_prefix_ms[i] + c.uf_nograd(i);
+    const int L = c.length();
+    nograd_prefix_ms.assign(L + 2, 0.0);
+    for (int i = 0; i <= L; ++i) nograd_prefix_ms[i + 1] = nograd_prefix_ms[i] + c.uf_nograd(i);
+    xbar_slots.assign(L + 2, 0);
+    for (int k = 1; k <= L + 1; ++k) xbar_slots[k] = sl(c.xbar(k));
+    for (int k = 0; k <= L + 1; ++k) x_slots.push_back(t.x_slots(k));
+    for (int k = 0; k <= L; ++k) {
+      ftmp_keep_slots.push_back(sl(c.ftmp_keep(k)));
+      btmp_slots.push_back(sl(c.btmp(k)));
+      uf_units.push_back(units(c.uf(k)));
+      ub_units.push_back(units(c.ub(k)));
+      ftmp_slots.push_back(t.ftmp_slots(k));
+      uf_nograd_units.push_back(t.uf_units(k));
+    }
   }
   int64_t sl(int64_t bytes) const { return bytes_to_slots(bytes, budget_bytes, slots); }
   int64_t units(double ms) const { return q.units(ms); }
@@ -109,7 +130,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const StateIndex index{L, S};
   std::vector<int64_t> best(index.size(), kUnreached);
   std::vector<Back> back(index.size());
-  const int64_t x0 = table.x_slots(0);
+  const int64_t x0 = n.x_slots[0];
   if (x0 > S) return std::nullopt;
   best[index(0, x0, kLeftPlain)] = 0;
   int64_t answer = kUnreached;
@@ -117,13 +138,14 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
 
   for (int e = 0; e <= L; ++e) {
     // Per stage e, in slots and units.
-    const int64_t x_e = table.x_slots(e), x_next = table.x_slots(e + 1);
-    const int64_t xbar_next = n.sl(chain.xbar(e + 1));
-    const int64_t keep_fwd = xbar_next + n.sl(chain.ftmp_keep(e));
-    const int64_t keep_bwd = xbar_next + x_next + x_e + n.sl(chain.btmp(e));
-    const int64_t keep_units = n.units(chain.uf(e)) + n.units(chain.ub(e));
-    const int64_t ub_units = n.units(chain.ub(e));
+    const int64_t x_e = n.x_slots[e], x_next = n.x_slots[e + 1];
+    const int64_t xbar_next = n.xbar_slots[e + 1];
+    const int64_t keep_fwd = xbar_next + n.ftmp_keep_slots[e];
+    const int64_t keep_bwd = xbar_next + x_next + x_e + n.btmp_slots[e];
+    const int64_t keep_units = n.uf_units[e] + n.ub_units[e];
+    const int64_t ub_units = n.ub_units[e];
     for (int left = -3; left < e; ++left) {
+      const Previous prev = previous_of(n, e, left);
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
       int64_t cheapest_below = kUnreached;
@@ -131,7 +153,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         const int64_t so_far = best[index(e, D, left)];
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
-        const Previous prev = previous_of(n, e, left);
         const auto relax = [&](int to_e, int64_t to_D, int to_left, int64_t cost, Back b) {
           const size_t to = index(to_e, to_D, to_left);
           if (cost < best[to]) { best[to] = cost; back[to] = b; }
@@ -196,12 +217,12 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 keep_bwd <= m) {
               int64_t d = D + xbar_next, units = keep_units, hidden = ub_units;
               for (int k = e + 1; k < L; ++k) {
-                const int64_t xbar_k = n.sl(chain.xbar(k + 1)), x_k1 = table.x_slots(k + 1);
-                if (d + xbar_k + n.sl(chain.ftmp_keep(k)) > S) break;
-                if (d + prev.prefetch_slots + xbar_k + x_k1 + table.x_slots(k) + n.sl(chain.btmp(k)) > S) break;
+                const int64_t xbar_k = n.xbar_slots[k + 1], x_k1 = n.x_slots[k + 1];
+                if (d + xbar_k + n.ftmp_keep_slots[k] > S) break;
+                if (d + prev.prefetch_slots + xbar_k + x_k1 + n.x_slots[k] + n.btmp_slots[k] > S) break;
                 d += xbar_k;
-                units += n.units(chain.uf(k)) + n.units(chain.ub(k));
-                hidden += n.units(chain.ub(k));
+                units += n.uf_units[k] + n.ub_units[k];
+                hidden += n.ub_units[k];
                 Back b = here;
                 b.item = Item::KeepRun;
                 relax(k + 1, d, kLeftKept, start + units + std::max<int64_t>(0, prev.prefetch_units - hidden), b);
@@ -210,19 +231,19 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
 
             // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
             if (pending && chain.uf_nograd(e) < prev.pending_ms) continue;
-            if (D + pend + x_next + table.ftmp_slots(e) > S) continue;
+            if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
             // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run.
             const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e);
             const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
             bool fits_kept = true, fits_offloaded = may_offload;
-            int64_t fwd_units = table.uf_units(e);
+            int64_t fwd_units = n.uf_nograd_units[e];
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {
                 // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
                 // a copy ending exactly then has freed its bytes first (section 5).
                 const int k = next - 1;
-                fwd_units += table.uf_units(k);
-                const int64_t work = table.x_slots(k) + table.x_slots(k + 1) + table.ftmp_slots(k);
+                fwd_units += n.uf_nograd_units[k];
+                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k];
                 fits_kept = fits_kept && D + work <= S;
                 const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
                 fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
@@ -233,10 +254,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               const int64_t cost = start + fwd_units + inner + stall(inner);
               Back b = here;
               b.item = Item::Ckpt;
-              if (fits_kept) relax(next, D + table.x_slots(next), kLeftPlain, cost, b);
+              if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
               if (fits_offloaded) {
                 b.offload = true;
-                relax(next, D - x_e + table.x_slots(next), e, cost, b);
+                relax(next, D - x_e + n.x_slots[next], e, cost, b);
               }
             }
           }

@@ -11,7 +11,8 @@
 namespace memopt::solver {
 namespace {
 
-// The plan so far and its simulation; `take` keeps a candidate only if it is better.
+// The plan so far and its simulation; `take` keeps a candidate only if it is better
+// (Note [Repairing a plan over the budget] in polish.h: the excess first).
 struct Search {
   const Chain& chain;
   int64_t budget_bytes;
@@ -20,15 +21,18 @@ struct Search {
 
   bool take(std::vector<Op> candidate) {
     SimResult r = simulate_timeline(chain, candidate);
-    if (!fits(r, budget_bytes)) return false;
-    const auto key = [](const SimResult& x, const std::vector<Op>& plan) {
-      return std::make_tuple(x.time_ms, num_copies(plan), x.peak_bytes);
+    if (!r.valid) return false;
+    const auto key = [this](const SimResult& x, const std::vector<Op>& plan) {
+      return std::make_tuple(excess_bytes(x), x.time_ms, num_copies(plan), x.peak_bytes);
     };
     if (!(key(r, candidate) < key(sim, ops))) return false;
     ops = std::move(candidate);
     sim = std::move(r);
     return true;
   }
+
+  int64_t excess_bytes(const SimResult& x) const { return std::max<int64_t>(0, x.peak_bytes - budget_bytes); }
+  bool over_budget() const { return excess_bytes(sim) > 0; }
 
   static int64_t num_copies(const std::vector<Op>& plan) {
     return std::count_if(plan.begin(), plan.end(), [](const Op& op) { return is_copy(op.kind); });
@@ -109,6 +113,18 @@ bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
   // reader moved one on; the prefetch goes before it, after the offload.
   for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n)
     if (s.take(inserted(with_out, at, back))) return true;
+  if (!s.over_budget()) return false;
+  // Over the budget, the offload frees its bytes only when its copy has ended: also
+  // try each prefetch position with a wait before one of the `window` compute ops
+  // that follow the offload.
+  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
+    const std::vector<Op> with_back = inserted(with_out, at, back);
+    for (size_t w = made + 2, m = 0; w < with_back.size() && m < static_cast<size_t>(window); ++w) {
+      if (!info(with_back[w].kind).is_compute) continue;
+      ++m;
+      if (s.take(inserted(with_back, w, {OpKind::WaitOffloads, -1}))) return true;
+    }
+  }
   return false;
 }
 
@@ -151,8 +167,9 @@ std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vec
   if (!chain.link || !(chain.link->d2h_bytes_per_s > 0) || !(chain.link->h2d_bytes_per_s > 0)) return ops;
   Search s{chain, budget_bytes, std::move(ops), {}};
   s.sim = simulate_timeline(chain, s.ops);
-  if (!fits(s.sim, budget_bytes)) return std::move(s.ops);
+  if (!s.sim.valid) return std::move(s.ops);
   for (int pass = 0; pass < options.max_passes; ++pass) {
+    if (pass >= options.max_repair_passes && s.over_budget()) break;
     bool any = shift_pass(s, options.window_ops);
     any = drop_pass(s) || any;
     any = wait_pass(s) || any;

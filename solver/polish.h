@@ -18,16 +18,32 @@
 //    its bwd k uses, a_k after its last fwd_ckpt k if it shares no carried bytes)
 //    offloaded right after it exists and prefetched at each of the `window_ops`
 //    positions before its reader.
-// A move is taken when the simulator accepts the new plan, its peak fits the budget
-// and it is faster, or as fast with fewer copies, or as fast with as many copies and
-// a lower peak; the moves are tried in order, the first that helps is taken and the
-// scan goes on, and the passes repeat until one helps nowhere (at most
-// `max_passes`). Every step strictly lowers (time, copies, peak), so the result is
-// never worse than the plan given, keeps no copy a drop could remove for free, and
-// it is valid by construction:
-// it is the simulator's own verdict. A data moves at most once each way, as in the
-// oracle. It is a local search, not a proof: the DP's structure (what is kept,
-// recomputed, checkpointed) is not changed, so it does not reach every optimum.
+// A move is taken when the simulator accepts the new plan and it is better by the
+// key (bytes over the budget, time, copies, peak): for a plan that fits, one that
+// still fits and is faster, or as fast with fewer copies, or as fast with as many
+// copies and a lower peak. The moves are tried in order, the first that helps is
+// taken and the scan goes on, and the passes repeat until one helps nowhere (at most
+// `max_passes`). Every step strictly lowers the key, so the result is never worse
+// than the plan given, keeps no copy a drop could remove for free, and it is valid
+// by construction: it is the simulator's own verdict. A data moves at most once each
+// way, as in the oracle. It is a local search, not a proof: the DP's structure (what
+// is kept, recomputed, checkpointed) is not changed, so it does not reach every
+// optimum.
+//
+// Note [Repairing a plan over the budget]
+// The DP's plan at a larger budget keeps more and recomputes less; it is often a few
+// copies away from a plan that fits the smaller budget and is faster than anything
+// the DP finds there, because the DP's class cannot place those copies. So the
+// polish also starts from a plan whose peak is over the budget: the excess comes
+// first in the key, so every move that lowers it is taken, whatever it costs in
+// time, and once the plan fits it is polished as any other. While the plan is over,
+// a round trip is also tried with a wait_offloads before one of the `window_ops`
+// compute ops after the offload: an offload frees its bytes only when its copy ends,
+// and a plan that needs the room must wait for it. A plan still over the budget after
+// `max_repair_passes` passes is given back as it is: on the GPT-2 profiles of
+// results/ nearly every plan that could be repaired fit after the first pass, and the
+// passes of one that cannot are the polish's dearest. The caller simulates the plan
+// and drops it if it is over (Note [Starts over the budget] in solve.cpp).
 #pragma once
 
 #include <cstdint>
@@ -41,10 +57,13 @@ namespace memopt::solver {
 struct PolishOptions {
   int window_ops = 8;   // how far a copy may move in one step, and the prefetch positions tried
   int max_passes = 16;  // scans over the plan at most
+  int max_repair_passes = 3;  // a plan still over the budget after these is given back as it is
 };
 
-// `ops` must fit budget_bytes (simulate_timeline valid, peak <= budget); the plan
-// returned fits too and is at least as fast. Needs chain.link for any move.
+// `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
+// fits too and is at least as fast; if not, the plan returned is over by no more,
+// and may fit (Note [Repairing a plan over the budget]). Needs chain.link for any
+// move.
 std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
                               const PolishOptions& options = {});
 

@@ -10,7 +10,12 @@
 //                                the same link: every (p, q) simulated, bisection on d
 //   BM_SolveOptimalWithLink/L/500  solve() with --solver optimal on one thread: both of
 //                                the above, the baselines, the simulation of each and the
-//                                polish of the fastest (docs/formats.md section 8.9)
+//                                polish of the fastest (docs/formats.md section 8.9); at
+//                                L = 48 and 96 its plan takes the least time any plan
+//                                can, so no plan over the budget is repaired
+//   BM_SolveOptimalWithSlowLink/L/500  the same over a 1 GB/s link, where copies stall
+//                                and `optimal` also repairs the DP's plans at larger
+//                                budgets (section 8.9, "Repair")
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
@@ -183,9 +188,9 @@ BENCHMARK(BM_SolveOffload)
 
 void BM_SolveOffloadPipeline(benchmark::State& state) { run_offload_solver(state, &solve_offload_pipeline, 1); }
 
-void BM_SolveOptimalWithLink(benchmark::State& state) {
+void solve_optimal_with_link(benchmark::State& state, double bytes_per_s) {
   Problem p = make_problem(static_cast<int>(state.range(0)));
-  p.chain.link = Link{16e9, 16e9};
+  p.chain.link = Link{bytes_per_s, bytes_per_s};
   const int slots = static_cast<int>(state.range(1));
   SolveOptions o;
   o.budget_bytes = p.budget_bytes;
@@ -198,6 +203,9 @@ void BM_SolveOptimalWithLink(benchmark::State& state) {
   set_common_counters(state, p, slots);
 }
 
+void BM_SolveOptimalWithLink(benchmark::State& state) { solve_optimal_with_link(state, 16e9); }
+void BM_SolveOptimalWithSlowLink(benchmark::State& state) { solve_optimal_with_link(state, 1e9); }
+
 BENCHMARK(BM_SolveOffloadPipeline)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96}, {500}})
@@ -207,6 +215,12 @@ BENCHMARK(BM_SolveOffloadPipeline)
 BENCHMARK(BM_SolveOptimalWithLink)
     ->ArgNames({"L", "slots"})
     ->ArgsProduct({{24, 48, 96}, {500}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_SolveOptimalWithSlowLink)
+    ->ArgNames({"L", "slots"})
+    ->ArgsProduct({{48, 96}, {500}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

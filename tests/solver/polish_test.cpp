@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <utility>
@@ -32,20 +33,40 @@ bool moves_each_data_at_most_once_each_way(const std::vector<Op>& ops) {
   return true;
 }
 
+// A random chain of `length` stages, with carried bytes in every third trial and one
+// of three link rates each way.
+Chain linked_chain(std::mt19937_64& rng, int trial, int length) {
+  testing::RandomChainOptions o;
+  o.length = length;
+  o.max_units = 8;
+  o.large_tmp_units = 24;
+  o.carry_probability = trial % 3 == 0 ? 0.3 : 0.0;
+  Chain chain = testing::random_chain(rng, o);
+  const double rates[] = {300.0, 1000.0, 4000.0};
+  chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+  return chain;
+}
+
+// Worked out by hand, with a link of 1000 B/s (1 byte = 1 ms). Stage 0 saves 4 bytes
+// beyond its output, offloaded during stage 1's 4 ms forward; stage 2's forward
+// needs a transient that does not fit beside them.
+Chain worked_chain() {
+  Chain chain;
+  chain.input_bytes = 1;
+  chain.stages.push_back({"s0", 1.0, 1.0, 1, 5, 0, 0});
+  chain.stages.push_back({"s1", 4.0, 2.0, 1, 1, 0, 0});
+  chain.stages.push_back({"s2", 1.0, 2.0, 1, 1, 10, 0});
+  chain.link = Link{1000.0, 1000.0};
+  return chain;
+}
+
 // Random chains, with and without carried bytes, at budgets from tight to loose,
 // polished from the plans of the offload DP, the recompute DP and offload-all.
 TEST(Polish, FitsIsNeverSlowerAndMovesNoDataTwice) {
   std::mt19937_64 rng(41);
   int num_polished = 0, num_faster = 0, num_fewer_copies = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    testing::RandomChainOptions o;
-    o.length = 1 + trial % 10;
-    o.max_units = 8;
-    o.large_tmp_units = 24;
-    o.carry_probability = trial % 3 == 0 ? 0.3 : 0.0;
-    Chain chain = testing::random_chain(rng, o);
-    const double rates[] = {300.0, 1000.0, 4000.0};
-    chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+    const Chain chain = linked_chain(rng, trial, 1 + trial % 10);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const int64_t store_all = store_all_peak_bytes(chain);
     for (const int percent : {40, 60, 80, 100}) {
@@ -78,18 +99,12 @@ TEST(Polish, FitsIsNeverSlowerAndMovesNoDataTwice) {
   EXPECT_GT(num_fewer_copies, 0);
 }
 
-// Worked out by hand, with a link of 1000 B/s (1 byte = 1 ms). Stage 0 saves 4 bytes
-// beyond its output, offloaded during stage 1's 4 ms forward; stage 2's forward
-// needs a transient that does not fit beside them. Brought back just in time (after
-// bwd 1) the copy stalls bwd 0 for its whole 4 ms: 11 + 4 = 15 ms. Issued before
-// bwd 2 it hides behind bwd 2 and bwd 1 (2 + 2 ms): 11 ms, every op back to back.
+// worked_chain(): ā_1 must leave to make room for stage 2's transient. Brought back
+// just in time (after bwd 1) the copy stalls bwd 0 for its whole 4 ms: 11 + 4 = 15
+// ms. Issued before bwd 2 it hides behind bwd 2 and bwd 1 (2 + 2 ms): 11 ms, every op
+// back to back.
 TEST(Polish, HidesAJustInTimePrefetchBehindEarlierBackwards) {
-  Chain chain;
-  chain.input_bytes = 1;
-  chain.stages.push_back({"s0", 1.0, 1.0, 1, 5, 0, 0});
-  chain.stages.push_back({"s1", 4.0, 2.0, 1, 1, 0, 0});
-  chain.stages.push_back({"s2", 1.0, 2.0, 1, 1, 10, 0});
-  chain.link = Link{1000.0, 1000.0};
+  Chain chain = worked_chain();
   const std::vector<Op> just_in_time = {{OpKind::FwdKeep, 0}, {OpKind::OffloadSaved, 1}, {OpKind::FwdKeep, 1},
                                         {OpKind::FwdKeep, 2}, {OpKind::Loss, -1},          {OpKind::Bwd, 2},
                                         {OpKind::Bwd, 1},     {OpKind::PrefetchSaved, 1},  {OpKind::Bwd, 0}};
@@ -110,6 +125,70 @@ TEST(Polish, HidesAJustInTimePrefetchBehindEarlierBackwards) {
   ASSERT_TRUE(fits(r, budget));
   EXPECT_EQ(r.time_ms, sum_fwd_bwd_ms(chain));
   EXPECT_NE(std::find(polished.begin(), polished.end(), Op{OpKind::OffloadSaved, 1}), polished.end());
+}
+
+// The same chain from store-all, which does not fit: the repair (Note [Repairing a
+// plan over the budget]) offloads ā_1 to make room for stage 2's transient, and the
+// polish then hides its prefetch: the 11 ms of the hand-made plan.
+TEST(Polish, RepairsStoreAllDownToTheBudget) {
+  Chain chain = worked_chain();
+  const std::vector<Op> start = store_all_ops(chain);
+  const SimResult over = simulate_timeline(chain, start);
+  ASSERT_TRUE(over.valid) << over.error;
+  const int64_t budget = over.peak_bytes - 4;  // ā_1's 4 bytes beyond a_2 must leave
+  const std::vector<Op> repaired = polish_copies(chain, budget, start);
+  const SimResult r = simulate_timeline(chain, repaired);
+  ASSERT_TRUE(fits(r, budget)) << r.error << " peak " << r.peak_bytes;
+  EXPECT_EQ(r.time_ms, sum_fwd_bwd_ms(chain));
+  EXPECT_NE(std::find(repaired.begin(), repaired.end(), Op{OpKind::OffloadSaved, 1}), repaired.end());
+  // Without a link nothing can move: the plan comes back as it was.
+  chain.link.reset();
+  EXPECT_EQ(polish_copies(chain, budget, start), start);
+}
+
+// Random chains: the offload DP's plans at larger budgets, polished down to a
+// smaller one. The excess never grows, no data moves twice, and some fit -- some
+// faster than the polished DP plan of the smaller budget itself (why `optimal`
+// starts there too, Note [Starts over the budget] in solver/solve.cpp).
+TEST(Polish, RepairsPlansOverTheBudget) {
+  std::mt19937_64 rng(43);
+  int num_over = 0, num_repaired = 0, num_faster_than_dp = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Chain chain = linked_chain(rng, trial, 2 + trial % 9);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = store_all_peak_bytes(chain);
+    for (const int percent : {30, 50, 70}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
+      const DpOptions dp{static_cast<int>(std::min<int64_t>(budget, 400)), false, 1};
+      const auto at_budget = solve_offload(chain, budget, dp);
+      const double dp_ms = at_budget
+                               ? simulate_timeline(chain, polish_copies(chain, budget, *at_budget)).time_ms
+                               : std::numeric_limits<double>::infinity();
+      const int64_t larger = budget + (store_all - budget) / 4;
+      const auto start = solve_offload(chain, larger, {static_cast<int>(std::min<int64_t>(larger, 400)), false, 1});
+      if (!start) continue;
+      const SimResult before = simulate_timeline(chain, *start);
+      ASSERT_TRUE(before.valid) << before.error;
+      if (before.peak_bytes <= budget) continue;
+      ++num_over;
+      const std::vector<Op> repaired = polish_copies(chain, budget, *start);
+      const SimResult after = simulate_timeline(chain, repaired);
+      ASSERT_TRUE(after.valid) << after.error;
+      EXPECT_LE(after.peak_bytes, before.peak_bytes);
+      EXPECT_TRUE(moves_each_data_at_most_once_each_way(repaired));
+      if (after.peak_bytes > budget) continue;
+      ++num_repaired;
+      num_faster_than_dp += after.time_ms < dp_ms;
+    }
+  }
+  RecordProperty("over_budget", num_over);
+  RecordProperty("repaired", num_repaired);
+  RecordProperty("faster_than_the_dp", num_faster_than_dp);
+  std::printf("repair: %d plans over the budget, %d made to fit, %d of them faster than the polished DP plan\n",
+              num_over, num_repaired, num_faster_than_dp);
+  // Not vacuous: some plans are over the budget, and some repairs pay.
+  EXPECT_GT(num_over, 0);
+  EXPECT_GT(num_faster_than_dp, 0);
 }
 
 }  // namespace
