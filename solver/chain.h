@@ -134,6 +134,9 @@ struct Chain {
   // activation can move to the host (Note [Carried bytes]).
   bool stands_alone(int k) const { return carried(k) == 0 && carried(k + 1) == 0; }
   bool has_role(StageRole role) const;  // any stage of it
+  // A link with both bandwidths positive: data can move (validate() requires it of
+  // every link in a file; chains built in code may lack one).
+  bool has_usable_link() const { return link && link->d2h_bytes_per_s > 0 && link->h2d_bytes_per_s > 0; }
 };
 
 // Checks the invariants of docs/formats.md section 1 (non-negative finite numbers, saved >= out, at least one

@@ -119,8 +119,13 @@ Previous previous_of(const Numbers& n, int e, int left) {
 
 }  // namespace
 
+int64_t offload_dp_bytes(int length, int64_t slots) {
+  const StateIndex index{length, slots};
+  return static_cast<int64_t>(index.size() * (sizeof(int64_t) + sizeof(Back)));
+}
+
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
-  if (!chain.link || !(chain.link->d2h_bytes_per_s > 0) || !(chain.link->h2d_bytes_per_s > 0))
+  if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();

@@ -69,6 +69,11 @@
 
 namespace memopt::solver {
 
+// The bytes solve_offload allocates for its states on `length` stages with `slots`
+// slots: a cost and a way back for each (item start, device slots, what the previous
+// item left), about 12 times the recompute table (Note [Largest problem] in solve.h).
+int64_t offload_dp_bytes(int length, int64_t slots);
+
 // Needs chain.link; without one (or with zero bandwidth) it is solve_recompute.
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {});
 

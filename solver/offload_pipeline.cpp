@@ -31,7 +31,7 @@ std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, c
 
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
                                                       const DpOptions& options) {
-  if (!chain.link || !(chain.link->d2h_bytes_per_s > 0) || !(chain.link->h2d_bytes_per_s > 0)) return std::nullopt;
+  if (!chain.has_usable_link()) return std::nullopt;
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();
   const RecomputeTable table(chain, budget_bytes, options);

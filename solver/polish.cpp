@@ -164,7 +164,7 @@ bool round_trip_pass(Search& s, int window) {
 
 std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
                               const PolishOptions& options) {
-  if (!chain.link || !(chain.link->d2h_bytes_per_s > 0) || !(chain.link->h2d_bytes_per_s > 0)) return ops;
+  if (!chain.has_usable_link()) return ops;
   Search s{chain, budget_bytes, std::move(ops), {}};
   s.sim = simulate_timeline(chain, s.ops);
   if (!s.sim.valid) return std::move(s.ops);

@@ -51,12 +51,21 @@ SolverFn solver_fn(SolverKind kind) {
   throw std::logic_error("unknown SolverKind");
 }
 
-// The most slots a DP table on `chain` may have (kMaxTableBytes, Note [Largest
-// problem] in solve.h).
+// The most slots a recompute table on `chain` may have (kMaxTableBytes, Note
+// [Largest problem] in solve.h).
 int64_t max_table_slots(const Chain& chain) {
   const int64_t L = chain.length();
   const int64_t pairs = (L + 1) * (L + 2) / 2;
   return kMaxTableBytes / (pairs * 4) - 1;
+}
+
+// The most slots the solver may use on `chain`: the recompute table's limit and, for
+// `optimal` over a link, the offload DP's (its states grow as slots + 1).
+int64_t max_slots(const Chain& chain, SolverKind kind) {
+  int64_t most = max_table_slots(chain);
+  if (kind == SolverKind::Optimal && chain.has_usable_link())
+    most = std::min(most, kMaxTableBytes / offload_dp_bytes(chain.length(), 0) - 1);
+  return most;
 }
 
 // Note [Slot rounding slack]
@@ -150,7 +159,7 @@ std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chai
     const auto same_slot_size = static_cast<int64_t>(static_cast<__int128>(dp.slots) * larger / budget_bytes);
     DpOptions wide = dp;
     wide.slots =
-        static_cast<int>(std::min({same_slot_size, 2 * int64_t{dp.slots}, larger, max_table_slots(chain)}));
+        static_cast<int>(std::min({same_slot_size, 2 * int64_t{dp.slots}, larger, max_slots(chain, SolverKind::Optimal)}));
     std::optional<std::vector<Op>> plan = solve_offload(chain, larger, wide);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
@@ -248,11 +257,14 @@ std::string check_problem_size(const Chain& chain, const SolveOptions& options) 
   if (!uses_dp(options.solver) || options.slots < 1) return "";
   const int64_t pairs = (L + 1) * (L + 2) / 2;
   const int64_t table_bytes = pairs * (int64_t{options.slots} + 1) * 4;
-  if (table_bytes > kMaxTableBytes) {
-    const int64_t max_slots = max_table_slots(chain);
-    return "the DP table of " + std::to_string(options.slots) + " slots on " + std::to_string(L) + " stages needs " +
-           format_bytes(table_bytes) + ", more than the " + format_bytes(kMaxTableBytes) + " memopt allows; use " +
-           std::to_string(max_slots) + " slots or fewer (the default is " + std::to_string(SolveOptions{}.slots) + ")";
+  const bool offload_dp = options.solver == SolverKind::Optimal && chain.has_usable_link();
+  const int64_t states_bytes = offload_dp ? offload_dp_bytes(chain.length(), options.slots) : 0;
+  if (table_bytes > kMaxTableBytes || states_bytes > kMaxTableBytes) {
+    const std::string what = table_bytes > kMaxTableBytes ? "the DP table" : "the offload DP's states";
+    return what + " of " + std::to_string(options.slots) + " slots on " + std::to_string(L) + " stages needs " +
+           format_bytes(std::max(table_bytes, states_bytes)) + ", more than the " + format_bytes(kMaxTableBytes) +
+           " memopt allows; use " + std::to_string(max_slots(chain, options.solver)) +
+           " slots or fewer (the default is " + std::to_string(SolveOptions{}.slots) + ")";
   }
   return "";
 }

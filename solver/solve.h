@@ -72,8 +72,10 @@ struct InfeasibleBudget : std::runtime_error {
 // `memopt solve --threads 1` on 512 stages, which solves three DPs for its comparison
 // table, peaked at 0.27 GB resident); at 10,000 stages it would take weeks and 100 GiB.
 // GPT-2 xl cut into sublayers has under 300 stages, so memopt refuses longer chains
-// (every solver: one rule, one message) and tables above kMaxTableBytes, each with the
-// fix, instead of hanging or being killed for memory.
+// (every solver: one rule, one message) and tables above kMaxTableBytes -- for
+// `optimal` over a link, the offload DP's states too (offload_dp_bytes, about 12
+// times the table) -- each with the fix, instead of hanging or being killed for
+// memory.
 inline constexpr int kMaxStages = 512;
 inline constexpr int64_t kMaxTableBytes = int64_t{4} << 30;
 

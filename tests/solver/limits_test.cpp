@@ -7,6 +7,7 @@
 #include <string>
 
 #include "solver/baselines.h"
+#include "solver/offload.h"
 #include "solver/profile_json.h"
 #include "solver/schedule_check.h"
 #include "solver/solve.h"
@@ -59,6 +60,27 @@ TEST(Limits, ATableAboveTheMemoryLimitNamesTheLargestSlotsThatFit) {
   EXPECT_NE(check_problem_size(chain, {0, SolverKind::Optimal, max_slots + 1}), "");
   // Baselines build no table.
   EXPECT_EQ(check_problem_size(chain, {0, SolverKind::Sqrt, 100000}), "");
+}
+
+// Over a link `optimal` also runs the offload DP, whose states take about 12 times
+// the recompute table: the limit is lower, and named the same way.
+TEST(Limits, TheOffloadDpsStatesAboveTheMemoryLimitNameTheLargestSlotsThatFit) {
+  Chain chain = homogeneous_chain(96, 1, 2, 1000, 3000);
+  EXPECT_EQ(check_problem_size(chain, {0, SolverKind::Optimal, 100000}), "");  // no link: the table fits
+  chain.link = Link{16e9, 16e9};
+  const std::string e = check_problem_size(chain, {0, SolverKind::Optimal, 100000});
+  ASSERT_FALSE(e.empty());
+  EXPECT_TRUE(contains(e, "the offload DP's states of 100000 slots on 96 stages")) << e;
+  // (L+1)·(slots+1)·(L+4) states of a cost and a way back.
+  const int64_t bytes_per_slot = offload_dp_bytes(96, 1) - offload_dp_bytes(96, 0);
+  EXPECT_EQ(offload_dp_bytes(96, 0), bytes_per_slot);
+  EXPECT_EQ(bytes_per_slot % (97 * 100), 0);
+  const int max_slots = static_cast<int>(kMaxTableBytes / bytes_per_slot - 1);
+  EXPECT_TRUE(contains(e, "use " + std::to_string(max_slots) + " slots or fewer")) << e;
+  EXPECT_EQ(check_problem_size(chain, {0, SolverKind::Optimal, max_slots}), "");
+  EXPECT_NE(check_problem_size(chain, {0, SolverKind::Optimal, max_slots + 1}), "");
+  // recompute-only never runs it.
+  EXPECT_EQ(check_problem_size(chain, {0, SolverKind::RecomputeOnly, 100000}), "");
 }
 
 TEST(Limits, AnInfeasibleBudgetSaysWhichBudgetToSolveFor) {
