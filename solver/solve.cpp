@@ -150,7 +150,7 @@ std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budge
 std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chain, int64_t budget_bytes,
                                                                const DpOptions& dp) {
   std::vector<std::optional<std::vector<Op>>> repaired;
-  if (!chain.link || budget_bytes <= 0 || dp.slots <= 0) return repaired;
+  if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
   const int64_t store_all = store_all_peak_bytes(chain);
   std::vector<std::vector<Op>> seen;
   for (const int eighths : {1, 2, 3}) {
