@@ -10,10 +10,12 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/chain.h"
+#include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
@@ -265,6 +267,49 @@ TEST(SolveOptimal, IsAtLeastAsFastAsAPipelinedOffloadPlanWrittenByHand) {
   EXPECT_LE(optimal.predicted.time_ms, hand.time_ms);
   std::printf("hand-written %.3f ms, optimal %.3f ms, recompute-only %.3f ms\n", hand.time_ms,
               optimal.predicted.time_ms, recompute_only.predicted.time_ms);
+}
+
+// Note [Starts that keep a recomputed stage] in solver/solve.cpp, on a chain worked
+// by hand (1 byte = 1 slot, copies of 1000 B/s out and 2000 B/s back). Stage 0 takes
+// 6 ms and saves 9 bytes, 4 of them its output; stage 1 takes 4 + 5 ms, stage 2
+// 0 + 3 ms. At 26 bytes the DP recomputes stage 0 (22 ms: its forward twice). Keeping
+// it needs 9 + 6 + 6 bytes beside a_0 and the transients, 2 too many; offloading its
+// 5 saved bytes right after its forward (5 ms, over by the time stage 1 ends, plus a
+// 1 ms wait) and bringing them back behind bwd 1 (2.5 ms against 5) makes it fit:
+// 6 + 4 + 1 + 0 + 3 + 5 + 0 = 19 ms. The polish alone cannot get there: it never
+// turns a recomputed stage into a kept one.
+TEST(SolveOptimal, KeepsAStageTheDpRecomputesWhenCopiesMakeRoom) {
+  Chain chain;
+  chain.input_bytes = 4;
+  chain.stages.push_back({"s0", 6, 0, 4, 9, 4, 0});
+  chain.stages.back().fwd_nograd_ms = 4;
+  chain.stages.push_back({"s1", 4, 5, 3, 6, 4, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 4;
+  chain.stages.push_back({"s2", 0, 3, 2, 6, 16, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 6;
+  chain.stages.back().fwd_nograd_ms = 0;
+  chain.link = Link{1000, 2000};
+  const int64_t budget = 26;
+  const std::vector<Op> by_hand = {{OpKind::FwdKeep, 0},       {OpKind::OffloadSaved, 1}, {OpKind::FwdKeep, 1},
+                                   {OpKind::WaitOffloads, -1}, {OpKind::FwdKeep, 2},      {OpKind::Loss, -1},
+                                   {OpKind::Bwd, 2},           {OpKind::PrefetchSaved, 1}, {OpKind::Bwd, 1},
+                                   {OpKind::Bwd, 0}};
+  const SimResult hand = simulate_timeline(chain, by_hand);
+  ASSERT_TRUE(hand.valid) << hand.error;
+  EXPECT_EQ(hand.peak_bytes, budget);
+  EXPECT_EQ(hand.time_ms, 19);
+  std::vector<Op> without_copies = by_hand;
+  std::erase_if(without_copies, [](const Op& op) { return needs_timeline(op.kind); });
+  EXPECT_GT(simulate_sequential(chain, without_copies).peak_bytes, budget);
+  const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+  ASSERT_TRUE(dp.has_value());
+  EXPECT_EQ(simulate_timeline(chain, *dp).time_ms, 22);
+  SolveOptions o = options(SolverKind::Optimal, budget, static_cast<int>(budget));
+  o.find_min_budget = false;
+  const Schedule optimal = solve(chain, o);
+  EXPECT_EQ(optimal.predicted.time_ms, 19);
+  EXPECT_LE(optimal.predicted.peak_bytes, budget);
+  for (const Op& op : optimal.ops) EXPECT_NE(op.kind, OpKind::FwdCkpt) << "every stage is kept";
 }
 
 // Note [Slot rounding slack]: at coarse slots the plain DP rounds every resident
