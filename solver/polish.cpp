@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -18,14 +19,25 @@ struct Search {
   int64_t budget_bytes;
   std::vector<Op> ops;
   SimResult sim;
+  // While deferring and the plan is over the budget, a candidate that fits is not
+  // taken at once: the fastest one is remembered (Note [The best repair first] in
+  // polish.h).
+  bool deferring = false;
+  std::optional<std::pair<std::vector<Op>, SimResult>> best_fitting;
+
+  auto key(const SimResult& x, const std::vector<Op>& plan) const {
+    return std::make_tuple(excess_bytes(x), x.time_ms, num_copies(plan), x.peak_bytes);
+  }
 
   bool take(std::vector<Op> candidate) {
     SimResult r = simulate_timeline(chain, candidate);
     if (!r.valid) return false;
-    const auto key = [this](const SimResult& x, const std::vector<Op>& plan) {
-      return std::make_tuple(excess_bytes(x), x.time_ms, num_copies(plan), x.peak_bytes);
-    };
     if (!(key(r, candidate) < key(sim, ops))) return false;
+    if (deferring && over_budget() && excess_bytes(r) == 0) {
+      if (!best_fitting || key(r, candidate) < key(best_fitting->second, best_fitting->first))
+        best_fitting.emplace(std::move(candidate), std::move(r));
+      return false;
+    }
     ops = std::move(candidate);
     sim = std::move(r);
     return true;
@@ -128,7 +140,7 @@ bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
   return false;
 }
 
-bool round_trip_pass(Search& s, int window) {
+bool first_round_trip_pass(Search& s, int window) {
   bool any = false;
   const int L = s.chain.length();
   const auto moves = [&](OpKind kind, int index) {
@@ -143,21 +155,34 @@ bool round_trip_pass(Search& s, int window) {
     const size_t made = static_cast<size_t>(s.ops.rend() - keep) - 1;
     any = try_round_trip(s, made, static_cast<size_t>(bwd - s.ops.begin()), {OpKind::OffloadSaved, k + 1}, window) || any;
   }
-  // a_k (one that shares no carried bytes): checkpointed by its last fwd_ckpt k, read
-  // next by the first op after it that reads a_k.
+  // a_k (one that shares no carried bytes): offloaded after an op that reads it,
+  // and back before the next op that reads it, for each such pair.
   for (int k = 0; k < L; ++k) {
     if (s.chain.x(k) <= 0 || !s.chain.stands_alone(k) || moves(OpKind::Offload, k)) continue;
-    const auto ckpt = std::find(s.ops.rbegin(), s.ops.rend(), Op{OpKind::FwdCkpt, k});
-    if (ckpt == s.ops.rend()) continue;
-    const size_t made = static_cast<size_t>(s.ops.rend() - ckpt) - 1;
-    size_t reader = made + 1;
-    while (reader < s.ops.size() && !(info(s.ops[reader].kind).is_compute &&
-                                      compute_cost(s.chain, s.ops[reader]).reads == k))
-      ++reader;
-    if (reader == s.ops.size()) continue;
-    any = try_round_trip(s, made, reader, {OpKind::Offload, k}, window) || any;
+    std::vector<size_t> reads;
+    for (size_t p = 0; p < s.ops.size(); ++p)
+      if (info(s.ops[p].kind).is_compute && compute_cost(s.chain, s.ops[p]).reads == k) reads.push_back(p);
+    for (size_t i = 0; i + 1 < reads.size(); ++i) {
+      if (!try_round_trip(s, reads[i], reads[i + 1], {OpKind::Offload, k}, window)) continue;
+      any = true;
+      break;  // the plan changed: its positions are stale
+    }
   }
   return any;
+}
+
+// Note [The best repair first] in polish.h: over the budget, the fastest round trip
+// that makes the plan fit is taken once the whole pass has been tried.
+bool round_trip_pass(Search& s, int window) {
+  s.best_fitting.reset();
+  s.deferring = true;
+  const bool any = first_round_trip_pass(s, window);
+  s.deferring = false;
+  if (!s.best_fitting) return any;
+  s.ops = std::move(s.best_fitting->first);
+  s.sim = std::move(s.best_fitting->second);
+  s.best_fitting.reset();
+  return true;
 }
 
 }  // namespace

@@ -293,12 +293,13 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   // `optimal` polishes its best candidate (Note [Polishing a plan's copies] in
   // solver/polish.h), repairs the DP's plans at larger budgets (Note [Starts over the
   // budget] in solver/solve.cpp) and its best plan with a recomputed stage kept (Note
-  // [Starts that keep a recomputed stage]): it misses the oracle's time at far fewer
+  // [Starts that keep a recomputed stage]), each with the fastest repair (Note [The
+  // best repair first] in solver/polish.h): it misses the oracle's time at far fewer
   // budgets than the DP alone. The misses left need a structure no move reaches
   // (docs/formats.md section 8.9); the bound holds what the starts won (the polish
-  // alone missed 12, with the starts over the budget 10).
+  // alone missed 12, with the starts over the budget 10, with the kept stages 5).
   EXPECT_LT(num_optimal_slower + num_optimal_none, num_slower);
-  EXPECT_LE(num_optimal_slower + num_optimal_none, 5);
+  EXPECT_LE(num_optimal_slower + num_optimal_none, 4);
 }
 
 // Keep every stage, offload every saved state right away and bring it back just

@@ -150,6 +150,48 @@ TEST(Polish, RepairsStoreAllDownToTheBudget) {
 // smaller one. The excess never grows, no data moves twice, and some fit -- some
 // faster than the polished DP plan of the smaller budget itself (why `optimal`
 // starts there too, Note [Starts over the budget] in solver/solve.cpp).
+// Note [The best repair first], on a chain worked by hand (copies of 500 B/s each
+// way). Stage 2 is kept where a DP plan recomputes it, which puts the plan 2 bytes
+// over a budget of 29. Two round trips each make it fit: ā_3's 5 bytes beyond a_3
+// (10 ms out, so the loss must wait for them: 45 ms), or the input a_0's 3 bytes,
+// idle between the forward's fwd_ckpt 0 and the recomputation's (6 ms each way, 2 of
+// them exposed: 33 ms, the fastest plan of the whole vocabulary here). ā_3's comes
+// first in the scan; the repair must still take a_0's.
+TEST(Polish, RepairsWithTheFastestRoundTripThatFits) {
+  Chain chain;
+  chain.input_bytes = 3;
+  chain.stages.push_back({"s0", 2, 4, 4, 7, 0, 0});
+  chain.stages.push_back({"s1", 2, 0, 4, 10, 0, 2});
+  chain.stages.back().fwd_keep_tmp_bytes = 3;
+  chain.stages.back().fwd_nograd_ms = 1;
+  chain.stages.push_back({"s2", 4, 4, 5, 10, 2, 0});
+  chain.stages.push_back({"s3", 2, 4, 4, 4, 0, 1});
+  chain.stages.back().fwd_nograd_ms = 1;
+  chain.loss.bwd_ms = 4;
+  chain.loss.bwd_tmp_bytes = 3;
+  chain.link = Link{500, 500};
+  const int64_t budget = 29;
+  const std::vector<Op> start = {{OpKind::FwdCkpt, 0}, {OpKind::FwdDrop, 1}, {OpKind::FwdKeep, 2}, {OpKind::FwdKeep, 3},
+                                 {OpKind::Loss, -1},   {OpKind::Bwd, 3},     {OpKind::Bwd, 2},     {OpKind::FwdCkpt, 0},
+                                 {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},     {OpKind::FwdKeep, 0}, {OpKind::Bwd, 0}};
+  const SimResult over = simulate_timeline(chain, start);
+  ASSERT_TRUE(over.valid) << over.error;
+  EXPECT_EQ(over.peak_bytes, budget + 2);
+  std::vector<Op> saved_state_out = start;
+  saved_state_out.insert(saved_state_out.begin() + 3, {OpKind::OffloadSaved, 3});
+  saved_state_out.insert(saved_state_out.begin() + 6, {{OpKind::WaitOffloads, -1}});
+  saved_state_out.insert(saved_state_out.begin() + 8, {OpKind::PrefetchSaved, 3});
+  const SimResult slow = simulate_timeline(chain, saved_state_out);
+  ASSERT_TRUE(fits(slow, budget)) << slow.error << " peak " << slow.peak_bytes;
+  EXPECT_EQ(slow.time_ms, 45);
+  const std::vector<Op> repaired = polish_copies(chain, budget, start);
+  const SimResult r = simulate_timeline(chain, repaired);
+  ASSERT_TRUE(fits(r, budget)) << r.error << " peak " << r.peak_bytes;
+  EXPECT_EQ(r.time_ms, 33);
+  EXPECT_NE(std::find(repaired.begin(), repaired.end(), Op{OpKind::Offload, 0}), repaired.end());
+  EXPECT_EQ(std::find(repaired.begin(), repaired.end(), Op{OpKind::WaitOffloads, -1}), repaired.end());
+}
+
 TEST(Polish, RepairsPlansOverTheBudget) {
   std::mt19937_64 rng(43);
   int num_over = 0, num_repaired = 0, num_faster_than_dp = 0;
