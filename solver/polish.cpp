@@ -84,6 +84,22 @@ bool shift_pass(Search& s, int window) {
   return any;
 }
 
+// A recomputation (a forward after the loss) moved up to two positions earlier,
+// past backward ops or copies (Note [Polishing a plan's copies] in polish.h).
+bool recompute_pass(Search& s) {
+  bool any = false;
+  const auto loss = std::find(s.ops.begin(), s.ops.end(), Op{OpKind::Loss, -1});
+  if (loss == s.ops.end()) return false;
+  const size_t after = static_cast<size_t>(loss - s.ops.begin()) + 1;
+  for (size_t p = after + 1; p < s.ops.size(); ++p) {
+    const OpKind kind = s.ops[p].kind;
+    if (kind != OpKind::FwdKeep && kind != OpKind::FwdCkpt && kind != OpKind::FwdDrop) continue;
+    for (size_t step = 1; step <= 2 && p >= after + step; ++step)
+      if (s.take(moved(s.ops, p, p - step))) { any = true; break; }
+  }
+  return any;
+}
+
 OpKind way_back(OpKind offload) { return offload == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved; }
 
 bool drop_pass(Search& s) {
@@ -199,6 +215,7 @@ std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vec
     any = drop_pass(s) || any;
     any = wait_pass(s) || any;
     any = round_trip_pass(s, options.window_ops) || any;
+    any = recompute_pass(s) || any;
     if (!any) break;
   }
   return std::move(s.ops);

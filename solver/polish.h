@@ -17,7 +17,11 @@
 //  - round trip: data that does not move yet (ā_{k+1} after the fwd_keep k that
 //    its bwd k uses; a_k, if it shares no carried bytes, after any op that reads it)
 //    offloaded right after that op and prefetched at each of the `window_ops`
-//    positions before the op that reads it next.
+//    positions before the op that reads it next;
+//  - recompute: a forward after the loss moved one or two positions earlier, past a
+//    bwd or a copy, so that it runs while a backward would wait for its prefetch
+//    (the one move of a compute op: on the oracle's chains it closes 2 of the 4
+//    budgets the others leave, and it cost nothing measurable on the solver bench).
 // A move is taken when the simulator accepts the new plan and it is better by the
 // key (bytes over the budget, time, copies, peak): for a plan that fits, one that
 // still fits and is faster, or as fast with fewer copies, or as fast with as many
@@ -27,8 +31,8 @@
 // than the plan given, keeps no copy a drop could remove for free, and it is valid
 // by construction: it is the simulator's own verdict. A data moves at most once each
 // way, as in the oracle. It is a local search, not a proof: the DP's structure (what
-// is kept, recomputed, checkpointed) is not changed, so it does not reach every
-// optimum.
+// is kept, recomputed, checkpointed) is not changed, only when a recomputation runs,
+// so it does not reach every optimum.
 //
 // Note [Repairing a plan over the budget]
 // The DP's plan at a larger budget keeps more and recomputes less; it is often a few
@@ -58,7 +62,7 @@
 // on the solver bench's chain (96 stages, 1 GB/s: 9.4 s against 3.3 s) and closes
 // no more of the oracle test's budgets. It is still a local search: on the GPT-2
 // link profiles of results/2026-11-26-kept-stage-optimal-links the other repair
-// made 7 points faster and one slower (by 0.13%).
+// made 7 points faster and one slower (by 0.13%; the recompute move won it back).
 #pragma once
 
 #include <cstdint>

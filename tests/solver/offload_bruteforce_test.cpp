@@ -297,9 +297,10 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   // best repair first] in solver/polish.h): it misses the oracle's time at far fewer
   // budgets than the DP alone. The misses left need a structure no move reaches
   // (docs/formats.md section 8.9); the bound holds what the starts won (the polish
-  // alone missed 12, with the starts over the budget 10, with the kept stages 5).
+  // alone missed 12, with the starts over the budget 10, with the kept stages 5,
+  // without the recompute move 4).
   EXPECT_LT(num_optimal_slower + num_optimal_none, num_slower);
-  EXPECT_LE(num_optimal_slower + num_optimal_none, 4);
+  EXPECT_LE(num_optimal_slower + num_optimal_none, 2);
 }
 
 // Keep every stage, offload every saved state right away and bring it back just

@@ -192,6 +192,42 @@ TEST(Polish, RepairsWithTheFastestRoundTripThatFits) {
   EXPECT_EQ(std::find(repaired.begin(), repaired.end(), Op{OpKind::WaitOffloads, -1}), repaired.end());
 }
 
+// The recompute move, on a chain worked by hand (copies of 500 B/s each way, a
+// budget of 34 bytes). The plan recomputes stages 0 and 1 after bwd 2 and brings
+// ā_3's 3 bytes back behind bwd 3: 6 ms against bwd 3's 5, so bwd 2 waits 1 ms.
+// Running stage 0's recomputation (5 ms, which reads nothing on the link) before
+// bwd 2 fills that wait: 29 -> 28 ms, the fastest plan of the whole vocabulary here.
+TEST(Polish, RunsARecomputationWhileABackwardWaitsForItsPrefetch) {
+  Chain chain;
+  chain.input_bytes = 6;
+  chain.stages.push_back({"s0", 5, 1, 2, 4, 0, 16});
+  chain.stages.back().fwd_nograd_ms = 3;
+  chain.stages.push_back({"s1", 1, 2, 2, 7, 0, 0});
+  chain.stages.back().fwd_nograd_ms = 0;
+  chain.stages.push_back({"s2", 4, 1, 4, 7, 4, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 2;
+  chain.stages.push_back({"s3", 6, 5, 4, 5, 4, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 3;
+  chain.stages.back().fwd_nograd_ms = 1;
+  chain.loss.bwd_tmp_bytes = 13;
+  chain.link = Link{500, 500};
+  const int64_t budget = 34;
+  const std::vector<Op> start = {{OpKind::FwdCkpt, 0},  {OpKind::FwdDrop, 1},       {OpKind::FwdKeep, 2},
+                                 {OpKind::OffloadSaved, 3}, {OpKind::FwdKeep, 3},   {OpKind::Loss, -1},
+                                 {OpKind::PrefetchSaved, 3}, {OpKind::Bwd, 3},      {OpKind::Bwd, 2},
+                                 {OpKind::FwdKeep, 0},  {OpKind::FwdKeep, 1},       {OpKind::Bwd, 1},
+                                 {OpKind::Bwd, 0}};
+  const SimResult before = simulate_timeline(chain, start);
+  ASSERT_TRUE(fits(before, budget)) << before.error << " peak " << before.peak_bytes;
+  EXPECT_EQ(before.time_ms, 29);
+  const std::vector<Op> polished = polish_copies(chain, budget, start);
+  const SimResult r = simulate_timeline(chain, polished);
+  ASSERT_TRUE(fits(r, budget)) << r.error << " peak " << r.peak_bytes;
+  EXPECT_EQ(r.time_ms, 28);
+  const auto at = [&](Op op) { return std::find(polished.begin(), polished.end(), op) - polished.begin(); };
+  EXPECT_LT(at({OpKind::FwdKeep, 0}), at({OpKind::Bwd, 2}));
+}
+
 TEST(Polish, RepairsPlansOverTheBudget) {
   std::mt19937_64 rng(43);
   int num_over = 0, num_repaired = 0, num_faster_than_dp = 0;
