@@ -15,7 +15,7 @@ constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 
 // What the previous item left for the one starting at e (the state's third part).
 enum Left : int { kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
-enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun };
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun };
 
 struct StateIndex {
   int L;
@@ -37,6 +37,7 @@ struct Back {
   bool offload = false;
   bool lead = false;
   bool wait = false;  // the item starts with wait_offloads (Note [Waiting for the previous offload])
+  bool then_keep = false;  // a C or CR item [e, n) and K n together (Note [A copy through a recomputed segment])
 };
 
 // The chain in slots and quantum units, plus the few ms figures the copy windows need.
@@ -234,36 +235,81 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               }
             }
 
-            // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1.
-            if (pending && chain.uf_nograd(e) < prev.pending_ms) continue;
+            // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still
+            // running may run through the item's forward ops (Note [A copy through a
+            // recomputed segment]), each of which then holds its bytes.
             if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
-            // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run.
-            const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e);
+            const auto still_copying_at = [&](int k) {  // fwd_drop k starts before the copy ends
+              return pending && prev.pending_ms > n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e];
+            };
+            // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run;
+            // its copy would queue behind one still running after fwd_ckpt e.
+            const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) &&
+                                     !still_copying_at(e + 1);
             const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
             bool fits_kept = true, fits_offloaded = may_offload;
             int64_t fwd_units = n.uf_nograd_units[e];
+            // CR [e, next) (Note [A recomputed run]): its backward re-runs stages
+            // e..next-1 with fwd_keep, then issues the previous item's prefetch. Running
+            // maxima over the run of the device slots its re-forward and its bwd ops need.
+            const bool may_run = lead;
+            int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {
                 // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
                 // a copy ending exactly then has freed its bytes first (section 5).
                 const int k = next - 1;
                 fwd_units += n.uf_nograd_units[k];
-                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k];
+                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + (still_copying_at(k) ? pend : 0);
                 fits_kept = fits_kept && D + work <= S;
                 const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
                 fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
               }
               if (!fits_kept && !fits_offloaded) break;
+              const bool copied = !still_copying_at(next);  // by the end of the item's forward
+              // Where the item ends: at `next` once the copy is done; while it still runs,
+              // only with K next right after, whose fwd_keep holds the copy's bytes and
+              // lasts until it ends (Note [A copy through a recomputed segment]).
+              const auto land = [&](int64_t cost, Back b) {
+                if (copied) {
+                  if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
+                  if (fits_offloaded) {
+                    b.offload = true;
+                    relax(next, D - x_e + n.x_slots[next], e, cost, b);
+                  }
+                  return;
+                }
+                if (!fits_kept || next == L) return;
+                const double left_ms = prev.pending_ms - (n.nograd_prefix_ms[next] - n.nograd_prefix_ms[e]);
+                const int64_t d = D + n.x_slots[next];
+                const int64_t xbar_k = n.xbar_slots[next + 1];
+                if (chain.uf(next) < left_ms || d + pend + xbar_k + n.ftmp_keep_slots[next] > S ||
+                    d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] > S)
+                  return;
+                b.then_keep = true;
+                relax(next + 1, d + xbar_k, kLeftKept, cost + n.uf_units[next] + n.ub_units[next], b);
+              };
+              if (may_run) {
+                const int k = next - 1;
+                const int64_t xbar_k = n.xbar_slots[k + 1];
+                run_refwd = std::max(run_refwd, run_d + xbar_k + n.ftmp_keep_slots[k]);
+                run_bwd = std::max(run_bwd, run_d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
+                run_d += xbar_k;
+                run_units += n.uf_units[k] + n.ub_units[k];
+                run_hidden += n.ub_units[k];
+                // d_next is on the device through the re-forward; the prefetch's bytes
+                // through every bwd of the run.
+                if (run_refwd + n.x_slots[next] <= S && run_bwd + prev.prefetch_slots <= S) {
+                  Back b = here;
+                  b.item = Item::CkptRun;
+                  land(start + fwd_units + run_units + std::max<int64_t>(0, prev.prefetch_units - run_hidden), b);
+                }
+              }
               const int64_t inner = table.value(e, next - 1, m);
               if (inner >= RecomputeTable::kInfinity) continue;
-              const int64_t cost = start + fwd_units + inner + stall(inner);
               Back b = here;
               b.item = Item::Ckpt;
-              if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
-              if (fits_offloaded) {
-                b.offload = true;
-                relax(next, D - x_e + n.x_slots[next], e, cost, b);
-              }
+              land(start + fwd_units + inner + stall(inner), b);
             }
           }
         }
@@ -279,17 +325,22 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     items.push_back(back[index(b.from_e, b.from_device, b.from_left)]);
   }
   std::reverse(items.begin(), items.end());
-  const auto end_of = [&](size_t i) { return i + 1 < items.size() ? items[i + 1].from_e : L + 1; };
+  // Where item i's own stages end: a C or CR item taken with the K after it ends
+  // one stage before the next item starts.
+  const auto end_of = [&](size_t i) {
+    return (i + 1 < items.size() ? items[i + 1].from_e : L + 1) - (items[i].then_keep ? 1 : 0);
+  };
 
   std::vector<Op> ops;
   for (size_t i = 0; i + 1 < items.size(); ++i) {
     const Back& it = items[i];
     const int e = it.from_e;
     if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
-    if (it.item == Item::Ckpt) {
+    if (it.item == Item::Ckpt || it.item == Item::CkptRun) {
       ops.push_back({OpKind::FwdCkpt, e});
       if (it.offload) ops.push_back({OpKind::Offload, e});
       for (int k = e + 1; k < end_of(i); ++k) ops.push_back({OpKind::FwdDrop, k});
+      if (it.then_keep) ops.push_back({OpKind::FwdKeep, end_of(i)});
     } else if (it.item == Item::KeepRun) {
       for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
     } else {
@@ -303,7 +354,9 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const Previous prev = previous_of(n, e, it.from_left);
     const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
     if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
-    if (prev.has_prefetch() && it.lead) ops.push_back(prefetch);
+    if (it.then_keep) ops.push_back({OpKind::Bwd, end_of(i)});
+    const bool prefetch_inside = it.item == Item::CkptRun;
+    if (prev.has_prefetch() && it.lead && !prefetch_inside) ops.push_back(prefetch);
     const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
     switch (it.item) {
       case Item::Tail: table.emit(e, L, prev.pending() && !it.wait ? m - prev.pending_slots : m, ops); break;
@@ -313,6 +366,11 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
         break;
       case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
+      case Item::CkptRun:
+        for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
+        ops.push_back(prefetch);
+        for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
+        break;
     }
     if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);
   }

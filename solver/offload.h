@@ -13,16 +13,22 @@
 //  - KR [e,f): right after an item that offloaded, `fwd_keep e .. f-1` (f >= e+2);
 //             later that item's prefetch, then `bwd f-1 .. e` (the prefetch hides
 //             behind the whole run and each of its bwd holds the bytes).
+//  - CR [e,n): right after an item that offloaded, the forward of C [e,n); later
+//             `fwd_keep e .. n-1`, that item's prefetch, `bwd n-1 .. e` (Note [A
+//             recomputed run]).
 //  - tail e:  a persistent schedule of e..L (with the loss); e = 0 is recompute-only.
+// A C or CR item may be taken together with the K n after it (Note [A copy through
+// a recomputed segment]).
 // An item's offloaded data is prefetched either when the next item's backward
 // starts ("lead": the copy hides behind that backward, its bytes held during it; a
-// KR run is one such backward) or when it ends ("just in time": no bytes held, the
-// whole copy is exposed).
+// KR run is one such backward, a CR run's bwd ops another) or when it ends ("just in
+// time": no bytes held, the whole copy is exposed).
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
-// the end of the next item's first compute op, and before the tail starts unless
-// the tail is the lone loss -- or the next item waits for it (Note [Waiting for the
-// previous offload]); `offload e` needs a plain a_e that shares no carried bytes
-// with a neighbour (Note [Carried bytes] in chain.h).
+// the end of the next item's first compute op -- or, where the next item is C or CR,
+// of its forward or of the fwd_keep of the K taken with it -- and before the tail
+// starts unless the tail is the lone loss; or the next item waits for it (Note
+// [Waiting for the previous offload]); `offload e` needs a plain a_e that shares no
+// carried bytes with a neighbour (Note [Carried bytes] in chain.h).
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
 // offloaded a_e'). Every peak and time is what the section 5 simulator gives for
@@ -32,12 +38,12 @@
 // against the fastest plan of the whole vocabulary on small chains
 // (tests/solver/exhaustive_oracle.h, chains of up to 4 stages) it lacks
 // `offload_saved` issued during the backward, offloads issued ops after their data
-// exists, prefetches more than one item ahead other than across a KR run (in
-// particular inside a persistent schedule), offloads whose copies queue on the
-// link, waits other than at the start of an item, and forward orders that are not
-// persistent. A kept stage's input never leaves
-// the device before its backward: the stage may have saved it (Note [A kept stage
-// keeps its input] in simulate.h). `optimal` also tries the pipelined family of
+// exists, prefetches more than one item ahead other than across a KR or CR run (in
+// particular inside a persistent schedule that recomputes), offloads whose copies
+// queue on the link, copies running through anything but a C forward into its K,
+// waits other than at the start of an item, and forward orders that are not
+// persistent. A kept stage's input never leaves the device before its backward: the
+// stage may have saved it (Note [A kept stage keeps its input] in simulate.h). `optimal` also tries the pipelined family of
 // offload_pipeline.h, whose plans of one shape have far prefetches and queued copies,
 // and polishes its best candidate with moves outside the class (Note [Polishing a
 // plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
@@ -57,6 +63,37 @@
 // is to let an offload free its bytes first, which is common at tight budgets: on
 // the oracle's small chains the DP has a plan at every budget where the oracle has
 // one.
+//
+// Note [A recomputed run]
+// A C item's backward is a persistent schedule from the recompute table, which sees
+// m = S - D slots less the lead prefetch's bytes: a lead prefetch is held through
+// the whole backward, its re-forward ops included, and where one of those is what
+// binds the budget the table must recompute more, or the prefetch must go just in
+// time. The CR item is the one such schedule that keeps every stage of the segment,
+// written out so the prefetch can sit inside it: the re-forward `fwd_keep e .. n-1`
+// runs without the prefetch's bytes (it holds the gradient of a_n, x_n), then the
+// prefetch is issued and hides behind `bwd n-1 .. e`, each of which holds its bytes,
+// as behind a KR run. With D_k = D + sum_{e<=j<k} xbar_{j+1}, the checks are
+// D_k + xbar_{k+1} + ftmp_keep_k + x_n <= S for each re-forward and
+// D_k + xbar_{k+1} + x_{k+1} + x_k + btmp_k + P <= S for each bwd (P: the prefetch's
+// slots); the cost is the C forward, sum (uf_k + ub_k), and what of the prefetch's
+// units sum ub_k does not hide. A prefetch issued inside a recomputing schedule,
+// between two of its re-forwards, is left out: the table would need the prefetch's
+// position as one more dimension.
+//
+// Note [A copy through a recomputed segment]
+// The window rule asks a copy to end within the next item's first compute op. A C
+// item's forward is a run of no-grad ops that each hold only a stage input, an
+// output and a temporary, so the previous item's copy may run on through them: each
+// `fwd_drop k` that starts before the copy ends holds its bytes too, and is checked
+// with them (the simulator frees a copy's bytes at the first op that starts after
+// it ends, section 5). The item's own `offload e` would queue behind it, so it is
+// allowed only when the copy has ended by the end of `fwd_ckpt e`. Where the copy
+// is still running when the item's forward ends, the state after the item would
+// have to carry the pending copy, which it does not record; instead the item lands
+// only together with a K n whose `fwd_keep n` outlasts the copy (holding its bytes,
+// checked) and whose `bwd n` fits, and the pair ends at (n+1, D + x_n + xbar_{n+1},
+// kept). The emitted backward runs `bwd n`, then the item's own backward.
 #pragma once
 
 #include <cstdint>

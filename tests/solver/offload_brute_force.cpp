@@ -1,6 +1,7 @@
 // offload_brute_force.cpp: the exhaustive enumerator of offload_brute_force.h.
 #include "tests/solver/offload_brute_force.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -18,7 +19,8 @@ struct Item {
   bool offload = false;
   // Its prefetch is issued when the backward of item `lead` places later starts
   // (0: when the next item's backward ends); beyond 1, every item up to that one
-  // is a plain Keep.
+  // is a plain Keep; -1: when the next item, a Ckpt item whose persistent schedule
+  // keeps every stage it re-runs, has re-run them and its first bwd starts.
   int lead = 0;
   // It starts with wait_offloads: the previous item's copy is still running then.
   bool wait = false;
@@ -72,6 +74,10 @@ class Builder {
       items_[i].lead = static_cast<int>(d);
       choose_leads(i + 1);
     }
+    if (i + 1 < items_.size() && items_[i + 1].kind == Item::Ckpt) {
+      items_[i].lead = -1;
+      choose_leads(i + 1);
+    }
     items_[i].lead = 0;
   }
 
@@ -89,13 +95,15 @@ class Builder {
   bool waits(size_t k) const { return k == items_.size() ? tail_wait_ : items_[k].wait; }
 
   // The class rule: each offload copy, started when the op before it ends, ends by
-  // the end of the next item's first op (before the tail starts unless the tail is
-  // the lone loss), unless the next item waits for it. Forward ops wait for nothing
-  // else, so their times are running sums. With only_waits, checks only that each
+  // the end of the next item's first op -- of its last forward op if it is a Ckpt
+  // item that offloads nothing, and of the first op of a Keep item right after that
+  // one -- (before the tail starts unless the tail is the lone loss), unless the next
+  // item waits for it. Forward ops wait for nothing else, so their times are running
+  // sums. With only_waits, checks only that each
   // wait waits for a copy still running.
   bool windows_ok(bool only_waits = false) const {
     double now = 0;
-    std::vector<double> first_op_end(items_.size() + 1), start(items_.size() + 1);
+    std::vector<double> first_op_end(items_.size() + 1), start(items_.size() + 1), forward_end(items_.size());
     std::vector<double> copy_end(items_.size(), 0);
     for (size_t k = 0; k < items_.size(); ++k) {
       const Item& it = items_[k];
@@ -109,6 +117,7 @@ class Builder {
         first_op_end[k] = now;
         if (it.offload) copy_end[k] = now + 1000.0 * chain_.x(it.start) / chain_.link->d2h_bytes_per_s;
         for (int i = it.start + 1; i < it.end; ++i) now += chain_.uf_nograd(i);
+        forward_end[k] = now;
       } else {
         now += chain_.uf(it.start);
         first_op_end[k] = now;
@@ -126,7 +135,11 @@ class Builder {
     for (size_t k = 0; k < items_.size(); ++k) {
       if (!items_[k].offloads() || waits(k + 1)) continue;
       const bool into_tail = k + 1 == items_.size();
-      const double limit = into_tail && tail_ < L_ ? start[k + 1] : first_op_end[k + 1];
+      // A Ckpt item that does not offload lets the copy run through all its forward
+      // ops and, if a Keep item follows it, through that item's first op.
+      const bool through = !into_tail && items_[k + 1].kind == Item::Ckpt && !items_[k + 1].offload;
+      double limit = into_tail && tail_ < L_ ? start[k + 1] : through ? forward_end[k + 1] : first_op_end[k + 1];
+      if (through && k + 2 < items_.size() && items_[k + 2].kind == Item::Keep) limit = first_op_end[k + 2];
       if (copy_end[k] > limit) return false;
     }
     return true;
@@ -152,6 +165,14 @@ class Builder {
       choose_inner(i + 1, picked);
       picked.pop_back();
     }
+  }
+
+  // The persistent schedule of stages s..end-1 that re-runs each once with fwd_keep.
+  static std::vector<Op> keep_every_stage(int s, int end) {
+    std::vector<Op> ops;
+    for (int k = s; k < end; ++k) ops.push_back({OpKind::FwdKeep, k});
+    for (int k = end; k-- > s;) ops.push_back({OpKind::Bwd, k});
+    return ops;
   }
 
   const std::vector<std::vector<Op>>& inner(int s, int t) {
@@ -188,6 +209,13 @@ class Builder {
           ops.push_back(prefetch_of(items_[b]));
       if (j == items_.size()) {
         ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
+      } else if (items_[j].kind == Item::Ckpt && before && before->lead == -1) {
+        if (*picked[j] != keep_every_stage(items_[j].start, items_[j].end)) return;
+        const auto first_bwd = std::find_if(picked[j]->begin(), picked[j]->end(),
+                                            [](const Op& op) { return op.kind == OpKind::Bwd; });
+        ops.insert(ops.end(), picked[j]->begin(), first_bwd);
+        ops.push_back(prefetch_of(*before));
+        ops.insert(ops.end(), first_bwd, picked[j]->end());
       } else if (items_[j].kind == Item::Ckpt) {
         ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
       } else {

@@ -1,6 +1,7 @@
 // offload_test.cpp: oracles for the keep/recompute/offload DP (solver/offload.h) --
 // no link means recompute-only, it is never slower than recompute-only, it never
-// exceeds the budget, and more budget or more bandwidth never makes it slower.
+// exceeds the budget, and more budget or more bandwidth never makes it slower; and
+// two plans worked by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "solver/offload.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
+#include "tests/solver/exhaustive_oracle.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {
@@ -143,6 +145,95 @@ TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
       previous_ms = std::min(previous_ms, ms);
     }
   }
+}
+
+// Worked by hand (Notes [A recomputed run] and [A copy through a recomputed segment]
+// in offload.h). a_0 (4 B) goes out at once and takes 8 ms at 500 B/s; stage 1 is
+// checkpointed and re-run after the loss, stage 2 kept:
+//   fwd_ckpt 0  0-0    offload 0 0-8   fwd_ckpt 1 0-3   fwd_keep 2 3-8 (the copy ends in it)
+//   bwd 2 8-8   fwd_keep 1 8-12   prefetch 0 12-20   bwd 1 12-14   fwd_keep 0 20-20   bwd 0 20-22
+// The re-forward `fwd_keep 1` binds the budget: a_1 + d_2 + ā_2 + its transient =
+// 2 + 6 + 6 + 17 = 31 B. A prefetch issued before it, as a persistent schedule's lead
+// prefetch is, needs 35; issued after `bwd 1`, it is exposed: 24 ms. Recompute-only
+// needs a_0 on the device all along and does not fit at all. The copy of a_0 runs
+// through `fwd_ckpt 1` into `fwd_keep 2`, which lasts until it ends. (Keeping stage 1
+// too, with the copy running through both kept stages, takes 19 ms: outside the
+// class, Note [The offload schedule class]; `optimal` finds it.)
+TEST(OffloadDp, HidesAPrefetchInsideARecomputedRunAndACopyThroughIt) {
+  Chain chain;
+  chain.input_bytes = 4;
+  chain.stages.push_back({"s0", 0, 2, 2, 6, 0, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 5;
+  chain.stages.back().fwd_nograd_ms = 0;
+  chain.stages.push_back({"s1", 4, 2, 6, 6, 14, 4});
+  chain.stages.back().fwd_keep_tmp_bytes = 17;
+  chain.stages.back().fwd_nograd_ms = 3;
+  chain.stages.push_back({"s2", 5, 0, 2, 2, 2, 11});
+  chain.link = Link{500, 500};
+  const int64_t budget = 31;
+  using K = OpKind;
+  const std::vector<Op> by_hand = {{K::FwdCkpt, 0}, {K::Offload, 0},  {K::FwdCkpt, 1}, {K::FwdKeep, 2},
+                                   {K::Loss, -1},   {K::Bwd, 2},      {K::FwdKeep, 1}, {K::Prefetch, 0},
+                                   {K::Bwd, 1},     {K::FwdKeep, 0},  {K::Bwd, 0}};
+  const SimResult r = simulate_timeline(chain, by_hand);
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.time_ms, 22);
+  EXPECT_EQ(r.peak_bytes, 31);
+  std::vector<Op> lead = by_hand;
+  std::rotate(lead.begin() + 6, lead.begin() + 7, lead.begin() + 8);  // prefetch 0 before fwd_keep 1
+  EXPECT_EQ(simulate_timeline(chain, lead).peak_bytes, 35);
+  std::vector<Op> just_in_time = by_hand;
+  std::rotate(just_in_time.begin() + 7, just_in_time.begin() + 8, just_in_time.begin() + 9);  // after bwd 1
+  EXPECT_EQ(simulate_timeline(chain, just_in_time).time_ms, 24);
+  EXPECT_FALSE(solve_recompute(chain, budget, {static_cast<int>(budget), false, 1}).has_value());
+
+  const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+  ASSERT_TRUE(dp.has_value());
+  EXPECT_EQ(*dp, by_hand);
+}
+
+// Worked by hand too: ā_1's saved part (3 B) leaves after `fwd_keep 0` and takes
+// 6 ms, from 1 to 7; `fwd_ckpt 1` (no-grad, 2 ms) and `fwd_drop 2` (0 ms) end at 3,
+// and the copy ends inside `fwd_keep 3` (3-8), which holds its bytes until then. The
+// backward re-runs 1..2 with fwd_keep, brings ā_1 back after them (17-23) and bwd 0
+// starts at 25: 31 ms. Waiting for the copy before `fwd_ckpt 1` costs 37 ms, before
+// `fwd_keep 3` 35.
+TEST(OffloadDp, LetsASavedStateCopyRunThroughARecomputedSegment) {
+  Chain chain;
+  chain.stages.push_back({"s0", 1, 6, 5, 8, 2, 0});
+  chain.stages.back().fwd_keep_tmp_bytes = 3;
+  chain.stages.push_back({"s1", 3, 5, 3, 3, 6, 5});
+  chain.stages.back().fwd_keep_tmp_bytes = 0;
+  chain.stages.back().fwd_nograd_ms = 2;
+  chain.stages.push_back({"s2", 0, 3, 5, 8, 6, 4});
+  chain.stages.back().fwd_keep_tmp_bytes = 1;
+  chain.stages.back().fwd_nograd_ms = 0;
+  chain.stages.push_back({"s3", 5, 6, 3, 3, 5, 10});
+  chain.stages.back().fwd_keep_tmp_bytes = 0;
+  chain.stages.back().fwd_nograd_ms = 1;
+  chain.loss.bwd_tmp_bytes = 4;
+  chain.link = Link{500, 500};
+  const int64_t budget = 33;
+  using K = OpKind;
+  const std::vector<Op> by_hand = {{K::FwdKeep, 0}, {K::OffloadSaved, 1}, {K::FwdCkpt, 1}, {K::FwdDrop, 2},
+                                   {K::FwdKeep, 3}, {K::Loss, -1},        {K::Bwd, 3},     {K::FwdKeep, 1},
+                                   {K::FwdKeep, 2}, {K::PrefetchSaved, 1}, {K::Bwd, 2},    {K::Bwd, 1},
+                                   {K::Bwd, 0}};
+  const SimResult r = simulate_timeline(chain, by_hand);
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.time_ms, 31);
+  EXPECT_LE(r.peak_bytes, budget);
+  for (const auto& [at, ms] : {std::pair{2, 37}, std::pair{4, 35}}) {
+    std::vector<Op> waiting = by_hand;
+    waiting.insert(waiting.begin() + at, Op{K::WaitOffloads, -1});
+    EXPECT_EQ(simulate_timeline(chain, waiting).time_ms, ms);
+  }
+
+  const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+  ASSERT_TRUE(dp.has_value());
+  EXPECT_EQ(simulated_ms(chain, *dp), 31);
+  EXPECT_EQ(*dp, by_hand);
+  EXPECT_EQ(testing::fastest_valid_plan(chain, budget).time_ms, 31);
 }
 
 TEST(OffloadAll, ChecksEveryInputOutAndBackAndMatchesItsCost) {
