@@ -29,8 +29,10 @@ struct StateIndex {
 
 // How a state was reached: the item that ended at it, and whether the prefetch of
 // the data left by the item before that one was issued ahead ("lead").
+// Slots fit 32 bits (DpOptions::slots is an int); 16 bytes in all keep the table
+// of ways back, which is read at random, small.
 struct Back {
-  int64_t from_device = 0;
+  int32_t from_device = 0;
   int16_t from_e = -1;
   int16_t from_left = 0;
   Item item = Item::Tail;
@@ -120,6 +122,8 @@ Previous previous_of(const Numbers& n, int e, int left) {
 
 }  // namespace
 
+static_assert(sizeof(Back) == 16);
+
 int64_t offload_dp_bytes(int length, int64_t slots) {
   const StateIndex index{length, slots};
   return static_cast<int64_t>(index.size() * (sizeof(int64_t) + sizeof(Back)));
@@ -179,7 +183,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               if (!prev.has_prefetch()) return 0;
               return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
             };
-            const Back here{D, static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead, wait};
+            const Back here{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead, wait};
 
             // Tail: a persistent schedule of e..L. A copy still running is allowed only
             // into the lone loss, whose one op then holds it too.
@@ -252,7 +256,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // CR [e, next) (Note [A recomputed run]): its backward re-runs stages
             // e..next-1 with fwd_keep, then issues the previous item's prefetch. Running
             // maxima over the run of the device slots its re-forward and its bwd ops need.
-            const bool may_run = lead;
+            bool may_run = lead;
             int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {
@@ -270,6 +274,13 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               // Where the item ends: at `next` once the copy is done; while it still runs,
               // only with K next right after, whose fwd_keep holds the copy's bytes and
               // lasts until it ends (Note [A copy through a recomputed segment]).
+              bool lands = copied;
+              if (!copied && fits_kept && next < L) {
+                const double left_ms = prev.pending_ms - (n.nograd_prefix_ms[next] - n.nograd_prefix_ms[e]);
+                const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
+                lands = chain.uf(next) >= left_ms && d + pend + xbar_k + n.ftmp_keep_slots[next] <= S &&
+                        d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
+              }
               const auto land = [&](int64_t cost, Back b) {
                 if (copied) {
                   if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
@@ -279,16 +290,12 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                   }
                   return;
                 }
-                if (!fits_kept || next == L) return;
-                const double left_ms = prev.pending_ms - (n.nograd_prefix_ms[next] - n.nograd_prefix_ms[e]);
-                const int64_t d = D + n.x_slots[next];
-                const int64_t xbar_k = n.xbar_slots[next + 1];
-                if (chain.uf(next) < left_ms || d + pend + xbar_k + n.ftmp_keep_slots[next] > S ||
-                    d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] > S)
-                  return;
                 b.then_keep = true;
-                relax(next + 1, d + xbar_k, kLeftKept, cost + n.uf_units[next] + n.ub_units[next], b);
+                relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept,
+                      cost + n.uf_units[next] + n.ub_units[next], b);
               };
+              // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
+              int64_t run_cost = kUnreached;
               if (may_run) {
                 const int k = next - 1;
                 const int64_t xbar_k = n.xbar_slots[k + 1];
@@ -297,19 +304,21 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 run_d += xbar_k;
                 run_units += n.uf_units[k] + n.ub_units[k];
                 run_hidden += n.ub_units[k];
+                // Both maxima only grow with the run: once one is over, every longer run is.
+                may_run = run_refwd <= S && run_bwd + prev.prefetch_slots <= S;
                 // d_next is on the device through the re-forward; the prefetch's bytes
                 // through every bwd of the run.
-                if (run_refwd + n.x_slots[next] <= S && run_bwd + prev.prefetch_slots <= S) {
-                  Back b = here;
-                  b.item = Item::CkptRun;
-                  land(start + fwd_units + run_units + std::max<int64_t>(0, prev.prefetch_units - run_hidden), b);
-                }
+                if (may_run && run_refwd + n.x_slots[next] <= S)
+                  run_cost = start + fwd_units + run_units + std::max<int64_t>(0, prev.prefetch_units - run_hidden);
               }
+              if (!lands) continue;
               const int64_t inner = table.value(e, next - 1, m);
-              if (inner >= RecomputeTable::kInfinity) continue;
+              const int64_t ckpt_cost =
+                  inner < RecomputeTable::kInfinity ? start + fwd_units + inner + stall(inner) : kUnreached;
+              if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
               Back b = here;
-              b.item = Item::Ckpt;
-              land(start + fwd_units + inner + stall(inner), b);
+              b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
+              land(std::min(run_cost, ckpt_cost), b);
             }
           }
         }
