@@ -20,9 +20,11 @@ enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun };
 struct StateIndex {
   int L;
   int64_t S;
+  // D varies fastest: the DP reads the states of one (e, left) in order of D, and an
+  // item relaxes states whose D follows the same order, so both walk memory in order.
   size_t operator()(int e, int64_t device, int left) const {
-    return (static_cast<size_t>(e) * static_cast<size_t>(S + 1) + static_cast<size_t>(device)) *
-               static_cast<size_t>(L + 4) + static_cast<size_t>(left + 3);
+    return (static_cast<size_t>(e) * static_cast<size_t>(L + 4) + static_cast<size_t>(left + 3)) *
+               static_cast<size_t>(S + 1) + static_cast<size_t>(device);
   }
   size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 4); }
 };
@@ -242,6 +244,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still
             // running may run through the item's forward ops (Note [A copy through a
             // recomputed segment]), each of which then holds its bytes.
+            if (!options.offload_through_recomputation && pending && chain.uf_nograd(e) < prev.pending_ms) continue;
             if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
             const auto still_copying_at = [&](int k) {  // fwd_drop k starts before the copy ends
               return pending && prev.pending_ms > n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e];
@@ -256,7 +259,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // CR [e, next) (Note [A recomputed run]): its backward re-runs stages
             // e..next-1 with fwd_keep, then issues the previous item's prefetch. Running
             // maxima over the run of the device slots its re-forward and its bwd ops need.
-            bool may_run = lead;
+            bool may_run = lead && options.offload_through_recomputation;
             int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {

@@ -16,6 +16,10 @@ struct DpOptions {
   int slots = 500;            // memory discretisation: unit = budget / slots, sizes rounded up
   bool rotor_compat = false;  // keep branch checks x_{s+1} instead of x_{t+1}, as rotor does
   int num_threads = 0;        // 0: all cores
+  // The offload DP only: its CR items and copies running through a C item's forward
+  // (Notes [A recomputed run] and [A copy through a recomputed segment] in offload.h);
+  // off, the class of Note [The offload schedule class] without them.
+  bool offload_through_recomputation = true;
 };
 
 // The ops of the fastest persistent schedule whose peak fits budget_bytes, or nullopt

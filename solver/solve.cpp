@@ -232,7 +232,39 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // holds it against the DP's plans at larger budgets repaired down to this one (Note
 // [Starts over the budget]), against itself with a recomputed stage kept and repaired
 // (Note [Starts that keep a recomputed stage]) and against the plans its caller knows
-// (Note [Known plans]).
+// (Note [Known plans]); it does all but the last from each of two offload DP classes
+// (Note [Two classes to start from]).
+//
+// Note [Two classes to start from]
+// The polish and the repairs are local searches, and where they end depends on where
+// they start. The offload DP's wider class (copies running through a recomputed
+// segment, prefetches inside a recomputed run) finds faster plans at every budget,
+// but they keep the link busier, and repaired down from a larger budget they leave
+// the repair less room: on the GPT-2 small profile of
+// results/2026-11-24-offload-emulated-cpu over the V100's PCIe 3 link at 20% of
+// store-all, the narrower class's plan at S + (P - S)/8 repairs down to S at 2221.1 ms
+// with no time lost, the wider class's (2139.3 ms before) only at 2370.7. So
+// `optimal` runs its whole search from each class's plans (`offload_through_
+// recomputation` on, then off) and takes the fastest: never slower than either
+// alone, at about twice the cost of one. The second search is skipped when the first
+// plan already takes sum_fwd_bwd_ms, which nothing can beat.
+// `candidates` holds an empty place at `dp_place` for the offload DP's plan.
+std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                                                   std::vector<std::optional<std::vector<Op>>> candidates,
+                                                   size_t dp_place) {
+  candidates[dp_place] = solve_offload(chain, budget_bytes, dp);
+  std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
+  if (best) best = polish_copies(chain, budget_bytes, std::move(*best));
+  if (!best || simulate_timeline(chain, *best).time_ms > sum_fwd_bwd_ms(chain)) {
+    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp);
+    if (best)
+      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best)) finalists.push_back(std::move(start));
+    finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
+    best = fastest_fitting(chain, budget_bytes, std::move(finalists));
+  }
+  return best;
+}
+
 std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                        bool with_offload, const std::vector<std::vector<Op>>& known = {}) {
   // Baselines first: on a tie in predicted time the simpler plan wins (store-all
@@ -240,7 +272,8 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   std::vector<std::optional<std::vector<Op>>> candidates;
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all, &selective, &pointwise})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
-  candidates.push_back(with_offload ? solve_offload(chain, budget_bytes, dp) : solve_recompute(chain, budget_bytes, dp));
+  const size_t dp_place = candidates.size();
+  candidates.push_back(with_offload ? std::nullopt : solve_recompute(chain, budget_bytes, dp));
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
   // plans fit but may be slower than the recompute DP's, which counts them exactly.
   if (with_offload && chain.carries()) candidates.push_back(solve_recompute(chain, budget_bytes, dp));
@@ -249,15 +282,20 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
     candidates.push_back(offload_all(chain, budget_bytes, dp));
     candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));
   }
-  std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
-  if (!with_offload) return best;
-  if (best) best = polish_copies(chain, budget_bytes, std::move(*best));
-  if (!best || simulate_timeline(chain, *best).time_ms > sum_fwd_bwd_ms(chain)) {
-    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp);
-    if (best)
-      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best)) finalists.push_back(std::move(start));
-    finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
-    best = fastest_fitting(chain, budget_bytes, std::move(finalists));
+  if (!with_offload) return fastest_fitting(chain, budget_bytes, std::move(candidates));
+  std::optional<std::vector<Op>> best;
+  if (chain.has_usable_link()) {
+    DpOptions narrow = dp;
+    narrow.offload_through_recomputation = false;
+    DpOptions wide = dp;
+    wide.offload_through_recomputation = true;
+    best = best_from_one_class(chain, budget_bytes, wide, candidates, dp_place);
+    // A plan that runs every op once with no stall cannot be beaten.
+    if (!best || simulate_timeline(chain, *best).time_ms > sum_fwd_bwd_ms(chain))
+      best = fastest_fitting(chain, budget_bytes,
+                             {std::move(best), best_from_one_class(chain, budget_bytes, narrow, std::move(candidates), dp_place)});
+  } else {
+    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place);  // the recompute DP
   }
   if (known.empty()) return best;
   std::vector<std::optional<std::vector<Op>>> against{best};
