@@ -209,7 +209,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   for (const auto& kind : solver::kSolverKinds) {
     if (kind.kind == SolverKind::RotorCompat) continue;  // may exceed its budget by design
     if (!solver::solver_needs(kind.kind, chain).empty()) continue;  // roles the block profile has not
-    for (const double fraction : {1.0, 0.7, 0.5, 0.3}) {
+    for (const double fraction : {1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}) {
       const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
       solver::Schedule schedule;
       try {
