@@ -284,19 +284,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 lands = chain.uf(next) >= left_ms && d + pend + xbar_k + n.ftmp_keep_slots[next] <= S &&
                         d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
               }
-              const auto land = [&](int64_t cost, Back b) {
-                if (copied) {
-                  if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
-                  if (fits_offloaded) {
-                    b.offload = true;
-                    relax(next, D - x_e + n.x_slots[next], e, cost, b);
-                  }
-                  return;
-                }
-                b.then_keep = true;
-                relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept,
-                      cost + n.uf_units[next] + n.ub_units[next], b);
-              };
               // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
               int64_t run_cost = kUnreached;
               if (may_run) {
@@ -321,7 +308,18 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
               Back b = here;
               b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
-              land(std::min(run_cost, ckpt_cost), b);
+              const int64_t cost = std::min(run_cost, ckpt_cost);
+              if (!copied) {
+                b.then_keep = true;
+                relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept,
+                      cost + n.uf_units[next] + n.ub_units[next], b);
+                continue;
+              }
+              if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
+              if (fits_offloaded) {
+                b.offload = true;
+                relax(next, D - x_e + n.x_slots[next], e, cost, b);
+              }
             }
           }
         }

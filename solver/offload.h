@@ -43,10 +43,10 @@
 // queue on the link, copies running through anything but a C forward into its K,
 // waits other than at the start of an item, and forward orders that are not
 // persistent. A kept stage's input never leaves the device before its backward: the
-// stage may have saved it (Note [A kept stage keeps its input] in simulate.h). `optimal` also tries the pipelined family of
-// offload_pipeline.h, whose plans of one shape have far prefetches and queued copies,
-// and polishes its best candidate with moves outside the class (Note [Polishing a
-// plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
+// stage may have saved it (Note [A kept stage keeps its input] in simulate.h).
+// `optimal` also tries the pipelined family of offload_pipeline.h, whose plans of one
+// shape have far prefetches and queued copies, and polishes its best candidate with
+// moves outside the class (Note [Polishing a plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
 // never worse than recompute-only.
 //
 // Note [Waiting for the previous offload]

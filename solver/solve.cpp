@@ -248,6 +248,13 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // recomputation` on, then off) and takes the fastest: never slower than either
 // alone, at about twice the cost of one. The second search is skipped when the first
 // plan already takes sum_fwd_bwd_ms, which nothing can beat.
+
+// Whether `plan` already takes sum_fwd_bwd_ms, every op once with no stall, which no
+// plan can beat: then no start need run.
+bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) {
+  return plan && simulate_timeline(chain, *plan).time_ms <= sum_fwd_bwd_ms(chain);
+}
+
 // `candidates` holds an empty place at `dp_place` for the offload DP's plan.
 std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                                    std::vector<std::optional<std::vector<Op>>> candidates,
@@ -255,7 +262,7 @@ std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t b
   candidates[dp_place] = solve_offload(chain, budget_bytes, dp);
   std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
   if (best) best = polish_copies(chain, budget_bytes, std::move(*best));
-  if (!best || simulate_timeline(chain, *best).time_ms > sum_fwd_bwd_ms(chain)) {
+  if (!unbeatable(chain, best)) {
     std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp);
     if (best)
       for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best)) finalists.push_back(std::move(start));
@@ -290,8 +297,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
     DpOptions wide = dp;
     wide.offload_through_recomputation = true;
     best = best_from_one_class(chain, budget_bytes, wide, candidates, dp_place);
-    // A plan that runs every op once with no stall cannot be beaten.
-    if (!best || simulate_timeline(chain, *best).time_ms > sum_fwd_bwd_ms(chain))
+    if (!unbeatable(chain, best))
       best = fastest_fitting(chain, budget_bytes,
                              {std::move(best), best_from_one_class(chain, budget_bytes, narrow, std::move(candidates), dp_place)});
   } else {
