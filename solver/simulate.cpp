@@ -220,7 +220,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   // when it was last complete on the device / on the host.
   std::vector<char> hollow(L + 2, 0);
   std::vector<double> saved_ready_ms(L + 2, 0.0), saved_on_host_ms(L + 2, 0.0);
-  std::vector<MemEvent> events;
+  std::vector<MemEvent> events;  // in program order (Note [Events in time order])
+  std::vector<MemEvent> frees;   // at the ends of offload copies
   events.push_back({0.0, -2, chain.x(0), -1});
 
   std::vector<double> op_start_ms(n, -1.0), offload_end_ms(n, -1.0);
@@ -253,7 +254,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       d2h_free = end;
       last_copy_end = std::max(last_copy_end, end);
       out.copy_ms += end - start;
-      events.push_back({end, -1, -chain.x(i), -1});
+      frees.push_back({end, -1, -chain.x(i), -1});
       offload_end_ms[p] = end;
       place[i] = Place::OnHost;
       on_host_ms[i] = end;
@@ -291,7 +292,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         d2h_free = end;
         last_copy_end = std::max(last_copy_end, end);
         out.copy_ms += end - start;
-        events.push_back({end, -1, -bytes, -1});
+        frees.push_back({end, -1, -bytes, -1});
         offload_end_ms[p] = end;
         hollow[i] = 1;
         saved_on_host_ms[i] = end;
@@ -394,14 +395,31 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   }
   if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
 
-  std::stable_sort(events.begin(), events.end(), [](const MemEvent& a, const MemEvent& b) {
+  // Note [Events in time order]
+  // Events apply in (time, order) order, ties kept in the order they were made. The
+  // compute ops' starts and ends and the prefetches' allocations are made in program
+  // order, which is already that order: each starts no earlier than the op before it
+  // ended, a prefetch allocates when the compute op before it ends, and `order` grows
+  // with the op. Only the frees at the ends of offload copies, made when the copy is
+  // issued, are not, and no event of the other kind has their `order`. So the frees
+  // alone are sorted and the two runs are walked together: the order of one stable
+  // sort of all the events, which cost the polish about a tenth of its time.
+  const auto before = [](const MemEvent& a, const MemEvent& b) {
     return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
-  });
+  };
+  std::stable_sort(frees.begin(), frees.end(), before);
+  if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
   int64_t total = 0;
-  for (const MemEvent& e : events) {
+  const auto apply = [&](const MemEvent& e) {
     total += e.delta_bytes;
     if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
+  };
+  size_t next_free = 0;
+  for (const MemEvent& e : events) {
+    while (next_free < frees.size() && before(frees[next_free], e)) apply(frees[next_free++]);
+    apply(e);
   }
+  while (next_free < frees.size()) apply(frees[next_free++]);
   out.time_ms = std::max(compute_end, last_copy_end);
   out.offload_done_before.assign(n, -1);
   for (int p = 0; p < n; ++p) {
