@@ -42,6 +42,7 @@ struct Back {
   bool lead = false;
   bool wait = false;  // the item starts with wait_offloads (Note [Waiting for the previous offload])
   bool then_keep = false;  // a C or CR item [e, n) and K n together (Note [A copy through a recomputed segment])
+  int16_t prefetch_at = -1;  // a KR run with lead: the bwd its prefetch is issued before
 };
 
 // The chain in slots and quantum units, plus the few ms figures the copy windows need.
@@ -52,6 +53,7 @@ struct Numbers {
   int64_t budget_bytes;
   int slots;
   std::vector<double> nograd_prefix_ms;  // Σ_{j<k} uf_nograd_j, as the simulator adds them
+  std::vector<double> keep_prefix_ms;    // Σ_{j<k} uf_j, likewise
   // Per stage k in 0..L, computed once: the DP's inner loops read them O(L³·S) times.
   std::vector<int64_t> x_slots;          // table.x_slots(k), k in 0..L+1
   std::vector<int64_t> ftmp_slots;       // table.ftmp_slots(k)
@@ -67,6 +69,8 @@ struct Numbers {
     const int L = c.length();
     nograd_prefix_ms.assign(L + 2, 0.0);
     for (int i = 0; i <= L; ++i) nograd_prefix_ms[i + 1] = nograd_prefix_ms[i] + c.uf_nograd(i);
+    keep_prefix_ms.assign(L + 2, 0.0);
+    for (int i = 0; i <= L; ++i) keep_prefix_ms[i + 1] = keep_prefix_ms[i] + c.uf(i);
     xbar_slots.assign(L + 2, 0);
     for (int k = 1; k <= L + 1; ++k) xbar_slots[k] = sl(c.xbar(k));
     for (int k = 0; k <= L + 1; ++k) x_slots.push_back(t.x_slots(k));
@@ -140,6 +144,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const Numbers n(chain, table, budget_bytes, options.slots);
   const int64_t S = table.slots();
   const StateIndex index{L, S};
+  const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
+  const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
   std::vector<int64_t> best(index.size(), kUnreached);
   std::vector<Back> back(index.size());
   const int64_t x0 = n.x_slots[0];
@@ -222,29 +228,47 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               }
             }
 
-            // KR [e, f), f >= e + 2: K e .. K f-1, the previous item's prefetch issued
-            // when bwd f-1 starts, so it hides behind the whole run's backward and every
-            // bwd of the run holds its bytes.
-            if (lead && (!pending || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S &&
-                keep_bwd <= m) {
-              int64_t d = D + xbar_next, units = keep_units, hidden = ub_units;
+            // KR [e, f), f >= e + 2: K e .. K f-1. With lead, the previous item's
+            // prefetch is issued before bwd j, the highest of the run such that it and
+            // every bwd below it fit holding the prefetch's bytes; it hides behind them.
+            // A copy still running may run on through the run's fwd_keep ops, each of
+            // which holds its bytes while it starts before the copy ends; the run ends
+            // once the copy has (Note [A copy through a kept run]). A run longer than it
+            // must be, for its copy and its prefetch, is the same plan as a shorter one
+            // and K items after it, so the loop stops there.
+            if ((lead || pending) && D + pend + keep_fwd <= S && keep_bwd <= m) {
+              const auto copying_at = [&](int k) {  // fwd_keep k starts before the copy ends
+                return pending && prev.pending_ms > n.keep_prefix_ms[k] - n.keep_prefix_ms[e];
+              };
+              int64_t d = D + xbar_next, units = keep_units, hidden = lead ? ub_units : 0;
+              bool holding = lead;  // bwd e .. k-1 all hold the prefetch
+              int prefetch_at = e;
               for (int k = e + 1; k < L; ++k) {
-                const int64_t xbar_k = n.xbar_slots[k + 1], x_k1 = n.x_slots[k + 1];
-                if (d + xbar_k + n.ftmp_keep_slots[k] > S) break;
-                if (d + prev.prefetch_slots + xbar_k + x_k1 + n.x_slots[k] + n.btmp_slots[k] > S) break;
+                if (!through_kept_runs && copying_at(k)) break;
+                const int64_t xbar_k = n.xbar_slots[k + 1];
+                if (d + xbar_k + n.ftmp_keep_slots[k] + (copying_at(k) ? pend : 0) > S) break;
+                const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
+                if (bwd_k > S) break;
+                holding = holding && bwd_k + prev.prefetch_slots <= S;
+                if (holding) {
+                  hidden += n.ub_units[k];
+                  prefetch_at = k;
+                }
                 d += xbar_k;
                 units += n.uf_units[k] + n.ub_units[k];
-                hidden += n.ub_units[k];
+                if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
                 Back b = here;
                 b.item = Item::KeepRun;
-                relax(k + 1, d, kLeftKept, start + units + std::max<int64_t>(0, prev.prefetch_units - hidden), b);
+                b.prefetch_at = static_cast<int16_t>(prefetch_at);
+                relax(k + 1, d, kLeftKept, start + units + stall(hidden), b);
+                if (!holding) break;
               }
             }
 
             // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still
             // running may run through the item's forward ops (Note [A copy through a
             // recomputed segment]), each of which then holds its bytes.
-            if (!options.offload_through_recomputation && pending && chain.uf_nograd(e) < prev.pending_ms) continue;
+            if (!through_recomputation && pending && chain.uf_nograd(e) < prev.pending_ms) continue;
             if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
             const auto still_copying_at = [&](int k) {  // fwd_drop k starts before the copy ends
               return pending && prev.pending_ms > n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e];
@@ -259,7 +283,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // CR [e, next) (Note [A recomputed run]): its backward re-runs stages
             // e..next-1 with fwd_keep, then issues the previous item's prefetch. Running
             // maxima over the run of the device slots its re-forward and its bwd ops need.
-            bool may_run = lead && options.offload_through_recomputation;
+            bool may_run = lead && through_recomputation;
             int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {
@@ -365,7 +389,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
     if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
     if (it.then_keep) ops.push_back({OpKind::Bwd, end_of(i)});
-    const bool prefetch_inside = it.item == Item::CkptRun;
+    const bool prefetch_inside = it.item == Item::CkptRun || it.item == Item::KeepRun;
     if (prev.has_prefetch() && it.lead && !prefetch_inside) ops.push_back(prefetch);
     const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
     switch (it.item) {
@@ -373,7 +397,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       case Item::Keep:
       case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
       case Item::KeepRun:
-        for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
+        for (int k = end_of(i); k-- > e;) {
+          if (it.lead && k == it.prefetch_at) ops.push_back(prefetch);
+          ops.push_back({OpKind::Bwd, k});
+        }
         break;
       case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
       case Item::CkptRun:

@@ -11,21 +11,25 @@
 //  - C [e,n): `fwd_ckpt e`, optionally `offload e`, `fwd_drop e+1 .. n-1`; later a
 //             persistent schedule (rotor.h) of stages e..n-1.
 //  - KR [e,f): right after an item that offloaded, `fwd_keep e .. f-1` (f >= e+2);
-//             later that item's prefetch, then `bwd f-1 .. e` (the prefetch hides
-//             behind the whole run and each of its bwd holds the bytes).
+//             later `bwd f-1 .. e`, that item's prefetch issued before the highest
+//             bwd j such that bwd j .. e all fit holding its bytes (it hides behind
+//             them), or after bwd e.
 //  - CR [e,n): right after an item that offloaded, the forward of C [e,n); later
 //             `fwd_keep e .. n-1`, that item's prefetch, `bwd n-1 .. e` (Note [A
 //             recomputed run]).
 //  - tail e:  a persistent schedule of e..L (with the loss); e = 0 is recompute-only.
 // A C or CR item may be taken together with the K n after it (Note [A copy through
-// a recomputed segment]).
+// a recomputed segment]). A KR run may also follow an item that offloaded without
+// prefetching its data ahead, to let that item's copy run on through its forward
+// (Note [A copy through a kept run]).
 // An item's offloaded data is prefetched either when the next item's backward
 // starts ("lead": the copy hides behind that backward, its bytes held during it; a
-// KR run is one such backward, a CR run's bwd ops another) or when it ends ("just in
-// time": no bytes held, the whole copy is exposed).
+// KR run's bwd j .. e are one such backward, a CR run's bwd ops another) or when it
+// ends ("just in time": no bytes held, the whole copy is exposed).
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
 // the end of the next item's first compute op -- or, where the next item is C or CR,
-// of its forward or of the fwd_keep of the K taken with it -- and before the tail
+// of its forward or of the fwd_keep of the K taken with it, and where it is a KR
+// run, of the run's forward -- and before the tail
 // starts unless the tail is the lone loss; or the next item waits for it (Note
 // [Waiting for the previous offload]); `offload e` needs a plain a_e that shares no
 // carried bytes with a neighbour (Note [Carried bytes] in chain.h).
@@ -40,7 +44,8 @@
 // `offload_saved` issued during the backward, offloads issued ops after their data
 // exists, prefetches more than one item ahead other than across a KR or CR run (in
 // particular inside a persistent schedule that recomputes), offloads whose copies
-// queue on the link, copies running through anything but a C forward into its K,
+// queue on the link, copies running through anything but a C forward into its K
+// or a KR run's forward,
 // waits other than at the start of an item, and forward orders that are not
 // persistent. A kept stage's input never leaves the device before its backward: the
 // stage may have saved it (Note [A kept stage keeps its input] in simulate.h).
@@ -94,6 +99,18 @@
 // only together with a K n whose `fwd_keep n` outlasts the copy (holding its bytes,
 // checked) and whose `bwd n` fits, and the pair ends at (n+1, D + x_n + xbar_{n+1},
 // kept). The emitted backward runs `bwd n`, then the item's own backward.
+//
+// Note [A copy through a kept run]
+// The window rule asks a copy to end within the next item's first compute op. When
+// that item is a KR run [e, f), the copy may run on through the run's forward: each
+// `fwd_keep k` that starts before the copy ends holds its bytes and is checked with
+// them, and the run may end at f only once the copy has ended, by the end of
+// `fwd_keep f-1` (after it, the next item would see a copy the state does not
+// record). Without a lead prefetch the run is K e .. K f-1 one by one with the copy
+// carried through them, its prefetch issued when `bwd e` ends. It is the shape of a
+// plan that offloads a saved state and keeps the few stages after it while the copy
+// runs, where the window rule would have made those stages wait for the link or be
+// recomputed.
 #pragma once
 
 #include <cstdint>

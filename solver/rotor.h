@@ -12,14 +12,23 @@
 
 namespace memopt::solver {
 
+// The shapes the offload DP's class admits (Note [The offload schedule class] in
+// offload.h), each level all those of the one before it.
+enum class OffloadShapes {
+  // Every offload copy ends within the next item's first op or is waited for.
+  Windowed,
+  // + CR items and copies running on through a C item's forward (Notes [A recomputed
+  // run] and [A copy through a recomputed segment] in offload.h).
+  ThroughRecomputation,
+  // + copies running on through a KR run's forward (Note [A copy through a kept run]).
+  ThroughKeptRuns,
+};
+
 struct DpOptions {
   int slots = 500;            // memory discretisation: unit = budget / slots, sizes rounded up
   bool rotor_compat = false;  // keep branch checks x_{s+1} instead of x_{t+1}, as rotor does
   int num_threads = 0;        // 0: all cores
-  // The offload DP only: its CR items and copies running through a C item's forward
-  // (Notes [A recomputed run] and [A copy through a recomputed segment] in offload.h);
-  // off, the class of Note [The offload schedule class] without them.
-  bool offload_through_recomputation = true;
+  OffloadShapes offload_shapes = OffloadShapes::ThroughKeptRuns;  // the offload DP only
 };
 
 // The ops of the fastest persistent schedule whose peak fits budget_bytes, or nullopt

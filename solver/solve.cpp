@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include "solver/baselines.h"
 #include "solver/budget.h"
@@ -122,6 +123,35 @@ std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budge
   return best;
 }
 
+// Note [Each plan polished once]
+// `optimal` runs its search from several classes (Note [Classes to start from]), and
+// their DPs often return the same plan at a budget, at the budget itself or at the
+// larger budgets of the starts; the same polished plan then yields the same starts
+// that keep a stage. The polish is deterministic, so each distinct plan is polished
+// once per solve and its result reused: the same answer at a fraction of the cost
+// where the classes agree.
+class Polisher {
+ public:
+  Polisher(const Chain& chain, int64_t budget_bytes) : chain_(chain), budget_bytes_(budget_bytes) {}
+  std::vector<Op> operator()(const std::vector<Op>& ops) {
+    const auto done = polished_.find(ops);
+    if (done != polished_.end()) return done->second;
+    return polished_.emplace(ops, polish_copies(chain_, budget_bytes_, ops)).first->second;
+  }
+
+ private:
+  const Chain& chain_;
+  int64_t budget_bytes_;
+  struct ByOps {
+    bool operator()(const std::vector<Op>& a, const std::vector<Op>& b) const {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](const Op& x, const Op& y) {
+        return std::pair{x.kind, x.index} < std::pair{y.kind, y.index};
+      });
+    }
+  };
+  std::map<std::vector<Op>, std::vector<Op>, ByOps> polished_;
+};
+
 // Note [Known plans]
 // The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
 // Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
@@ -148,7 +178,7 @@ std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budge
 // Fractions up to 7/8 close a few more of the oracle test's budgets at more than
 // twice the time; store-all as a start never won on the GPT-2 profiles of results/.
 std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chain, int64_t budget_bytes,
-                                                               const DpOptions& dp) {
+                                                               const DpOptions& dp, Polisher& polish) {
   std::vector<std::optional<std::vector<Op>>> repaired;
   if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
   const int64_t store_all = store_all_peak_bytes(chain);
@@ -163,7 +193,7 @@ std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chai
     std::optional<std::vector<Op>> plan = solve_offload(chain, larger, wide);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
-    repaired.push_back(polish_copies(chain, budget_bytes, std::move(*plan)));
+    repaired.push_back(polish(*plan));
     if (!fits(simulate_timeline(chain, *repaired.back()), budget_bytes)) break;  // a larger one is further over
   }
   return repaired;
@@ -188,7 +218,7 @@ std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chai
 constexpr size_t kKeptStageStarts = 2;
 
 std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& chain, int64_t budget_bytes,
-                                                                   const std::vector<Op>& best) {
+                                                                   const std::vector<Op>& best, Polisher& polish) {
   struct Start {
     double ms_per_byte;
     std::vector<Op> ops;
@@ -216,7 +246,7 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
                    [](const Start& a, const Start& b) { return a.ms_per_byte > b.ms_per_byte; });
   if (starts.size() > kKeptStageStarts) starts.resize(kKeptStageStarts);
   std::vector<std::optional<std::vector<Op>>> repaired;
-  for (Start& start : starts) repaired.push_back(polish_copies(chain, budget_bytes, std::move(start.ops)));
+  for (const Start& start : starts) repaired.push_back(polish(start.ops));
   return repaired;
 }
 
@@ -232,22 +262,25 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // holds it against the DP's plans at larger budgets repaired down to this one (Note
 // [Starts over the budget]), against itself with a recomputed stage kept and repaired
 // (Note [Starts that keep a recomputed stage]) and against the plans its caller knows
-// (Note [Known plans]); it does all but the last from each of two offload DP classes
-// (Note [Two classes to start from]).
+// (Note [Known plans]); it does all but the last from each of the offload DP's
+// classes (Note [Classes to start from]).
 //
-// Note [Two classes to start from]
+// Note [Classes to start from]
 // The polish and the repairs are local searches, and where they end depends on where
-// they start. The offload DP's wider class (copies running through a recomputed
-// segment, prefetches inside a recomputed run) finds faster plans at every budget,
-// but they keep the link busier, and repaired down from a larger budget they leave
-// the repair less room: on the GPT-2 small profile of
+// they start. Each wider class of the offload DP (OffloadShapes in rotor.h: copies
+// running on through a recomputed segment and prefetches inside a recomputed run,
+// then copies running on through a kept run) finds plans at least as fast at every
+// budget, but they keep the link busier, and repaired down from a larger budget they
+// may leave the repair less room: on the GPT-2 small profile of
 // results/2026-11-24-offload-emulated-cpu over the V100's PCIe 3 link at 20% of
-// store-all, the narrower class's plan at S + (P - S)/8 repairs down to S at 2221.1 ms
-// with no time lost, the wider class's (2139.3 ms before) only at 2370.7. So
-// `optimal` runs its whole search from each class's plans (`offload_through_
-// recomputation` on, then off) and takes the fastest: never slower than either
-// alone, at about twice the cost of one. The second search is skipped when the first
-// plan already takes sum_fwd_bwd_ms, which nothing can beat.
+// store-all, the windowed class's plan at S + (P - S)/8 repairs down to S at
+// 2221.1 ms with no time lost, the class with recomputed runs' (2139.3 ms before)
+// only at 2370.7. Started from the widest and the windowed class only, `optimal` was
+// slower than started from the two narrower ones at 17 of the 128 points of the
+// GPT-2 link report (by up to 2.3%), and faster at 23. So `optimal` runs its whole search from each class's plans,
+// widest first, and takes the fastest (the wider on a tie): never slower than any
+// class alone, at up to three times the cost of one. A search is skipped when the
+// plan so far already takes sum_fwd_bwd_ms, which nothing can beat.
 
 // Whether `plan` already takes sum_fwd_bwd_ms, every op once with no stall, which no
 // plan can beat: then no start need run.
@@ -258,14 +291,14 @@ bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) 
 // `candidates` holds an empty place at `dp_place` for the offload DP's plan.
 std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                                    std::vector<std::optional<std::vector<Op>>> candidates,
-                                                   size_t dp_place) {
+                                                   size_t dp_place, Polisher& polish) {
   candidates[dp_place] = solve_offload(chain, budget_bytes, dp);
   std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
-  if (best) best = polish_copies(chain, budget_bytes, std::move(*best));
+  if (best) best = polish(*best);
   if (!unbeatable(chain, best)) {
-    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp);
+    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp, polish);
     if (best)
-      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best)) finalists.push_back(std::move(start));
+      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best, polish)) finalists.push_back(std::move(start));
     finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
     best = fastest_fitting(chain, budget_bytes, std::move(finalists));
   }
@@ -291,24 +324,26 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   }
   if (!with_offload) return fastest_fitting(chain, budget_bytes, std::move(candidates));
   std::optional<std::vector<Op>> best;
+  Polisher polish(chain, budget_bytes);
   if (chain.has_usable_link()) {
-    DpOptions narrow = dp;
-    narrow.offload_through_recomputation = false;
-    DpOptions wide = dp;
-    wide.offload_through_recomputation = true;
-    best = best_from_one_class(chain, budget_bytes, wide, candidates, dp_place);
-    if (!unbeatable(chain, best))
+    for (const OffloadShapes shapes :
+         {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
+      if (unbeatable(chain, best)) break;
+      DpOptions one_class = dp;
+      one_class.offload_shapes = shapes;
       best = fastest_fitting(chain, budget_bytes,
-                             {std::move(best), best_from_one_class(chain, budget_bytes, narrow, std::move(candidates), dp_place)});
+                             {std::move(best),
+                              best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, polish)});
+    }
   } else {
-    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place);  // the recompute DP
+    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, polish);  // the recompute DP
   }
   if (known.empty()) return best;
   std::vector<std::optional<std::vector<Op>>> against{best};
   against.insert(against.end(), known.begin(), known.end());
   std::optional<std::vector<Op>> winner = fastest_fitting(chain, budget_bytes, std::move(against));
   if (!winner || winner == best) return winner;
-  return polish_copies(chain, budget_bytes, std::move(*winner));
+  return polish(*winner);
 }
 
 std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {

@@ -97,8 +97,9 @@ class Builder {
   // The class rule: each offload copy, started when the op before it ends, ends by
   // the end of the next item's first op -- of its last forward op if it is a Ckpt
   // item that offloads nothing, and of the first op of a Keep item right after that
-  // one -- (before the tail starts unless the tail is the lone loss), unless the next
-  // item waits for it. Forward ops wait for nothing else, so their times are running
+  // one; of the op of a later Keep item if only Keep items come between -- (before
+  // the tail starts unless the tail is the lone loss), unless the next item waits
+  // for it. Forward ops wait for nothing else, so their times are running
   // sums. With only_waits, checks only that each
   // wait waits for a copy still running.
   bool windows_ok(bool only_waits = false) const {
@@ -140,6 +141,13 @@ class Builder {
       const bool through = !into_tail && items_[k + 1].kind == Item::Ckpt && !items_[k + 1].offload;
       double limit = into_tail && tail_ < L_ ? start[k + 1] : through ? forward_end[k + 1] : first_op_end[k + 1];
       if (through && k + 2 < items_.size() && items_[k + 2].kind == Item::Keep) limit = first_op_end[k + 2];
+      // Through the plain Keep items right after it (Note [A copy through a kept
+      // run]), wherever its prefetch is issued.
+      if (!into_tail && items_[k + 1].kind == Item::Keep) {
+        size_t run = 1;
+        while (k + run + 1 < items_.size() && items_[k + run + 1].kind == Item::Keep) ++run;
+        limit = first_op_end[k + run];
+      }
       if (copy_end[k] > limit) return false;
     }
     return true;

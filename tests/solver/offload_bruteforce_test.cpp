@@ -80,10 +80,24 @@ bool prefetches_inside_a_recomputed_run(const std::vector<Op>& ops) {
   return false;
 }
 
+// An offload whose copy is still running when the second of the fwd_keep ops right
+// after it starts: a copy through a kept run (Note [A copy through a kept run]).
+bool copies_through_a_kept_run(const Chain& chain, const std::vector<Op>& ops) {
+  const SimResult r = simulate_timeline(chain, ops);
+  for (size_t p = 0; p + 2 < ops.size(); ++p) {
+    if (ops[p].kind != OpKind::Offload && ops[p].kind != OpKind::OffloadSaved) continue;
+    if (ops[p + 1].kind != OpKind::FwdKeep || ops[p + 2].kind != OpKind::FwdKeep) continue;
+    const int done_before = r.offload_done_before[p];
+    if (done_before < 0 || done_before > static_cast<int>(p) + 2) return true;
+  }
+  return false;
+}
+
 TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
-  int num_waiting = 0, num_prefetching_inside_a_run = 0, num_narrow_slower = 0;
+  int num_waiting = 0, num_prefetching_inside_a_run = 0, num_through_a_kept_run = 0;
+  int num_slower[2] = {0, 0};  // the two narrower classes, slower than the widest
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
     // One chain in three with backwards that peak below their gradient (Note [A
@@ -120,19 +134,24 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       num_offloading += offloads;
       num_prefetching_across_a_run += prefetches_across_a_run(chain, *dp);
       num_prefetching_inside_a_run += prefetches_inside_a_recomputed_run(*dp);
+      num_through_a_kept_run += copies_through_a_kept_run(chain, *dp);
       num_waiting += std::find(dp->begin(), dp->end(), Op{OpKind::WaitOffloads, -1}) != dp->end();
       const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
       num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
-      // The class without the recomputed runs and the copies through a recomputed
-      // segment is a subset: never faster, and without their prefetches.
-      const auto narrow = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, false});
-      if (narrow) {
+      // Each narrower class is a subset of the one after it: never faster, and
+      // without the shapes it leaves out.
+      double wider_ms = r.time_ms;
+      for (const OffloadShapes shapes : {OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
+        const auto narrow = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, shapes});
+        if (!narrow) break;
         const SimResult n = simulate_timeline(chain, *narrow);
         ASSERT_TRUE(n.valid) << n.error;
         EXPECT_LE(n.peak_bytes, budget);
-        EXPECT_GE(n.time_ms, r.time_ms);
-        EXPECT_FALSE(prefetches_inside_a_recomputed_run(*narrow));
-        num_narrow_slower += n.time_ms > r.time_ms;
+        EXPECT_GE(n.time_ms, wider_ms);
+        EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
+        if (shapes == OffloadShapes::Windowed) EXPECT_FALSE(prefetches_inside_a_recomputed_run(*narrow));
+        num_slower[shapes == OffloadShapes::Windowed] += n.time_ms > r.time_ms;
+        wider_ms = n.time_ms;
       }
     }
   }
@@ -143,11 +162,14 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   EXPECT_GT(num_prefetching_across_a_run, 0);  // the KR items are reached
   EXPECT_GT(num_waiting, 0);  // and the waits
   EXPECT_GT(num_prefetching_inside_a_run, 0);  // and the CR items
-  EXPECT_GT(num_narrow_slower, 0);  // the narrower class is reached too, and it is narrower
+  EXPECT_GT(num_through_a_kept_run, 0);  // and the copies through a KR run
+  EXPECT_GT(num_slower[0], 0);  // the narrower classes are reached too, and they are narrower
+  EXPECT_GT(num_slower[1], num_slower[0]);
   std::printf("offload class: %d budgets, %d plans offload, %d prefetch across a run, %d inside a recomputed run, "
-              "%d wait for an offload; without the recomputed runs and copies through them, slower at %d\n",
+              "%d wait for an offload, %d copy through a kept run; without the copies through a kept run, "
+              "slower at %d, without the recomputed runs and the copies through them too, at %d\n",
               num_compared, num_offloading, num_prefetching_across_a_run, num_prefetching_inside_a_run, num_waiting,
-              num_narrow_slower);
+              num_through_a_kept_run, num_slower[0], num_slower[1]);
 }
 
 // The oracle's two exact cuts (Notes [Equal futures] and [Copies issued too early])

@@ -147,19 +147,20 @@ TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
   }
 }
 
-// Worked by hand (Notes [A recomputed run] and [A copy through a recomputed segment]
-// in offload.h). a_0 (4 B) goes out at once and takes 8 ms at 500 B/s; stage 1 is
-// checkpointed and re-run after the loss, stage 2 kept:
-//   fwd_ckpt 0  0-0    offload 0 0-8   fwd_ckpt 1 0-3   fwd_keep 2 3-8 (the copy ends in it)
-//   bwd 2 8-8   fwd_keep 1 8-12   prefetch 0 12-20   bwd 1 12-14   fwd_keep 0 20-20   bwd 0 20-22
-// The re-forward `fwd_keep 1` binds the budget: a_1 + d_2 + ā_2 + its transient =
-// 2 + 6 + 6 + 17 = 31 B. A prefetch issued before it, as a persistent schedule's lead
-// prefetch is, needs 35; issued after `bwd 1`, it is exposed: 24 ms. Recompute-only
-// needs a_0 on the device all along and does not fit at all. The copy of a_0 runs
-// through `fwd_ckpt 1` into `fwd_keep 2`, which lasts until it ends. (Keeping stage 1
-// too, with the copy running through both kept stages, takes 19 ms: outside the
-// class, Note [The offload schedule class]; `optimal` finds it.)
-TEST(OffloadDp, HidesAPrefetchInsideARecomputedRunAndACopyThroughIt) {
+// Worked by hand (Note [A copy through a kept run] in offload.h). a_0 (4 B) goes out
+// at once and takes 8 ms at 500 B/s, while stages 1 and 2 are kept:
+//   fwd_ckpt 0  0-0    offload 0 0-8   fwd_keep 1 0-4   fwd_keep 2 4-9 (the copy ends in it)
+//   bwd 2 9-9   prefetch 0 9-17   bwd 1 9-11   fwd_keep 0 17-17   bwd 0 17-19
+// Both kept forwards start while the copy runs and hold its bytes: `fwd_keep 1` peaks
+// at a_0 + a_1 + ā_2 + its transient = 4 + 2 + 6 + 17 = 29 B, as does `bwd 2`
+// (a_1 + ā_2 + ā_3 + d_3 + d_2 + its transient = 2 + 6 + 2 + 2 + 6 + 11). The
+// prefetch is issued inside the run, before `bwd 1`: before `bwd 2` it would peak at
+// 33, after `bwd 1` it is exposed, 21 ms. Without copies running on through a kept
+// run, the best plan at 31 B checkpoints stage 1 and re-runs it after the loss, with
+// the prefetch inside that run (Note [A recomputed run]): 22 ms; at 29 B, and in the
+// windowed class at both, the plan waits for the link or recomputes: 27 ms.
+// Recompute-only needs a_0 on the device all along and does not fit at all.
+TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
   Chain chain;
   chain.input_bytes = 4;
   chain.stages.push_back({"s0", 0, 2, 2, 6, 0, 0});
@@ -170,26 +171,43 @@ TEST(OffloadDp, HidesAPrefetchInsideARecomputedRunAndACopyThroughIt) {
   chain.stages.back().fwd_nograd_ms = 3;
   chain.stages.push_back({"s2", 5, 0, 2, 2, 2, 11});
   chain.link = Link{500, 500};
-  const int64_t budget = 31;
   using K = OpKind;
-  const std::vector<Op> by_hand = {{K::FwdCkpt, 0}, {K::Offload, 0},  {K::FwdCkpt, 1}, {K::FwdKeep, 2},
-                                   {K::Loss, -1},   {K::Bwd, 2},      {K::FwdKeep, 1}, {K::Prefetch, 0},
-                                   {K::Bwd, 1},     {K::FwdKeep, 0},  {K::Bwd, 0}};
+  const std::vector<Op> by_hand = {{K::FwdCkpt, 0}, {K::Offload, 0}, {K::FwdKeep, 1},  {K::FwdKeep, 2},
+                                   {K::Loss, -1},   {K::Bwd, 2},     {K::Prefetch, 0}, {K::Bwd, 1},
+                                   {K::FwdKeep, 0}, {K::Bwd, 0}};
   const SimResult r = simulate_timeline(chain, by_hand);
   ASSERT_TRUE(r.valid) << r.error;
-  EXPECT_EQ(r.time_ms, 22);
-  EXPECT_EQ(r.peak_bytes, 31);
-  std::vector<Op> lead = by_hand;
-  std::rotate(lead.begin() + 6, lead.begin() + 7, lead.begin() + 8);  // prefetch 0 before fwd_keep 1
-  EXPECT_EQ(simulate_timeline(chain, lead).peak_bytes, 35);
+  EXPECT_EQ(r.time_ms, 19);
+  EXPECT_EQ(r.peak_bytes, 29);
+  std::vector<Op> earlier = by_hand;
+  std::rotate(earlier.begin() + 5, earlier.begin() + 6, earlier.begin() + 7);  // prefetch 0 before bwd 2
+  EXPECT_EQ(simulate_timeline(chain, earlier).peak_bytes, 33);
   std::vector<Op> just_in_time = by_hand;
-  std::rotate(just_in_time.begin() + 7, just_in_time.begin() + 8, just_in_time.begin() + 9);  // after bwd 1
-  EXPECT_EQ(simulate_timeline(chain, just_in_time).time_ms, 24);
-  EXPECT_FALSE(solve_recompute(chain, budget, {static_cast<int>(budget), false, 1}).has_value());
+  std::rotate(just_in_time.begin() + 6, just_in_time.begin() + 7, just_in_time.begin() + 8);  // after bwd 1
+  EXPECT_EQ(simulate_timeline(chain, just_in_time).time_ms, 21);
+  const std::vector<Op> recomputed_run = {{K::FwdCkpt, 0}, {K::Offload, 0},  {K::FwdCkpt, 1}, {K::FwdKeep, 2},
+                                          {K::Loss, -1},   {K::Bwd, 2},      {K::FwdKeep, 1}, {K::Prefetch, 0},
+                                          {K::Bwd, 1},     {K::FwdKeep, 0},  {K::Bwd, 0}};
+  const SimResult before = simulate_timeline(chain, recomputed_run);
+  ASSERT_TRUE(before.valid) << before.error;
+  EXPECT_EQ(before.time_ms, 22);
+  EXPECT_EQ(before.peak_bytes, 31);
 
-  const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
-  ASSERT_TRUE(dp.has_value());
-  EXPECT_EQ(*dp, by_hand);
+  for (const int64_t budget : {29, 31}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    EXPECT_FALSE(solve_recompute(chain, budget, {static_cast<int>(budget), false, 1}).has_value());
+    const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+    ASSERT_TRUE(dp.has_value());
+    EXPECT_EQ(*dp, by_hand);
+    const auto recomputing = solve_offload(chain, budget, {static_cast<int>(budget), false, 1,
+                                                           OffloadShapes::ThroughRecomputation});
+    ASSERT_TRUE(recomputing.has_value());
+    if (budget == 31) EXPECT_EQ(*recomputing, recomputed_run);
+    else EXPECT_EQ(simulate_timeline(chain, *recomputing).time_ms, 27);
+    const auto windowed = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, OffloadShapes::Windowed});
+    ASSERT_TRUE(windowed.has_value());
+    EXPECT_EQ(simulate_timeline(chain, *windowed).time_ms, 27);
+  }
 }
 
 // Worked by hand too: ā_1's saved part (3 B) leaves after `fwd_keep 0` and takes
