@@ -130,12 +130,20 @@ Previous previous_of(const Numbers& n, int e, int left) {
 
 static_assert(sizeof(Back) == 16);
 
+struct OffloadDpMemory::Tables {
+  std::vector<int64_t> best;
+  std::vector<Back> back;
+};
+OffloadDpMemory::OffloadDpMemory() : tables_(std::make_unique<Tables>()) {}
+OffloadDpMemory::~OffloadDpMemory() = default;
+
 int64_t offload_dp_bytes(int length, int64_t slots) {
   const StateIndex index{length, slots};
   return static_cast<int64_t>(index.size() * (sizeof(int64_t) + sizeof(Back)));
 }
 
-std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
+                                             OffloadDpMemory* memory) {
   if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
@@ -146,8 +154,12 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const StateIndex index{L, S};
   const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
   const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
-  std::vector<int64_t> best(index.size(), kUnreached);
-  std::vector<Back> back(index.size());
+  OffloadDpMemory own;  // Note [The DP's memory kept between solves]
+  OffloadDpMemory::Tables& tables = (memory ? *memory : own).tables();
+  std::vector<int64_t>& best = tables.best;
+  std::vector<Back>& back = tables.back;
+  best.assign(index.size(), kUnreached);
+  if (back.size() < index.size()) back.resize(index.size());
   const int64_t x0 = n.x_slots[0];
   if (x0 > S) return std::nullopt;
   best[index(0, x0, kLeftPlain)] = 0;

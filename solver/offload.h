@@ -114,6 +114,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -128,8 +129,29 @@ namespace memopt::solver {
 // item left), about 12 times the recompute table (Note [Largest problem] in solve.h).
 int64_t offload_dp_bytes(int length, int64_t slots);
 
+// Note [The DP's memory kept between solves]
+// The DP's tables run to hundreds of MB at L = 96 (offload_dp_bytes), and `optimal`
+// solves up to twelve of them in a row (three classes, four budgets each). Freed and
+// allocated again, every solve maps fresh pages and has the kernel zero them before
+// the DP fills them: about a tenth of `optimal`'s time on the solver bench's slow
+// link. A caller that solves several times passes one OffloadDpMemory to all of
+// them; the tables then keep their pages, and a way back is only ever read where the
+// DP wrote it, so it is not cleared between solves.
+class OffloadDpMemory {
+ public:
+  OffloadDpMemory();
+  ~OffloadDpMemory();
+  struct Tables;
+  Tables& tables() { return *tables_; }
+
+ private:
+  std::unique_ptr<Tables> tables_;
+};
+
 // Needs chain.link; without one (or with zero bandwidth) it is solve_recompute.
-std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {});
+// `memory`, if given, holds the DP's tables from one call to the next.
+std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {},
+                                             OffloadDpMemory* memory = nullptr);
 
 // Baseline: checkpoint every stage input, offload each (but the last stage's, and
 // those sharing carried bytes with a neighbour), and prefetch each one segment ahead.

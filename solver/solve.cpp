@@ -178,7 +178,8 @@ class Polisher {
 // Fractions up to 7/8 close a few more of the oracle test's budgets at more than
 // twice the time; store-all as a start never won on the GPT-2 profiles of results/.
 std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chain, int64_t budget_bytes,
-                                                               const DpOptions& dp, Polisher& polish) {
+                                                               const DpOptions& dp, Polisher& polish,
+                                                               OffloadDpMemory& memory) {
   std::vector<std::optional<std::vector<Op>>> repaired;
   if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
   const int64_t store_all = store_all_peak_bytes(chain);
@@ -190,7 +191,7 @@ std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chai
     DpOptions wide = dp;
     wide.slots =
         static_cast<int>(std::min({same_slot_size, 2 * int64_t{dp.slots}, larger, max_slots(chain, SolverKind::Optimal)}));
-    std::optional<std::vector<Op>> plan = solve_offload(chain, larger, wide);
+    std::optional<std::vector<Op>> plan = solve_offload(chain, larger, wide, &memory);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
     repaired.push_back(polish(*plan));
@@ -291,12 +292,12 @@ bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) 
 // `candidates` holds an empty place at `dp_place` for the offload DP's plan.
 std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                                    std::vector<std::optional<std::vector<Op>>> candidates,
-                                                   size_t dp_place, Polisher& polish) {
-  candidates[dp_place] = solve_offload(chain, budget_bytes, dp);
+                                                   size_t dp_place, Polisher& polish, OffloadDpMemory& memory) {
+  candidates[dp_place] = solve_offload(chain, budget_bytes, dp, &memory);
   std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
   if (best) best = polish(*best);
   if (!unbeatable(chain, best)) {
-    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp, polish);
+    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp, polish, memory);
     if (best)
       for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best, polish)) finalists.push_back(std::move(start));
     finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
@@ -325,6 +326,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   if (!with_offload) return fastest_fitting(chain, budget_bytes, std::move(candidates));
   std::optional<std::vector<Op>> best;
   Polisher polish(chain, budget_bytes);
+  OffloadDpMemory dp_memory;  // Note [The DP's memory kept between solves] in offload.h
   if (chain.has_usable_link()) {
     for (const OffloadShapes shapes :
          {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
@@ -333,10 +335,10 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
       one_class.offload_shapes = shapes;
       best = fastest_fitting(chain, budget_bytes,
                              {std::move(best),
-                              best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, polish)});
+                              best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, polish, dp_memory)});
     }
   } else {
-    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, polish);  // the recompute DP
+    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, polish, dp_memory);  // the recompute DP
   }
   if (known.empty()) return best;
   std::vector<std::optional<std::vector<Op>>> against{best};

@@ -178,7 +178,11 @@ void run_offload_solver(benchmark::State& state, OffloadSolver solve_fn, int num
 
 // The keep/recompute/offload DP (solver/offload.h): the item DP plus the recompute
 // table it prices segments with.
-void BM_SolveOffload(benchmark::State& state) { run_offload_solver(state, &solve_offload, 0); }
+void BM_SolveOffload(benchmark::State& state) {
+  run_offload_solver(
+      state, [](const Chain& chain, int64_t budget, const DpOptions& dp) { return solve_offload(chain, budget, dp); },
+      0);
+}
 
 BENCHMARK(BM_SolveOffload)
     ->ArgNames({"L", "slots"})

@@ -149,7 +149,9 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
         EXPECT_LE(n.peak_bytes, budget);
         EXPECT_GE(n.time_ms, wider_ms);
         EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
-        if (shapes == OffloadShapes::Windowed) EXPECT_FALSE(prefetches_inside_a_recomputed_run(*narrow));
+        if (shapes == OffloadShapes::Windowed) {
+          EXPECT_FALSE(prefetches_inside_a_recomputed_run(*narrow));
+        }
         num_slower[shapes == OffloadShapes::Windowed] += n.time_ms > r.time_ms;
         wider_ms = n.time_ms;
       }

@@ -202,8 +202,11 @@ TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
     const auto recomputing = solve_offload(chain, budget, {static_cast<int>(budget), false, 1,
                                                            OffloadShapes::ThroughRecomputation});
     ASSERT_TRUE(recomputing.has_value());
-    if (budget == 31) EXPECT_EQ(*recomputing, recomputed_run);
-    else EXPECT_EQ(simulate_timeline(chain, *recomputing).time_ms, 27);
+    if (budget == 31) {
+      EXPECT_EQ(*recomputing, recomputed_run);
+    } else {
+      EXPECT_EQ(simulate_timeline(chain, *recomputing).time_ms, 27);
+    }
     const auto windowed = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, OffloadShapes::Windowed});
     ASSERT_TRUE(windowed.has_value());
     EXPECT_EQ(simulate_timeline(chain, *windowed).time_ms, 27);
