@@ -42,6 +42,7 @@ struct Back {
   bool lead = false;
   bool wait = false;  // the item starts with wait_offloads (Note [Waiting for the previous offload])
   bool then_keep = false;  // a C or CR item [e, n) and K n together (Note [A copy through a recomputed segment])
+  bool then_wait = false;  // a KR run that ends waiting for the copy it runs through
   int16_t prefetch_at = -1;  // a KR run with lead: the bwd its prefetch is issued before
 };
 
@@ -154,6 +155,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const StateIndex index{L, S};
   const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
   const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
+  const bool waiting_kept_runs = options.offload_shapes >= OffloadShapes::WaitingKeptRuns;
   OffloadDpMemory own;  // Note [The DP's memory kept between solves]
   OffloadDpMemory::Tables& tables = (memory ? *memory : own).tables();
   std::vector<int64_t>& best = tables.best;
@@ -255,8 +257,18 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               int64_t d = D + xbar_next, units = keep_units, hidden = lead ? ub_units : 0;
               bool holding = lead;  // bwd e .. k-1 all hold the prefetch
               int prefetch_at = e;
-              for (int k = e + 1; k < L; ++k) {
+              for (int k = e + 1; k <= L; ++k) {
                 if (!through_kept_runs && copying_at(k)) break;
+                // The run [e, k) may end waiting for the copy, and k start without it.
+                if (waiting_kept_runs && copying_at(k)) {
+                  const double left_ms = prev.pending_ms - (n.keep_prefix_ms[k] - n.keep_prefix_ms[e]);
+                  Back b = here;
+                  b.item = Item::KeepRun;
+                  b.then_wait = true;
+                  b.prefetch_at = static_cast<int16_t>(prefetch_at);
+                  relax(k, d, kLeftKept, start + units + n.ceil_units(left_ms) + stall(hidden), b);
+                }
+                if (k == L) break;
                 const int64_t xbar_k = n.xbar_slots[k + 1];
                 if (d + xbar_k + n.ftmp_keep_slots[k] + (copying_at(k) ? pend : 0) > S) break;
                 const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
@@ -389,6 +401,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       if (it.then_keep) ops.push_back({OpKind::FwdKeep, end_of(i)});
     } else if (it.item == Item::KeepRun) {
       for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
+      if (it.then_wait) ops.push_back({OpKind::WaitOffloads, -1});
     } else {
       ops.push_back({OpKind::FwdKeep, e});
       if (it.item == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, e + 1});
@@ -424,6 +437,12 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);
   }
   return ops;
+}
+
+bool has_waiting_kept_run(const std::vector<Op>& ops) {
+  for (size_t i = 1; i < ops.size(); ++i)
+    if (ops[i].kind == OpKind::WaitOffloads && ops[i - 1].kind == OpKind::FwdKeep) return true;
+  return false;
 }
 
 std::vector<Op> offload_all_ops(const Chain& chain) {

@@ -29,9 +29,9 @@
 // Class rules, which keep the d2h link from ever queueing: an offload copy ends by
 // the end of the next item's first compute op -- or, where the next item is C or CR,
 // of its forward or of the fwd_keep of the K taken with it, and where it is a KR
-// run, of the run's forward -- and before the tail
-// starts unless the tail is the lone loss; or the next item waits for it (Note
-// [Waiting for the previous offload]); `offload e` needs a plain a_e that shares no
+// run, of the run's forward -- and before the tail starts unless the tail is the
+// lone loss; or the next item, or a KR run right after it, waits for it (Note
+// [Waiting for the previous offload], Note [A copy through a kept run]); `offload e` needs a plain a_e that shares no
 // carried bytes with a neighbour (Note [Carried bytes] in chain.h).
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
@@ -106,7 +106,11 @@
 // `fwd_keep k` that starts before the copy ends holds its bytes and is checked with
 // them, and the run may end at f only once the copy has ended, by the end of
 // `fwd_keep f-1` (after it, the next item would see a copy the state does not
-// record). Without a lead prefetch the run is K e .. K f-1 one by one with the copy
+// record), or by waiting for it: `wait_offloads` right after `fwd_keep f-1` (f >=
+// e+1, a lone K e too), costing what is left of the copy, and the next item starts
+// without it. That is where a plan waits when the op that needs the copy's bytes
+// gone comes a few kept stages later, the loss for one: waiting before the run
+// would stall for the whole copy. Without a lead prefetch the run is K e .. K f-1 one by one with the copy
 // carried through them, its prefetch issued when `bwd e` ends. It is the shape of a
 // plan that offloads a saved state and keeps the few stages after it while the copy
 // runs, where the window rule would have made those stages wait for the link or be
@@ -131,9 +135,9 @@ int64_t offload_dp_bytes(int length, int64_t slots);
 
 // Note [The DP's memory kept between solves]
 // The DP's tables run to hundreds of MB at L = 96 (offload_dp_bytes), and `optimal`
-// solves up to twelve of them in a row (three classes, four budgets each). Freed and
-// allocated again, every solve maps fresh pages and has the kernel zero them before
-// the DP fills them: about a tenth of `optimal`'s time on the solver bench's slow
+// solves up to sixteen of them in a row (up to four classes, four budgets each).
+// Freed and allocated again, every solve maps fresh pages and has the kernel zero
+// them before the DP fills them: about a tenth of `optimal`'s time on the solver bench's slow
 // link. A caller that solves several times passes one OffloadDpMemory to all of
 // them; the tables then keep their pages, and a way back is only ever read where the
 // DP wrote it, so it is not cleared between solves.
@@ -152,6 +156,11 @@ class OffloadDpMemory {
 // `memory`, if given, holds the DP's tables from one call to the next.
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {},
                                              OffloadDpMemory* memory = nullptr);
+
+// Whether a plan of solve_offload has a KR run that ends waiting for the copy it
+// runs through (Note [A copy through a kept run]): a wait_offloads right after a
+// fwd_keep, which no other item of the class emits.
+bool has_waiting_kept_run(const std::vector<Op>& ops);
 
 // Baseline: checkpoint every stage input, offload each (but the last stage's, and
 // those sharing carried bytes with a neighbour), and prefetch each one segment ahead.

@@ -152,6 +152,19 @@ class Polisher {
   std::map<std::vector<Op>, std::vector<Op>, ByOps> polished_;
 };
 
+// What the searches of one solve share (Notes [Each plan polished once], [Classes to
+// start from], and [The DP's memory kept between solves] in offload.h).
+struct Searches {
+  Polisher polish;
+  OffloadDpMemory dp_memory;
+  bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
+  std::optional<std::vector<Op>> offload_dp(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
+    std::optional<std::vector<Op>> plan = solve_offload(chain, budget_bytes, dp, &dp_memory);
+    if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
+    return plan;
+  }
+};
+
 // Note [Known plans]
 // The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
 // Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
@@ -178,8 +191,7 @@ class Polisher {
 // Fractions up to 7/8 close a few more of the oracle test's budgets at more than
 // twice the time; store-all as a start never won on the GPT-2 profiles of results/.
 std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chain, int64_t budget_bytes,
-                                                               const DpOptions& dp, Polisher& polish,
-                                                               OffloadDpMemory& memory) {
+                                                               const DpOptions& dp, Searches& searches) {
   std::vector<std::optional<std::vector<Op>>> repaired;
   if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
   const int64_t store_all = store_all_peak_bytes(chain);
@@ -191,10 +203,10 @@ std::vector<std::optional<std::vector<Op>>> starts_over_budget(const Chain& chai
     DpOptions wide = dp;
     wide.slots =
         static_cast<int>(std::min({same_slot_size, 2 * int64_t{dp.slots}, larger, max_slots(chain, SolverKind::Optimal)}));
-    std::optional<std::vector<Op>> plan = solve_offload(chain, larger, wide, &memory);
+    std::optional<std::vector<Op>> plan = searches.offload_dp(chain, larger, wide);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
-    repaired.push_back(polish(*plan));
+    repaired.push_back(searches.polish(*plan));
     if (!fits(simulate_timeline(chain, *repaired.back()), budget_bytes)) break;  // a larger one is further over
   }
   return repaired;
@@ -268,20 +280,24 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 //
 // Note [Classes to start from]
 // The polish and the repairs are local searches, and where they end depends on where
-// they start. Each wider class of the offload DP (OffloadShapes in rotor.h: copies
-// running on through a recomputed segment and prefetches inside a recomputed run,
-// then copies running on through a kept run) finds plans at least as fast at every
-// budget, but they keep the link busier, and repaired down from a larger budget they
-// may leave the repair less room: on the GPT-2 small profile of
-// results/2026-11-24-offload-emulated-cpu over the V100's PCIe 3 link at 20% of
-// store-all, the windowed class's plan at S + (P - S)/8 repairs down to S at
-// 2221.1 ms with no time lost, the class with recomputed runs' (2139.3 ms before)
-// only at 2370.7. Started from the widest and the windowed class only, `optimal` was
-// slower than started from the two narrower ones at 17 of the 128 points of the
-// GPT-2 link report (by up to 2.3%), and faster at 23. So `optimal` runs its whole search from each class's plans,
-// widest first, and takes the fastest (the wider on a tie): never slower than any
-// class alone, at up to three times the cost of one. A search is skipped when the
-// plan so far already takes sum_fwd_bwd_ms, which nothing can beat.
+// they start. Each wider class of the offload DP (OffloadShapes in rotor.h) finds
+// plans at least as fast at every budget, but they keep the link busier, and
+// repaired down from a larger budget they may leave the repair less room: on the
+// GPT-2 small profile of results/2026-11-24-offload-emulated-cpu over the V100's
+// PCIe 3 link at 20% of store-all, the windowed class's plan at S + (P - S)/8
+// repairs down to S at 2221.1 ms with no time lost, the class with recomputed runs'
+// (2139.3 ms before) only at 2370.7. On the 128 points of the GPT-2 link reports,
+// every widening made some points slower when its class replaced the one before it
+// as a start (17 for the copies through a kept run, 4 more for the runs that end
+// waiting), and faster at others. So `optimal` runs its whole search from each
+// class's plans, widest first, and takes the fastest (the wider on a tie): never
+// slower than any class alone. Where no plan of the widest class's search has a run
+// that ends waiting, the class without such runs would return the very same plans
+// (its transitions are the others, in the same order, and none of the widest
+// class's chosen ones is missing), so its search is skipped. So is every search once
+// the plan so far takes sum_fwd_bwd_ms, which nothing can beat. Otherwise `optimal`
+// costs four searches, each about one class's DPs and polishes (a plan two classes
+// share is polished once).
 
 // Whether `plan` already takes sum_fwd_bwd_ms, every op once with no stall, which no
 // plan can beat: then no start need run.
@@ -292,14 +308,15 @@ bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) 
 // `candidates` holds an empty place at `dp_place` for the offload DP's plan.
 std::optional<std::vector<Op>> best_from_one_class(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                                    std::vector<std::optional<std::vector<Op>>> candidates,
-                                                   size_t dp_place, Polisher& polish, OffloadDpMemory& memory) {
-  candidates[dp_place] = solve_offload(chain, budget_bytes, dp, &memory);
+                                                   size_t dp_place, Searches& searches) {
+  candidates[dp_place] = searches.offload_dp(chain, budget_bytes, dp);
   std::optional<std::vector<Op>> best = fastest_fitting(chain, budget_bytes, std::move(candidates));
-  if (best) best = polish(*best);
+  if (best) best = searches.polish(*best);
   if (!unbeatable(chain, best)) {
-    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp, polish, memory);
+    std::vector<std::optional<std::vector<Op>>> finalists = starts_over_budget(chain, budget_bytes, dp, searches);
     if (best)
-      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best, polish)) finalists.push_back(std::move(start));
+      for (auto& start : starts_keeping_a_stage(chain, budget_bytes, *best, searches.polish))
+        finalists.push_back(std::move(start));
     finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
     best = fastest_fitting(chain, budget_bytes, std::move(finalists));
   }
@@ -325,27 +342,29 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   }
   if (!with_offload) return fastest_fitting(chain, budget_bytes, std::move(candidates));
   std::optional<std::vector<Op>> best;
-  Polisher polish(chain, budget_bytes);
-  OffloadDpMemory dp_memory;  // Note [The DP's memory kept between solves] in offload.h
+  Searches searches{Polisher(chain, budget_bytes), {}};
   if (chain.has_usable_link()) {
     for (const OffloadShapes shapes :
-         {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
+         {OffloadShapes::WaitingKeptRuns, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+          OffloadShapes::Windowed}) {
       if (unbeatable(chain, best)) break;
+      // Where no plan of the widest class's search ends a kept run waiting, the next
+      // class's DP returns the very same plans (Note [Classes to start from]).
+      if (shapes == OffloadShapes::ThroughKeptRuns && !searches.dp_waited_after_a_kept_run) continue;
       DpOptions one_class = dp;
       one_class.offload_shapes = shapes;
       best = fastest_fitting(chain, budget_bytes,
-                             {std::move(best),
-                              best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, polish, dp_memory)});
+                             {std::move(best), best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, searches)});
     }
   } else {
-    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, polish, dp_memory);  // the recompute DP
+    best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, searches);  // the recompute DP
   }
   if (known.empty()) return best;
   std::vector<std::optional<std::vector<Op>>> against{best};
   against.insert(against.end(), known.begin(), known.end());
   std::optional<std::vector<Op>> winner = fastest_fitting(chain, budget_bytes, std::move(against));
   if (!winner || winner == best) return winner;
-  return polish(*winner);
+  return searches.polish(*winner);
 }
 
 std::optional<std::vector<Op>> solve_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {

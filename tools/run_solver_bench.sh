@@ -74,7 +74,7 @@ lines = [
     "takes the least time any plan can, so nothing more runs. `BM_SolveOptimalWithSlowLink` is the same",
     "over a 1 GB/s link, where copies stall and `optimal` also repairs the offload DP's plans",
     "at larger budgets and its best plan with a recomputed stage kept (section 8.9, \"Repair\"",
-    "and \"Keeping a recomputed stage\"), all of it from the offload DP's plans of three classes",
+    "and \"Keeping a recomputed stage\"), all of it from the offload DP's plans of up to four classes",
     "(section 8.9, \"Classes to start from\").",
     "`BM_SolveOperatorStages` times `solve(recompute-only)`, slack included,",
     "on the modeled GPT-2 XL shape at operator granularity with explicit attention (9 stages",

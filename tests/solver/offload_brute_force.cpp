@@ -82,14 +82,26 @@ class Builder {
   }
 
   // Item k (the tail for k = items_.size()) waits or not for the copy of item k-1,
-  // every way; a wait is only tried where that copy is still running.
+  // or of the item before a run of plain Keep items that ends at k (Note [A copy
+  // through a kept run]), every way; a wait is only tried where that copy is still
+  // running.
   void choose_waits(size_t k) {
     if (k > items_.size()) { if (windows_ok()) choose_inner(0, {}); return; }
     choose_waits(k + 1);
-    if (!items_[k - 1].offloads()) return;
+    if (waited_copy(k) < 0) return;
     set_wait(k, true);
     if (windows_ok(/*only_waits=*/true)) choose_waits(k + 1);
     set_wait(k, false);
+  }
+  // The item whose copy a wait at item k would wait for, or -1. Inside a run of Keep
+  // items its prefetch must not be issued beyond the wait.
+  int waited_copy(size_t k) const {
+    size_t o = k - 1;
+    while (o > 0 && items_[o].kind == Item::Keep && !items_[o].wait) --o;
+    if (!items_[o].offloads()) return -1;
+    if (o + 1 < k && items_[o].lead > 0 && o + static_cast<size_t>(items_[o].lead) >= k) return -1;
+    if (o + 1 < k && items_[o].lead < 0) return -1;
+    return static_cast<int>(o);
   }
   void set_wait(size_t k, bool wait) { (k == items_.size() ? tail_wait_ : items_[k].wait) = wait; }
   bool waits(size_t k) const { return k == items_.size() ? tail_wait_ : items_[k].wait; }
@@ -109,8 +121,9 @@ class Builder {
     for (size_t k = 0; k < items_.size(); ++k) {
       const Item& it = items_[k];
       if (it.wait) {
-        if (copy_end[k - 1] <= now) return false;
-        now = copy_end[k - 1];
+        const int o = waited_copy(k);
+        if (o < 0 || copy_end[o] <= now) return false;
+        now = copy_end[o];
       }
       start[k] = now;
       if (it.kind == Item::Ckpt) {
@@ -127,14 +140,21 @@ class Builder {
       }
     }
     if (tail_wait_) {
-      if (copy_end.back() <= now) return false;
-      now = copy_end.back();
+      const int o = waited_copy(items_.size());
+      if (o < 0 || copy_end[o] <= now) return false;
+      now = copy_end[o];
     }
     if (only_waits) return true;
     start[items_.size()] = now;
     first_op_end[items_.size()] = now + (tail_ == L_ ? chain_.ub(L_) : 0.0);
     for (size_t k = 0; k < items_.size(); ++k) {
-      if (!items_[k].offloads() || waits(k + 1)) continue;
+      if (!items_[k].offloads()) continue;
+      bool waited = false;  // by the item right after it or after a run of Keep items
+      for (size_t j = k + 1; j <= items_.size() && !waited; ++j) {
+        waited = waits(j) && waited_copy(j) == static_cast<int>(k);
+        if (j < items_.size() && items_[j].kind != Item::Keep) break;
+      }
+      if (waited) continue;
       const bool into_tail = k + 1 == items_.size();
       // A Ckpt item that does not offload lets the copy run through all its forward
       // ops and, if a Keep item follows it, through that item's first op.

@@ -93,11 +93,23 @@ bool copies_through_a_kept_run(const Chain& chain, const std::vector<Op>& ops) {
   return false;
 }
 
+// A wait_offloads after one or more fwd_keep ops that follow an offload directly:
+// the copy ran on through a kept run, which then waits for it.
+bool waits_after_a_kept_run(const std::vector<Op>& ops) {
+  for (size_t w = 1; w < ops.size(); ++w) {
+    if (ops[w].kind != OpKind::WaitOffloads || ops[w - 1].kind != OpKind::FwdKeep) continue;
+    size_t j = w - 1;
+    while (j > 0 && ops[j].kind == OpKind::FwdKeep) --j;
+    if (ops[j].kind == OpKind::Offload || ops[j].kind == OpKind::OffloadSaved) return true;
+  }
+  return false;
+}
+
 TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
-  int num_waiting = 0, num_prefetching_inside_a_run = 0, num_through_a_kept_run = 0;
-  int num_slower[2] = {0, 0};  // the two narrower classes, slower than the widest
+  int num_waiting = 0, num_prefetching_inside_a_run = 0, num_through_a_kept_run = 0, num_waiting_after_a_run = 0;
+  int num_slower[3] = {0, 0, 0};  // the three narrower classes, slower than the widest
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
     // One chain in three with backwards that peak below their gradient (Note [A
@@ -135,24 +147,30 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       num_prefetching_across_a_run += prefetches_across_a_run(chain, *dp);
       num_prefetching_inside_a_run += prefetches_inside_a_recomputed_run(*dp);
       num_through_a_kept_run += copies_through_a_kept_run(chain, *dp);
+      num_waiting_after_a_run += waits_after_a_kept_run(*dp);
       num_waiting += std::find(dp->begin(), dp->end(), Op{OpKind::WaitOffloads, -1}) != dp->end();
       const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
       num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
       // Each narrower class is a subset of the one after it: never faster, and
       // without the shapes it leaves out.
       double wider_ms = r.time_ms;
-      for (const OffloadShapes shapes : {OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
+      int level = 0;
+      for (const OffloadShapes shapes :
+           {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
         const auto narrow = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, shapes});
         if (!narrow) break;
         const SimResult n = simulate_timeline(chain, *narrow);
         ASSERT_TRUE(n.valid) << n.error;
         EXPECT_LE(n.peak_bytes, budget);
         EXPECT_GE(n.time_ms, wider_ms);
-        EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
+        EXPECT_FALSE(waits_after_a_kept_run(*narrow));
+        if (shapes != OffloadShapes::ThroughKeptRuns) {
+          EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
+        }
         if (shapes == OffloadShapes::Windowed) {
           EXPECT_FALSE(prefetches_inside_a_recomputed_run(*narrow));
         }
-        num_slower[shapes == OffloadShapes::Windowed] += n.time_ms > r.time_ms;
+        num_slower[level++] += n.time_ms > r.time_ms;
         wider_ms = n.time_ms;
       }
     }
@@ -165,13 +183,16 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   EXPECT_GT(num_waiting, 0);  // and the waits
   EXPECT_GT(num_prefetching_inside_a_run, 0);  // and the CR items
   EXPECT_GT(num_through_a_kept_run, 0);  // and the copies through a KR run
+  EXPECT_GT(num_waiting_after_a_run, 0);  // and the waits after one
   EXPECT_GT(num_slower[0], 0);  // the narrower classes are reached too, and they are narrower
   EXPECT_GT(num_slower[1], num_slower[0]);
+  EXPECT_GT(num_slower[2], num_slower[1]);
   std::printf("offload class: %d budgets, %d plans offload, %d prefetch across a run, %d inside a recomputed run, "
-              "%d wait for an offload, %d copy through a kept run; without the copies through a kept run, "
-              "slower at %d, without the recomputed runs and the copies through them too, at %d\n",
+              "%d wait for an offload, %d copy through a kept run, %d wait after one; without the waits after a "
+              "kept run, slower at %d, without the copies through one too, at %d, without the recomputed runs and "
+              "the copies through them too, at %d\n",
               num_compared, num_offloading, num_prefetching_across_a_run, num_prefetching_inside_a_run, num_waiting,
-              num_through_a_kept_run, num_slower[0], num_slower[1]);
+              num_through_a_kept_run, num_waiting_after_a_run, num_slower[0], num_slower[1], num_slower[2]);
 }
 
 // The oracle's two exact cuts (Notes [Equal futures] and [Copies issued too early])

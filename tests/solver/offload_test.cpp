@@ -199,6 +199,8 @@ TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
     const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
     ASSERT_TRUE(dp.has_value());
     EXPECT_EQ(*dp, by_hand);
+    EXPECT_EQ(*solve_offload(chain, budget, {static_cast<int>(budget), false, 1, OffloadShapes::ThroughKeptRuns}),
+              by_hand);
     const auto recomputing = solve_offload(chain, budget, {static_cast<int>(budget), false, 1,
                                                            OffloadShapes::ThroughRecomputation});
     ASSERT_TRUE(recomputing.has_value());
@@ -211,6 +213,52 @@ TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
     ASSERT_TRUE(windowed.has_value());
     EXPECT_EQ(simulate_timeline(chain, *windowed).time_ms, 27);
   }
+}
+
+// Worked by hand (Note [A copy through a kept run] in offload.h): ā_1's saved part
+// (4 B) leaves after `fwd_keep 0` and takes 4 ms at 1000 B/s, from 10 to 14, while
+// `fwd_keep 1` (10-13) holds its bytes. The loss needs the copy gone (a_0 + ā_1 +
+// ā_2 + d_2 + its transient = 1 + 5 + 2 + 1 + 6 = 15 B with it, 11 without), so the
+// run waits for it after `fwd_keep 1`, 1 ms:
+//   fwd_keep 0 0-10   offload_saved 1 10-14   fwd_keep 1 10-13   wait 13-14   loss 14
+//   prefetch_saved 1 14-18   bwd 1 14-15 (holding it: 10 B)   bwd 0 18-19
+// Waiting before `fwd_keep 1`, the one place the DP could wait before, costs 4 ms
+// (22 ms); recompute-only re-runs stage 0's 10 ms (25 ms).
+TEST(OffloadDp, LetsAKeptRunWaitForTheCopyItRunsThrough) {
+  Chain chain;
+  chain.input_bytes = 1;
+  chain.stages.push_back({"s0", 10, 1, 1, 5, 0, 0});
+  chain.stages.push_back({"s1", 3, 1, 1, 2, 0, 0});
+  chain.loss.bwd_tmp_bytes = 6;
+  chain.link = Link{1000, 1000};
+  const int64_t budget = 11;
+  using K = OpKind;
+  const std::vector<Op> by_hand = {{K::FwdKeep, 0},       {K::OffloadSaved, 1}, {K::FwdKeep, 1}, {K::WaitOffloads, -1},
+                                   {K::Loss, -1},         {K::PrefetchSaved, 1}, {K::Bwd, 1},     {K::Bwd, 0}};
+  const SimResult r = simulate_timeline(chain, by_hand);
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.time_ms, 19);
+  EXPECT_EQ(r.peak_bytes, budget);
+  std::vector<Op> waiting_first = by_hand;
+  std::rotate(waiting_first.begin() + 2, waiting_first.begin() + 3, waiting_first.begin() + 4);  // wait, fwd_keep 1
+  EXPECT_EQ(simulate_timeline(chain, waiting_first).time_ms, 22);
+  std::vector<Op> no_wait = by_hand;
+  no_wait.erase(no_wait.begin() + 3);
+  EXPECT_EQ(simulate_timeline(chain, no_wait).peak_bytes, 15);
+  const auto recompute = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
+  ASSERT_TRUE(recompute.has_value());
+  EXPECT_EQ(simulate_timeline(chain, *recompute).time_ms, 25);
+  EXPECT_EQ(testing::fastest_valid_plan(chain, budget).time_ms, 19);  // nothing the simulator accepts is faster
+
+  const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+  ASSERT_TRUE(dp.has_value());
+  EXPECT_EQ(*dp, by_hand);
+  EXPECT_TRUE(has_waiting_kept_run(*dp));
+  const auto without = solve_offload(chain, budget, {static_cast<int>(budget), false, 1,
+                                                     OffloadShapes::ThroughKeptRuns});
+  ASSERT_TRUE(without.has_value());
+  EXPECT_EQ(simulate_timeline(chain, *without).time_ms, 22);
+  EXPECT_FALSE(has_waiting_kept_run(*without));
 }
 
 // Worked by hand too: ā_1's saved part (3 B) leaves after `fwd_keep 0` and takes
