@@ -294,7 +294,8 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // slower than any class alone. Where no plan of the widest class's search has a run
 // that ends waiting, the class without such runs would return the very same plans
 // (its transitions are the others, in the same order, and none of the widest
-// class's chosen ones is missing), so its search is skipped. So is every search once
+// class's chosen ones is missing; `OffloadDp.WithoutAWaitingRunItsPlanIsTheNarrower
+// ClasssPlan` checks it), so its search is skipped. So is every search once
 // the plan so far takes sum_fwd_bwd_ms, which nothing can beat. Otherwise `optimal`
 // costs four searches, each about one class's DPs and polishes (a plan two classes
 // share is polished once).

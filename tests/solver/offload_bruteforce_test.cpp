@@ -24,22 +24,7 @@ namespace {
 
 using testing::OffloadCandidate;
 
-// Integer sizes and times, and links of 500, 1000 or 2000 B/s, so that every copy
-// takes a multiple of 0.5 ms: the simulator's doubles, the DP's quantum units and
-// the brute force's sums are all exact, and exact equality is the right test.
-Chain small_chain(std::mt19937_64& rng, int L, double below_gradient_probability = 0) {
-  testing::RandomChainOptions o;
-  o.length = L;
-  o.max_units = 6;
-  o.large_tmp_units = 20;
-  o.max_ms = 6;
-  o.below_gradient_probability = below_gradient_probability;
-  Chain chain = testing::random_chain(rng, o);
-  const double rates[] = {500.0, 1000.0, 2000.0};
-  std::uniform_int_distribution<int> pick(0, 2);
-  chain.link = Link{rates[pick(rng)], rates[pick(rng)]};
-  return chain;
-}
+using testing::small_chain;
 
 // A budget `percent` of the way from the largest backward working set (the least
 // any plan needs, up to the transients' order) to the store-all peak; below it for a

@@ -57,6 +57,41 @@ TEST(OffloadDp, WithoutABandwidthItIsTheRecomputeDp) {
   RecordProperty("plans_only_by_waiting", num_only_by_waiting);
 }
 
+// Note [Classes to start from] in solve.cpp skips the search from the class without
+// runs that end waiting wherever the widest class's plans have none, because that
+// class's DP would return the very same plans. Checked on small random chains at
+// budgets across their range, at byte and at coarse slots; not vacuous: both kinds
+// of plan occur.
+TEST(OffloadDp, WithoutAWaitingRunItsPlanIsTheNarrowerClasssPlan) {
+  std::mt19937_64 rng(5);
+  int num_same = 0, num_waiting = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const Chain chain = testing::small_chain(rng, 1 + trial % 6, trial % 3 == 2 ? 0.5 : 0.0);
+    const int64_t store_all = store_all_peak(chain);
+    for (int64_t budget = 1; budget <= store_all; budget += 1 + store_all / 12) {
+      for (const int slots : {static_cast<int>(budget), 7}) {
+        SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget) + ", slots " +
+                     std::to_string(slots));
+        const auto widest = solve_offload(chain, budget, {slots, false, 1, OffloadShapes::WaitingKeptRuns});
+        const auto narrower = solve_offload(chain, budget, {slots, false, 1, OffloadShapes::ThroughKeptRuns});
+        if (!widest) {
+          EXPECT_FALSE(narrower.has_value());
+          continue;
+        }
+        if (has_waiting_kept_run(*widest)) {
+          ++num_waiting;
+          continue;
+        }
+        ASSERT_TRUE(narrower.has_value());
+        EXPECT_EQ(*narrower, *widest);
+        ++num_same;
+      }
+    }
+  }
+  EXPECT_GT(num_same, 1000);
+  EXPECT_GT(num_waiting, 20);
+}
+
 TEST(OffloadDp, FitsTheBudgetAndIsNeverSlowerThanRecomputeOnly) {
   std::mt19937_64 rng(12);
   std::uniform_real_distribution<double> log_bw(5.0, 11.0);

@@ -123,6 +123,23 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
   return chain;
 }
 
+// Integer sizes and times, and links of 500, 1000 or 2000 B/s, so that every copy
+// takes a multiple of 0.5 ms: the simulator's doubles, the DP's quantum units and
+// the brute force's sums are all exact, and exact equality is the right test.
+inline Chain small_chain(std::mt19937_64& rng, int L, double below_gradient_probability = 0) {
+  RandomChainOptions o;
+  o.length = L;
+  o.max_units = 6;
+  o.large_tmp_units = 20;
+  o.max_ms = 6;
+  o.below_gradient_probability = below_gradient_probability;
+  Chain chain = random_chain(rng, o);
+  const double rates[] = {500.0, 1000.0, 2000.0};
+  std::uniform_int_distribution<int> pick(0, 2);
+  chain.link = Link{rates[pick(rng)], rates[pick(rng)]};
+  return chain;
+}
+
 // Arbitrary byte sizes (not multiples of anything) and real times.
 inline Chain random_byte_chain(std::mt19937_64& rng, int L, int64_t max_bytes, double zero_probability = 0.1) {
   RandomChainOptions o;
