@@ -247,9 +247,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // every bwd below it fit holding the prefetch's bytes; it hides behind them.
             // A copy still running may run on through the run's fwd_keep ops, each of
             // which holds its bytes while it starts before the copy ends; the run ends
-            // once the copy has (Note [A copy through a kept run]). A run longer than it
-            // must be, for its copy and its prefetch, is the same plan as a shorter one
-            // and K items after it, so the loop stops there.
+            // once the copy has, or by waiting for it, which a lone K e may do too (Note
+            // [A copy through a kept run]). A run longer than it must be, for its copy
+            // and its prefetch, is the same plan as a shorter one and K items after it,
+            // so the loop stops there.
             if ((lead || pending) && D + pend + keep_fwd <= S && keep_bwd <= m) {
               const auto copying_at = [&](int k) {  // fwd_keep k starts before the copy ends
                 return pending && prev.pending_ms > n.keep_prefix_ms[k] - n.keep_prefix_ms[e];
