@@ -156,8 +156,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
   const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
   const bool waiting_kept_runs = options.offload_shapes >= OffloadShapes::WaitingKeptRuns;
-  OffloadDpMemory own;  // Note [The DP's memory kept between solves]
-  OffloadDpMemory::Tables& tables = (memory ? *memory : own).tables();
+  std::optional<OffloadDpMemory> own;  // Note [The DP's memory kept between solves]
+  OffloadDpMemory::Tables& tables = (memory ? *memory : own.emplace()).tables();
   std::vector<int64_t>& best = tables.best;
   std::vector<Back>& back = tables.back;
   best.assign(index.size(), kUnreached);
@@ -195,6 +195,11 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           if (wait && !prev.pending()) continue;
           const bool pending = prev.pending() && !wait;
           const int64_t start = so_far + (wait ? n.ceil_units(prev.pending_ms) : 0);
+          // What is left of that copy once the item's ops e .. k-1 have run, their
+          // times summed in `prefix_ms` (<= 0: it has ended).
+          const auto copy_left_ms = [&](const std::vector<double>& prefix_ms, int k) {
+            return pending ? prev.pending_ms - (prefix_ms[k] - prefix_ms[e]) : 0.0;
+          };
           for (const bool lead : {false, true}) {
             if (lead && !prev.has_prefetch()) continue;
             const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
@@ -252,23 +257,23 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // and its prefetch, is the same plan as a shorter one and K items after it,
             // so the loop stops there.
             if ((lead || pending) && D + pend + keep_fwd <= S && keep_bwd <= m) {
-              const auto copying_at = [&](int k) {  // fwd_keep k starts before the copy ends
-                return pending && prev.pending_ms > n.keep_prefix_ms[k] - n.keep_prefix_ms[e];
-              };
+              const auto copying_at = [&](int k) { return copy_left_ms(n.keep_prefix_ms, k) > 0; };
               int64_t d = D + xbar_next, units = keep_units, hidden = lead ? ub_units : 0;
               bool holding = lead;  // bwd e .. k-1 all hold the prefetch
               int prefetch_at = e;
+              const auto run_back = [&](bool then_wait) {
+                Back b = here;
+                b.item = Item::KeepRun;
+                b.then_wait = then_wait;
+                b.prefetch_at = static_cast<int16_t>(prefetch_at);
+                return b;
+              };
               for (int k = e + 1; k <= L; ++k) {
                 if (!through_kept_runs && copying_at(k)) break;
                 // The run [e, k) may end waiting for the copy, and k start without it.
-                if (waiting_kept_runs && copying_at(k)) {
-                  const double left_ms = prev.pending_ms - (n.keep_prefix_ms[k] - n.keep_prefix_ms[e]);
-                  Back b = here;
-                  b.item = Item::KeepRun;
-                  b.then_wait = true;
-                  b.prefetch_at = static_cast<int16_t>(prefetch_at);
-                  relax(k, d, kLeftKept, start + units + n.ceil_units(left_ms) + stall(hidden), b);
-                }
+                if (waiting_kept_runs && copying_at(k))
+                  relax(k, d, kLeftKept,
+                        start + units + n.ceil_units(copy_left_ms(n.keep_prefix_ms, k)) + stall(hidden), run_back(true));
                 if (k == L) break;
                 const int64_t xbar_k = n.xbar_slots[k + 1];
                 if (d + xbar_k + n.ftmp_keep_slots[k] + (copying_at(k) ? pend : 0) > S) break;
@@ -282,10 +287,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 d += xbar_k;
                 units += n.uf_units[k] + n.ub_units[k];
                 if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
-                Back b = here;
-                b.item = Item::KeepRun;
-                b.prefetch_at = static_cast<int16_t>(prefetch_at);
-                relax(k + 1, d, kLeftKept, start + units + stall(hidden), b);
+                relax(k + 1, d, kLeftKept, start + units + stall(hidden), run_back(false));
                 if (!holding) break;
               }
             }
@@ -295,9 +297,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             // recomputed segment]), each of which then holds its bytes.
             if (!through_recomputation && pending && chain.uf_nograd(e) < prev.pending_ms) continue;
             if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
-            const auto still_copying_at = [&](int k) {  // fwd_drop k starts before the copy ends
-              return pending && prev.pending_ms > n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e];
-            };
+            const auto still_copying_at = [&](int k) { return copy_left_ms(n.nograd_prefix_ms, k) > 0; };
             // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run;
             // its copy would queue behind one still running after fwd_ckpt e.
             const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) &&
@@ -328,9 +328,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               // lasts until it ends (Note [A copy through a recomputed segment]).
               bool lands = copied;
               if (!copied && fits_kept && next < L) {
-                const double left_ms = prev.pending_ms - (n.nograd_prefix_ms[next] - n.nograd_prefix_ms[e]);
                 const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
-                lands = chain.uf(next) >= left_ms && d + pend + xbar_k + n.ftmp_keep_slots[next] <= S &&
+                lands = chain.uf(next) >= copy_left_ms(n.nograd_prefix_ms, next) && d + pend + xbar_k + n.ftmp_keep_slots[next] <= S &&
                         d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
               }
               // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
@@ -348,7 +347,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 // d_next is on the device through the re-forward; the prefetch's bytes
                 // through every bwd of the run.
                 if (may_run && run_refwd + n.x_slots[next] <= S)
-                  run_cost = start + fwd_units + run_units + std::max<int64_t>(0, prev.prefetch_units - run_hidden);
+                  run_cost = start + fwd_units + run_units + stall(run_hidden);
               }
               if (!lands) continue;
               const int64_t inner = table.value(e, next - 1, m);

@@ -2,6 +2,7 @@
 // plus the budget it was solved for and what the simulator predicts for it.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@ struct Op {
   OpKind kind;
   int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch (ā_k for *_saved), -1 for loss
   friend bool operator==(const Op&, const Op&) = default;
+  friend auto operator<=>(const Op&, const Op&) = default;  // so plans order, as map keys
 };
 
 std::string to_string(const Op& op);  // "fwd_keep 3", "loss"

@@ -142,14 +142,7 @@ class Polisher {
  private:
   const Chain& chain_;
   int64_t budget_bytes_;
-  struct ByOps {
-    bool operator()(const std::vector<Op>& a, const std::vector<Op>& b) const {
-      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](const Op& x, const Op& y) {
-        return std::pair{x.kind, x.index} < std::pair{y.kind, y.index};
-      });
-    }
-  };
-  std::map<std::vector<Op>, std::vector<Op>, ByOps> polished_;
+  std::map<std::vector<Op>, std::vector<Op>> polished_;
 };
 
 // What the searches of one solve share (Notes [Each plan polished once], [Classes to

@@ -78,18 +78,6 @@ bool copies_through_a_kept_run(const Chain& chain, const std::vector<Op>& ops) {
   return false;
 }
 
-// A wait_offloads after one or more fwd_keep ops that follow an offload directly:
-// the copy ran on through a kept run, which then waits for it.
-bool waits_after_a_kept_run(const std::vector<Op>& ops) {
-  for (size_t w = 1; w < ops.size(); ++w) {
-    if (ops[w].kind != OpKind::WaitOffloads || ops[w - 1].kind != OpKind::FwdKeep) continue;
-    size_t j = w - 1;
-    while (j > 0 && ops[j].kind == OpKind::FwdKeep) --j;
-    if (ops[j].kind == OpKind::Offload || ops[j].kind == OpKind::OffloadSaved) return true;
-  }
-  return false;
-}
-
 TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
@@ -132,7 +120,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       num_prefetching_across_a_run += prefetches_across_a_run(chain, *dp);
       num_prefetching_inside_a_run += prefetches_inside_a_recomputed_run(*dp);
       num_through_a_kept_run += copies_through_a_kept_run(chain, *dp);
-      num_waiting_after_a_run += waits_after_a_kept_run(*dp);
+      num_waiting_after_a_run += has_waiting_kept_run(*dp);
       num_waiting += std::find(dp->begin(), dp->end(), Op{OpKind::WaitOffloads, -1}) != dp->end();
       const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
       num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
@@ -148,7 +136,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
         ASSERT_TRUE(n.valid) << n.error;
         EXPECT_LE(n.peak_bytes, budget);
         EXPECT_GE(n.time_ms, wider_ms);
-        EXPECT_FALSE(waits_after_a_kept_run(*narrow));
+        EXPECT_FALSE(has_waiting_kept_run(*narrow));
         if (shapes != OffloadShapes::ThroughKeptRuns) {
           EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
         }
