@@ -5,8 +5,8 @@
 #   them; the wheel lacks them).
 #   .venv/ (git-ignored): the PyTorch wheel that provides LibTorch, plus the Python
 #   packages the tests and report scripts use (transformers, safetensors, matplotlib,
-#   pytest) and scikit-build-core, which scripts/install_python.sh builds memopt's own
-#   Python package with.
+#   pytest, highspy for the copy-placement MILP) and scikit-build-core, which
+#   scripts/install_python.sh builds memopt's own Python package with.
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again at any time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,8 +58,8 @@ if ! torch_headers_ok; then
   fi
 fi
 
-py_packages=(numpy transformers safetensors matplotlib pytest scikit-build-core)
-if ! "$py" -c 'import numpy, transformers, safetensors, matplotlib, pytest, scikit_build_core' 2>/dev/null; then
+py_packages=(numpy transformers safetensors matplotlib pytest scikit-build-core highspy)
+if ! "$py" -c 'import numpy, transformers, safetensors, matplotlib, pytest, scikit_build_core, highspy' 2>/dev/null; then
   log "installing ${py_packages[*]} into .venv"
   "$py" -m pip install -q "${py_packages[@]}"
 fi
