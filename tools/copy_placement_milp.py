@@ -78,7 +78,7 @@ def chain_from_profile(profile: dict, where: str = "the profile") -> Chain:
     link = profile.get("link")
     if not link:
         raise ValueError(f"{where}: no `link`: nothing can be offloaded, so there is no copy to place; add "
-                         "`\"link\": {{\"d2h_bytes_per_s\": ..., \"h2d_bytes_per_s\": ...}}`")
+                         "`\"link\": {\"d2h_bytes_per_s\": ..., \"h2d_bytes_per_s\": ...}`")
     for s, stage in enumerate(stages):
         if stage.get("carried_bytes", 0):
             raise ValueError(f"{where}: stages[{s}] ({stage.get('name')}) has carried_bytes; the placement MILP "
@@ -104,7 +104,13 @@ Op = Tuple[str, int]  # ("bwd", 3), ("loss", -1)
 
 
 def parse_ops(schedule: dict) -> List[Op]:
-    return [(op[0], op[1] if len(op) > 1 else -1) for op in schedule["ops"]]
+    ops = []
+    for n, op in enumerate(schedule["ops"]):
+        if not isinstance(op, list) or not op or op[0] not in COMPUTE + COPIES:
+            raise ValueError(f"ops[{n}] is {op!r}: expected [\"word\", index] or [\"loss\"] with a word of "
+                             "docs/formats.md section 3.3")
+        ops.append((op[0], int(op[1]) if len(op) > 1 else -1))
+    return ops
 
 
 def compute_ops_of(ops: List[Op]) -> List[Op]:
@@ -155,8 +161,28 @@ def walk(chain: Chain, compute: List[Op]) -> Tuple[Walk, List[Move]]:
             last_touch[k] = n
             kept_input[k] = False
 
+    grad = [False] * (L + 2)
+    grad_done = False
+
+    def refuse(n, why):
+        raise ValueError(f"compute op {n} ({compute[n][0]} {compute[n][1]}): {why}; the MILP takes the compute ops "
+                         "of a valid schedule")
+
     for n, (kind, i) in enumerate(compute):
         remove = 0
+        if kind != "loss" and not 0 <= i < L:
+            refuse(n, f"no stage {i} in a chain of {L}")
+        if kind in ("fwd_keep", "fwd_ckpt", "fwd_drop"):
+            if not (plain[i] or (saved[i] and kind != "fwd_drop")):
+                refuse(n, f"its input a_{i} is not resident")
+            if plain[i + 1] or saved[i + 1]:
+                refuse(n, f"a_{i + 1} is already resident")
+        elif kind == "loss":
+            if not (plain[L] or saved[L]) or grad_done:
+                refuse(n, "needs a_L and runs once")
+            grad_done = grad[L] = True
+        elif not (grad[i + 1] and saved[i + 1] and (plain[i] or saved[i])):
+            refuse(n, f"needs d_{i + 1}, ā_{i + 1} and a_{i}")
         if kind in ("fwd_keep", "fwd_ckpt", "fwd_drop"):
             if plain[i]:
                 plain_touch(i, n, frees=(kind == "fwd_drop"))
@@ -187,7 +213,8 @@ def walk(chain: Chain, compute: List[Op]) -> Tuple[Walk, List[Move]]:
                 moves.append(Move(("abar", i + 1), extra, saved_from[i + 1] + 1, n, extra * chain.d2h_ms_per_byte,
                                   extra * chain.h2d_ms_per_byte))
             remove += chain.x[i + 1] + chain.xbar[i + 1]
-            saved[i + 1] = False
+            saved[i + 1] = grad[i + 1] = False
+            grad[i] = True
             if plain[i]:
                 plain_touch(i, n, frees=True)
                 plain[i] = False
@@ -198,6 +225,9 @@ def walk(chain: Chain, compute: List[Op]) -> Tuple[Walk, List[Move]]:
         w.start_bytes.append(total + add + tmp)
         total += add - remove
         w.after_end_bytes.append(total)
+    if not grad[0] or any(plain) or any(saved) or any(grad[1:]):
+        raise ValueError("the compute ops do not end with d_0 alone resident; the MILP takes the compute ops of a "
+                         "valid schedule")
     return w, moves
 
 
@@ -620,11 +650,27 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"copy_placement_milp: {e}", file=sys.stderr)
         return 2
-    ops = parse_ops(schedule)
-    result = check_plan(chain, ops, int(schedule["budget_bytes"]), args.time_limit)
+    if args.time_limit <= 0:
+        print(f"copy_placement_milp: --time-limit {args.time_limit}: must be positive", file=sys.stderr)
+        return 2
+    try:
+        ops = parse_ops(schedule)
+        if schedule.get("chain_length") != chain.L:
+            raise ValueError(f"chain_length is {schedule.get('chain_length')}, but {args.profile} has {chain.L} stages")
+        result = check_plan(chain, ops, int(schedule["budget_bytes"]), args.time_limit)
+    except KeyError as e:
+        print(f"copy_placement_milp: {args.schedule}: no field {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"copy_placement_milp: {args.schedule}: {e} (is it valid for this profile? `memopt simulate` says)",
+              file=sys.stderr)
+        return 2
+
+    def ms(v):
+        return "none" if v is None else f"{v:.6g} ms"
     print(f"{len(compute_ops_of(ops))} compute ops, {result.variables} variables, {result.constraints} constraints")
-    print(f"the plan, timed by the MILP: {result.plan_ms:.6g} ms")
-    print(f"best placement: {result.best_ms} ms ({result.status}), lower bound {result.bound_ms} ms")
+    print(f"the plan, timed by the MILP: {ms(result.plan_ms)}")
+    print(f"best placement: {ms(result.best_ms)} ({result.status}), lower bound {ms(result.bound_ms)}")
     for note in result.notes:
         print(f"note: {note}")
     if args.out and result.best_ops is not None:
