@@ -253,6 +253,7 @@ class Model:
         self.cost: List[float] = []
         self.integer: List[bool] = []
         self.rows: List[Tuple[float, float, Dict[int, float]]] = []
+        self.offset = 0.0  # added to the objective
 
     def var(self, lb=0.0, ub=float("inf"), integer=False) -> int:
         self.lb.append(lb)
@@ -272,12 +273,11 @@ class Model:
         self.rows.append((lo, hi, clean))
 
 
-def add(*parts) -> Dict[int, float]:
-    """Sums terms given as {col: coef} dicts or (col, coef) pairs."""
+def add(*parts: Dict[int, float]) -> Dict[int, float]:
+    """The sum of linear terms {col: coef}."""
     out: Dict[int, float] = {}
     for p in parts:
-        items = p.items() if isinstance(p, dict) else [p]
-        for c, v in items:
+        for c, v in p.items():
             out[c] = out.get(c, 0.0) + v
     return out
 
@@ -293,7 +293,6 @@ class Built:
     compute: List[Op]
     moves: List[Move]
     n_gaps: int
-    end_ms: int                  # the objective column: the last compute op's start
     waits: List[int]
     off: List[Dict[int, int]]    # per move: position -> binary
     pre: List[Dict[int, int]]
@@ -470,10 +469,12 @@ def build(chain: Chain, compute: List[Op], budget_bytes: int) -> Built:
         memory_row(base, {J[g]: 1.0}, 0.0, lambda p: p <= 2 * g + 1, lambda p: p <= 2 * g,
                    lambda mv: mv.lo_gap <= g <= mv.hi_gap)
 
-    end = S[N - 1]
-    m.cost[end] = 1.0
+    # The objective is the step's time: the end of the last compute op (every copy ends
+    # before the op that reads its data starts).
+    m.cost[S[N - 1]] = 1.0
+    m.offset = w.dur_ms[N - 1]
     issue = [(None if g == 0 else S[g - 1], I_const(g)) for g in range(N)]
-    return Built(m, compute, moves, N, end, wait, off, pre, moved, O, Q, J, issue)
+    return Built(m, compute, moves, N, wait, off, pre, moved, O, Q, J, issue)
 
 
 def decode(b: Built, values: List[float]) -> List[Op]:
@@ -546,7 +547,7 @@ def placement_of(b: Built, ops: List[Op]) -> Optional[Dict[int, float]]:
 def solve(b: Built, time_limit_s: float, fixed: Optional[Dict[int, float]] = None,
           start: Optional[List[float]] = None, threads: int = 1):
     """Runs HiGHS on the model, with some columns fixed and from a start: (status,
-    column values, objective, lower bound), each None when HiGHS has none."""
+    column values, the step's time in ms, its lower bound), each None when HiGHS has none."""
     import highspy
     import numpy as np
 
@@ -567,6 +568,7 @@ def solve(b: Built, time_limit_s: float, fixed: Optional[Dict[int, float]] = Non
     ub = [min(v, inf) for v in ub]
     h.addVars(len(lb), np.array(lb), np.array(ub))
     h.changeColsCost(len(lb), np.arange(len(lb), dtype=np.int32), np.array(m.cost))
+    h.changeObjectiveOffset(m.offset)
     ints = np.array([i for i, v in enumerate(m.integer) if v], dtype=np.int32)
     h.changeColsIntegrality(len(ints), ints, np.array([highspy.HighsVarType.kInteger] * len(ints)))
     starts, index, value, lo, hi = [], [], [], [], []
@@ -605,32 +607,32 @@ class Check:
     notes: List[str] = field(default_factory=list)
 
 
+def time_placement(b: Built, ops: List[Op], time_limit_s: float):
+    """The MILP with the copies and waits of `ops` fixed (b built from its compute ops):
+    (status, column values, the step's time); values and time are None when `ops` lies
+    outside the space or does not fit the budget there."""
+    fixed = placement_of(b, ops)
+    if fixed is None:
+        return "outside the space", None, None
+    status, values, objective, _ = solve(b, time_limit_s, fixed=fixed)
+    return status, values, objective
+
+
 def check_plan(chain: Chain, ops: List[Op], budget_bytes: int, time_limit_s: float = 60.0) -> Check:
     """Times the plan's own placement in the MILP (the model's self-check), then
     searches every placement from it."""
-    compute = compute_ops_of(ops)
-    b = build(chain, compute, budget_bytes)
-    last = walk(chain, compute)[0].dur_ms[-1]
-    fixed = placement_of(b, ops)
+    b = build(chain, compute_ops_of(ops), budget_bytes)
     result = Check(plan_ms=float("nan"), best_ms=None, bound_ms=None, status="", best_ops=None,
                    variables=len(b.model.lb), constraints=len(b.model.rows))
-    start = None
-    if fixed is None:
-        result.notes.append("the plan's own copies are outside the space (two waits in a gap or a second move)")
+    status, start, plan_ms = time_placement(b, ops, time_limit_s)
+    if start is None:
+        result.notes.append(f"the plan's own placement has no start to give ({status}: two waits in a gap, a "
+                            "second move, or over the budget)")
     else:
-        status, values, objective, _ = solve(b, time_limit_s, fixed=fixed)
-        if values is None:
-            result.notes.append(f"the plan's own placement is infeasible in the MILP ({status})")
-        else:
-            result.plan_ms = objective + last
-            start = values
-    status, values, objective, bound = solve(b, time_limit_s, start=start)
-    result.status = status
+        result.plan_ms = plan_ms
+    result.status, values, result.best_ms, result.bound_ms = solve(b, time_limit_s, start=start)
     if values is not None:
-        result.best_ms = objective + last
         result.best_ops = decode(b, values)
-    if bound is not None:
-        result.bound_ms = bound + last
     return result
 
 

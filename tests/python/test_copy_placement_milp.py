@@ -20,17 +20,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import copy_placement_milp as cpm  # noqa: E402
 import memopt  # noqa: E402
 
-from check_copy_placement import (best_placement, compute_sequences, plan_at, random_integer_profile,  # noqa: E402
-                                  schedule_with)
+from check_copy_placement import (best_placement, budget_range, compute_sequences, plan_at,  # noqa: E402
+                                  random_integer_profile, schedule_with)
 
 TIME_LIMIT_S = 120
-
-
-def budgets(profile: dict):
-    """The smallest budget `optimal` meets and the store-all peak."""
-    low = memopt.solve(profile, "min", "optimal")["budget_bytes"]
-    high = memopt.solve(profile, "100%", "store-all")["budget_bytes"]
-    return low, high
 
 
 def random_placement(rng: random.Random, chain: cpm.Chain, compute):
@@ -69,10 +62,9 @@ def random_placement(rng: random.Random, chain: cpm.Chain, compute):
 
 def fixed_solve(chain, ops, budget):
     built = cpm.build(chain, cpm.compute_ops_of(ops), budget)
-    fixed = cpm.placement_of(built, ops)
-    assert fixed is not None, ops
-    status, values, objective, _ = cpm.solve(built, TIME_LIMIT_S, fixed=fixed)
-    return status, (None if values is None else objective + cpm.walk(chain, built.compute)[0].dur_ms[-1])
+    assert cpm.placement_of(built, ops) is not None, ops
+    status, _, time_ms = cpm.time_placement(built, ops, TIME_LIMIT_S)
+    return status, time_ms
 
 
 def test_the_milp_times_and_measures_placements_as_the_simulator_does():
@@ -81,7 +73,7 @@ def test_the_milp_times_and_measures_placements_as_the_simulator_does():
     for trial in range(40):
         profile = random_integer_profile(rng, rng.randint(2, 6))
         chain = cpm.chain_from_profile(profile)
-        low, high = budgets(profile)
+        low, high = budget_range(profile)
         solver = rng.choice(["optimal", "recompute-only", "store-all"])
         plan = plan_at(profile, rng.randint(low, high), solver)
         compute = cpm.compute_ops_of(cpm.parse_ops(plan))
@@ -108,10 +100,10 @@ def test_optimal_against_every_placement_around_memopts_compute_ops():
     for length in range(3, 8):
         for _ in range(8):
             profile = random_integer_profile(rng, length)
-            low, high = budgets(profile)
+            low, high = budget_range(profile)
             budget = rng.randint(low, high)
             # One slot per byte, as in the oracle's tests: the DPs round nothing up.
-            plan = plan_at(profile, budget, "optimal", byte_slots=True)
+            plan = memopt.solve(profile, str(budget), "optimal", slots=budget)
             optimal_ms = memopt.simulate(profile, plan)["time_ms"]
             sequences = compute_sequences(profile, plan, larger=True, byte_slots=True)
             best, proven = best_placement(profile, budget, sequences, TIME_LIMIT_S)
