@@ -71,6 +71,13 @@ def store_all_peak(profile: dict) -> int:
     return plan_at(profile, "100%", "store-all")["budget_bytes"]
 
 
+def budget_range(profile: dict) -> Tuple[int, int]:
+    """The smallest budget `optimal` meets and the store-all peak; ValueError when
+    `optimal` meets none."""
+    import memopt
+    return memopt.solve(profile, "min", "optimal")["budget_bytes"], store_all_peak(profile)
+
+
 def compute_sequences(profile: dict, plan: dict, larger: bool, byte_slots: bool = False) -> List[Tuple[str, List[cpm.Op]]]:
     """(where from, ops) of `optimal`'s plan and, with `larger`, of memopt's plans at
     larger budgets, one plan for each distinct sequence of compute ops. The MILP keeps a
@@ -114,7 +121,9 @@ def best_placement(profile: dict, budget: int, sequences, time_limit_s: float):
 
 def check_point(profile: dict, budget_text: str, larger: bool, time_limit_s: float, byte_slots: bool = False) -> dict:
     import memopt
-    plan = plan_at(profile, budget_text, "optimal", byte_slots)
+    # No fallback to a larger budget here: the point is the budget asked for.
+    slots = {"slots": int(budget_text)} if byte_slots else {}
+    plan = memopt.solve(profile, budget_text, "optimal", **slots)
     budget = plan["budget_bytes"]
     optimal_ms = memopt.simulate(profile, plan)["time_ms"]
     sequences = compute_sequences(profile, plan, larger, byte_slots)
@@ -159,10 +168,10 @@ def main(argv=None) -> int:
         while done < args.chains:
             profile = random_integer_profile(rng, length)
             try:
-                low = memopt.solve(profile, "min", "optimal")["budget_bytes"]
+                low, high = budget_range(profile)
             except ValueError:
                 continue
-            budget = rng.randint(low, store_all_peak(profile))
+            budget = rng.randint(low, high)
             record(f"random L={length} #{done}", str(budget),
                    check_point(profile, str(budget), True, args.time_limit, byte_slots=True))
             done += 1
@@ -174,7 +183,7 @@ def main(argv=None) -> int:
                 try:
                     point = check_point(profile, budget, False, args.time_limit)
                 except ValueError as e:
-                    print(f"{path} {link} {budget}: {e}", file=sys.stderr)
+                    print(f"{pathlib.Path(path).name} {link} {budget}: skipped: {e}", file=sys.stderr)
                     continue
                 record(f"{pathlib.Path(path).name.split('.')[0]} {link} (L={len(profile['stages'])})", budget, point)
 
