@@ -17,7 +17,13 @@ std::string op_label(const std::vector<Op>& ops, int p) {
 // both, so one slot per index keeps plain and saved apart.
 struct Residency {
   std::vector<char> plain, saved, grad;  // a_k, ā_k, d_k for k in 0..L+1
-  explicit Residency(int L) : plain(L + 2, 0), saved(L + 2, 0), grad(L + 2, 0) {}
+  Residency() = default;
+  explicit Residency(int L) { reset(L); }
+  void reset(int L) {
+    plain.assign(L + 2, 0);
+    saved.assign(L + 2, 0);
+    grad.assign(L + 2, 0);
+  }
   bool input_of(int i) const { return plain[i] || saved[i]; }
 };
 
@@ -26,6 +32,7 @@ struct Residency {
 // sharing only shrinks with distance. `present(j)` is never asked for j == k.
 template <typename Present>
 int64_t overlap(const Chain& chain, int k, Present present) {
+  if (chain.stands_alone(k)) return 0;  // both walks below stop at their first step
   int64_t best = 0;
   int64_t run = chain.x(k);
   for (int j = k - 1; j >= 0 && run > best; --j) {
@@ -191,6 +198,18 @@ struct MemEvent {
   int op;          // the op whose start this is (for peak_op), -1 for frees
 };
 
+// Note [The timeline's buffers]
+// The polish simulates thousands of plans per solve, and allocating this state anew
+// for each had cost about a tenth of its time; each thread keeps one set and
+// simulate_timeline resets it (simulations never nest).
+struct TimelineBuffers {
+  Residency r;
+  std::vector<Place> place;
+  std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms, op_start_ms, offload_end_ms;
+  std::vector<char> hollow;
+  std::vector<MemEvent> events, frees;
+};
+
 }  // namespace
 
 ComputeCost compute_cost(const Chain& chain, const Op& op) {
@@ -208,23 +227,37 @@ ComputeCost compute_cost(const Chain& chain, const Op& op) {
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   const int L = chain.length();
   const int n = static_cast<int>(ops.size());
-  Residency r(L);
+  thread_local TimelineBuffers buffers;  // Note [The timeline's buffers]
+  Residency& r = buffers.r;
+  r.reset(L);
   r.plain[0] = 1;
   SimResult out;
 
-  std::vector<Place> place(L + 2, Place::None);
+  std::vector<Place>& place = buffers.place;
+  place.assign(L + 2, Place::None);
   place[0] = Place::Device;
-  std::vector<double> ready_ms(L + 2, 0.0);       // when a_k's data is on the device
-  std::vector<double> on_host_ms(L + 2, 0.0);     // when its offload ended
+  std::vector<double>& ready_ms = buffers.ready_ms;      // when a_k's data is on the device
+  std::vector<double>& on_host_ms = buffers.on_host_ms;  // when its offload ended
+  ready_ms.assign(L + 2, 0.0);
+  on_host_ms.assign(L + 2, 0.0);
   // ā_k beyond a_k (Note [Offloading saved state]): on the host while hollow, and
   // when it was last complete on the device / on the host.
-  std::vector<char> hollow(L + 2, 0);
-  std::vector<double> saved_ready_ms(L + 2, 0.0), saved_on_host_ms(L + 2, 0.0);
-  std::vector<MemEvent> events;  // in program order (Note [Events in time order])
-  std::vector<MemEvent> frees;   // at the ends of offload copies
+  std::vector<char>& hollow = buffers.hollow;
+  std::vector<double>& saved_ready_ms = buffers.saved_ready_ms;
+  std::vector<double>& saved_on_host_ms = buffers.saved_on_host_ms;
+  hollow.assign(L + 2, 0);
+  saved_ready_ms.assign(L + 2, 0.0);
+  saved_on_host_ms.assign(L + 2, 0.0);
+  std::vector<MemEvent>& events = buffers.events;  // in program order (Note [Events in time order])
+  std::vector<MemEvent>& frees = buffers.frees;    // at the ends of offload copies
+  events.clear();
+  frees.clear();
   events.push_back({0.0, -2, chain.x(0), -1});
 
-  std::vector<double> op_start_ms(n, -1.0), offload_end_ms(n, -1.0);
+  std::vector<double>& op_start_ms = buffers.op_start_ms;
+  std::vector<double>& offload_end_ms = buffers.offload_end_ms;
+  op_start_ms.assign(n, -1.0);
+  offload_end_ms.assign(n, -1.0);
   double compute_end = 0;  // the compute cursor: end of the previous compute op
   double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
   const auto need_link = [&](int p) -> std::string {
