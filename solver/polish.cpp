@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
-#include <tuple>
 #include <utility>
 
+#include "solver/plan_edits.h"
 #include "solver/simulate.h"
 
 namespace memopt::solver {
@@ -25,15 +25,13 @@ struct Search {
   bool deferring = false;
   std::optional<std::pair<std::vector<Op>, SimResult>> best_fitting;
 
-  auto key(const SimResult& x, const std::vector<Op>& plan) const {
-    return std::make_tuple(excess_bytes(x), x.time_ms, num_copies(plan), x.peak_bytes);
-  }
+  PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   bool take(std::vector<Op> candidate) {
     SimResult r = simulate_timeline(chain, candidate);
     if (!r.valid) return false;
     if (!(key(r, candidate) < key(sim, ops))) return false;
-    if (deferring && over_budget() && excess_bytes(r) == 0) {
+    if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {
       if (!best_fitting || key(r, candidate) < key(best_fitting->second, best_fitting->first))
         best_fitting.emplace(std::move(candidate), std::move(r));
       return false;
@@ -43,34 +41,24 @@ struct Search {
     return true;
   }
 
-  int64_t excess_bytes(const SimResult& x) const { return std::max<int64_t>(0, x.peak_bytes - budget_bytes); }
-  bool over_budget() const { return excess_bytes(sim) > 0; }
+  bool over_budget() const { return sim.peak_bytes > budget_bytes; }
 
-  static int64_t num_copies(const std::vector<Op>& plan) {
-    return std::count_if(plan.begin(), plan.end(), [](const Op& op) { return is_copy(op.kind); });
+  // PolishOptions::focus: whether moves of an op of this index are tried.
+  const std::vector<char>& focus;
+  bool in_focus(int index) const {
+    return focus.empty() || (index >= 0 && static_cast<size_t>(index) < focus.size() && focus[index]);
+  }
+  bool in_focus(const Op& op) const {
+    return op.kind == OpKind::WaitOffloads || in_focus(op.kind == OpKind::Loss ? chain.length() : op.index);
   }
 };
 
 bool movable(OpKind kind) { return is_copy(kind) || kind == OpKind::WaitOffloads; }
 
-std::vector<Op> moved(const std::vector<Op>& ops, size_t from, size_t to) {
-  std::vector<Op> out = ops;
-  const Op op = out[from];
-  out.erase(out.begin() + static_cast<std::ptrdiff_t>(from));
-  out.insert(out.begin() + static_cast<std::ptrdiff_t>(to), op);
-  return out;
-}
-
-std::vector<Op> inserted(const std::vector<Op>& ops, size_t at, Op op) {
-  std::vector<Op> out = ops;
-  out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), op);
-  return out;
-}
-
 bool shift_pass(Search& s, int window) {
   bool any = false;
   for (size_t p = 0; p < s.ops.size(); ++p) {
-    if (!movable(s.ops[p].kind)) continue;
+    if (!movable(s.ops[p].kind) || !s.in_focus(s.ops[p])) continue;
     for (int step = 1; step <= window; ++step) {
       bool done = false;
       for (const int sign : {-1, 1}) {
@@ -92,32 +80,19 @@ bool recompute_pass(Search& s) {
   if (loss == s.ops.end()) return false;
   const size_t after = static_cast<size_t>(loss - s.ops.begin()) + 1;
   for (size_t p = after + 1; p < s.ops.size(); ++p) {
-    const OpKind kind = s.ops[p].kind;
-    if (kind != OpKind::FwdKeep && kind != OpKind::FwdCkpt && kind != OpKind::FwdDrop) continue;
+    if (!is_forward(s.ops[p].kind) || !s.in_focus(s.ops[p])) continue;
     for (size_t step = 1; step <= 2 && p >= after + step; ++step)
       if (s.take(moved(s.ops, p, p - step))) { any = true; break; }
   }
   return any;
 }
 
-OpKind way_back(OpKind offload) { return offload == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved; }
-
 bool drop_pass(Search& s) {
   bool any = false;
   for (size_t p = 0; p < s.ops.size(); ++p) {
-    const Op op = s.ops[p];
-    if (op.kind == OpKind::WaitOffloads) {
-      std::vector<Op> c = s.ops;
-      c.erase(c.begin() + static_cast<std::ptrdiff_t>(p));
-      any = s.take(std::move(c)) || any;
-    } else if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) {
-      const Op back{way_back(op.kind), op.index};
-      const auto it = std::find(s.ops.begin() + static_cast<std::ptrdiff_t>(p) + 1, s.ops.end(), back);
-      std::vector<Op> c = s.ops;
-      if (it != s.ops.end()) c.erase(c.begin() + (it - s.ops.begin()));
-      c.erase(c.begin() + static_cast<std::ptrdiff_t>(p));
-      any = s.take(std::move(c)) || any;
-    }
+    const OpKind kind = s.ops[p].kind;
+    if ((kind == OpKind::WaitOffloads || kind == OpKind::Offload || kind == OpKind::OffloadSaved) && s.in_focus(s.ops[p]))
+      any = s.take(dropped(s.ops, p)) || any;
   }
   return any;
 }
@@ -127,7 +102,9 @@ bool wait_pass(Search& s) {
   for (size_t p = 0; p < s.ops.size(); ++p) {
     const OpKind kind = s.ops[p].kind;
     if (kind == OpKind::Offload || kind == OpKind::OffloadSaved) offloaded = true;
-    if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads)) continue;
+    if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads) ||
+        !s.in_focus(s.ops[p]))
+      continue;
     if (s.take(inserted(s.ops, p, {OpKind::WaitOffloads, -1}))) { any = true; ++p; }
   }
   return any;
@@ -164,7 +141,7 @@ bool first_round_trip_pass(Search& s, int window) {
   };
   // ā_{k+1}: made by the last fwd_keep k before bwd k, read by bwd k.
   for (int k = 0; k < L; ++k) {
-    if (s.chain.xbar(k + 1) <= s.chain.x(k + 1) || moves(OpKind::OffloadSaved, k + 1)) continue;
+    if (s.chain.xbar(k + 1) <= s.chain.x(k + 1) || moves(OpKind::OffloadSaved, k + 1) || !s.in_focus(k + 1)) continue;
     const auto bwd = std::find(s.ops.begin(), s.ops.end(), Op{OpKind::Bwd, k});
     const auto keep = std::find(std::make_reverse_iterator(bwd), s.ops.rend(), Op{OpKind::FwdKeep, k});
     if (bwd == s.ops.end() || keep == s.ops.rend()) continue;
@@ -174,7 +151,7 @@ bool first_round_trip_pass(Search& s, int window) {
   // a_k (one that shares no carried bytes): offloaded after an op that reads it,
   // and back before the next op that reads it, for each such pair.
   for (int k = 0; k < L; ++k) {
-    if (s.chain.x(k) <= 0 || !s.chain.stands_alone(k) || moves(OpKind::Offload, k)) continue;
+    if (s.chain.x(k) <= 0 || !s.chain.stands_alone(k) || moves(OpKind::Offload, k) || !s.in_focus(k)) continue;
     std::vector<size_t> reads;
     for (size_t p = 0; p < s.ops.size(); ++p)
       if (info(s.ops[p].kind).is_compute && compute_cost(s.chain, s.ops[p]).reads == k) reads.push_back(p);
@@ -203,10 +180,15 @@ bool round_trip_pass(Search& s, int window) {
 
 }  // namespace
 
+PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes) {
+  const auto num_copies = std::count_if(ops.begin(), ops.end(), [](const Op& op) { return is_copy(op.kind); });
+  return {std::max<int64_t>(0, sim.peak_bytes - budget_bytes), sim.time_ms, num_copies, sim.peak_bytes};
+}
+
 std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
                               const PolishOptions& options) {
   if (!chain.has_usable_link()) return ops;
-  Search s{chain, budget_bytes, std::move(ops), {}};
+  Search s{chain, budget_bytes, std::move(ops), {}, false, std::nullopt, options.focus};
   s.sim = simulate_timeline(chain, s.ops);
   if (!s.sim.valid) return std::move(s.ops);
   for (int pass = 0; pass < options.max_passes; ++pass) {

@@ -70,6 +70,7 @@
 
 #include "solver/chain.h"
 #include "solver/schedule.h"
+#include "solver/simulate.h"
 
 namespace memopt::solver {
 
@@ -77,7 +78,22 @@ struct PolishOptions {
   int window_ops = 8;   // how far a copy may move in one step, and the prefetch positions tried
   int max_passes = 16;  // scans over the plan at most
   int max_repair_passes = 3;  // a plan still over the budget after these is given back as it is
+  // When not empty, indexed by stage or activation index 0..L+1: only the copies and
+  // compute ops of the marked indices move, and only the marked data make round trips
+  // (waits move anywhere). Note [Kicks out of a local optimum] in kicks.h.
+  std::vector<char> focus;
 };
+
+// What the polish lowers, compared in this order (Note [Repairing a plan over the
+// budget]): the bytes over the budget, the time, the number of copies, the peak.
+struct PlanKey {
+  int64_t excess_bytes = 0;
+  double time_ms = 0;
+  int64_t num_copies = 0;
+  int64_t peak_bytes = 0;
+  friend auto operator<=>(const PlanKey&, const PlanKey&) = default;
+};
+PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes);
 
 // `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
 // fits too and is at least as fast; if not, the plan returned is over by no more,

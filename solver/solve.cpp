@@ -10,6 +10,7 @@
 #include "solver/budget.h"
 #include "solver/offload.h"
 #include "solver/offload_pipeline.h"
+#include "solver/kicks.h"
 #include "solver/polish.h"
 #include "solver/rotor.h"
 #include "solver/simulate.h"
@@ -269,7 +270,8 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // [Starts over the budget]), against itself with a recomputed stage kept and repaired
 // (Note [Starts that keep a recomputed stage]) and against the plans its caller knows
 // (Note [Known plans]); it does all but the last from each of the offload DP's
-// classes (Note [Classes to start from]).
+// classes (Note [Classes to start from]), and kicks the fastest of those out of the
+// polish's local optimum (Note [Kicks out of a local optimum] in kicks.h).
 //
 // Note [Classes to start from]
 // The polish and the repairs are local searches, and where they end depends on where
@@ -350,6 +352,7 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
       best = fastest_fitting(chain, budget_bytes,
                              {std::move(best), best_from_one_class(chain, budget_bytes, one_class, candidates, dp_place, searches)});
     }
+    if (best && !unbeatable(chain, best)) best = kick_search(chain, budget_bytes, *best);
   } else {
     best = best_from_one_class(chain, budget_bytes, dp, std::move(candidates), dp_place, searches);  // the recompute DP
   }

@@ -33,20 +33,6 @@ bool moves_each_data_at_most_once_each_way(const std::vector<Op>& ops) {
   return true;
 }
 
-// A random chain of `length` stages, with carried bytes in every third trial and one
-// of three link rates each way.
-Chain linked_chain(std::mt19937_64& rng, int trial, int length) {
-  testing::RandomChainOptions o;
-  o.length = length;
-  o.max_units = 8;
-  o.large_tmp_units = 24;
-  o.carry_probability = trial % 3 == 0 ? 0.3 : 0.0;
-  Chain chain = testing::random_chain(rng, o);
-  const double rates[] = {300.0, 1000.0, 4000.0};
-  chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
-  return chain;
-}
-
 // Worked out by hand, with a link of 1000 B/s (1 byte = 1 ms). Stage 0 saves 4 bytes
 // beyond its output, offloaded during stage 1's 4 ms forward; stage 2's forward
 // needs a transient that does not fit beside them.
@@ -66,7 +52,7 @@ TEST(Polish, FitsIsNeverSlowerAndMovesNoDataTwice) {
   std::mt19937_64 rng(41);
   int num_polished = 0, num_faster = 0, num_fewer_copies = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    const Chain chain = linked_chain(rng, trial, 1 + trial % 10);
+    const Chain chain = testing::linked_chain(rng, trial, 1 + trial % 10);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const int64_t store_all = store_all_peak_bytes(chain);
     for (const int percent : {40, 60, 80, 100}) {
@@ -232,7 +218,7 @@ TEST(Polish, RepairsPlansOverTheBudget) {
   std::mt19937_64 rng(43);
   int num_over = 0, num_repaired = 0, num_faster_than_dp = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    const Chain chain = linked_chain(rng, trial, 2 + trial % 9);
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const int64_t store_all = store_all_peak_bytes(chain);
     for (const int percent : {30, 50, 70}) {

@@ -140,6 +140,20 @@ inline Chain small_chain(std::mt19937_64& rng, int L, double below_gradient_prob
   return chain;
 }
 
+// A random chain of `length` stages, with carried bytes in every third trial and one
+// of three link rates each way, chosen by the trial number.
+inline Chain linked_chain(std::mt19937_64& rng, int trial, int length) {
+  RandomChainOptions o;
+  o.length = length;
+  o.max_units = 8;
+  o.large_tmp_units = 24;
+  o.carry_probability = trial % 3 == 0 ? 0.3 : 0.0;
+  Chain chain = random_chain(rng, o);
+  const double rates[] = {300.0, 1000.0, 4000.0};
+  chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+  return chain;
+}
+
 // Arbitrary byte sizes (not multiples of anything) and real times.
 inline Chain random_byte_chain(std::mt19937_64& rng, int L, int64_t max_bytes, double zero_probability = 0.1) {
   RandomChainOptions o;

@@ -1,0 +1,54 @@
+// plan_edits.h: the edits of a plan's op list that the local searches try (polish.h,
+// kicks.h); each returns a new list and leaves validity to the simulator.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+// The op at `from` taken out and put back at position `to` of the shorter list.
+inline std::vector<Op> moved(std::vector<Op> ops, size_t from, size_t to) {
+  const Op op = ops[from];
+  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
+  ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), op);
+  return ops;
+}
+
+inline std::vector<Op> inserted(std::vector<Op> ops, size_t at, Op op) {
+  ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(at), op);
+  return ops;
+}
+
+inline std::vector<Op> erased(std::vector<Op> ops, size_t at) {
+  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(at));
+  return ops;
+}
+
+// The copy that brings back what `offload` (offload or offload_saved) moved out.
+inline OpKind way_back(OpKind offload) {
+  return offload == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved;
+}
+
+// The wait_offloads at `at` taken out, or the offload at `at` with the prefetch that
+// brings its data back (if any); any other op is left in.
+inline std::vector<Op> dropped(std::vector<Op> ops, size_t at) {
+  const Op op = ops[at];
+  if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) {
+    const auto back = std::find(ops.begin() + static_cast<std::ptrdiff_t>(at) + 1, ops.end(), Op{way_back(op.kind), op.index});
+    if (back != ops.end()) ops.erase(back);
+  } else if (op.kind != OpKind::WaitOffloads) {
+    return ops;
+  }
+  return erased(std::move(ops), at);
+}
+
+inline bool is_forward(OpKind kind) {
+  return kind == OpKind::FwdKeep || kind == OpKind::FwdCkpt || kind == OpKind::FwdDrop;
+}
+
+}  // namespace memopt::solver
