@@ -15,7 +15,8 @@
 //                                can, so no plan over the budget is repaired
 //   BM_SolveOptimalWithSlowLink/L/500  the same over a 1 GB/s link, where copies stall
 //                                and `optimal` also repairs the DP's plans at larger
-//                                budgets (section 8.9, "Repair")
+//                                budgets and kicks its plan (section 8.9, "Repair",
+//                                "Kicks"); both report the plan's predicted_ms
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
@@ -200,11 +201,14 @@ void solve_optimal_with_link(benchmark::State& state, double bytes_per_s) {
   o.budget_bytes = p.budget_bytes;
   o.slots = slots;
   o.num_threads = 1;
+  double predicted_ms = 0;
   for (auto _ : state) {
     Schedule s = solve(p.chain, o);
+    predicted_ms = s.predicted.time_ms;
     benchmark::DoNotOptimize(s);
   }
   set_common_counters(state, p, slots);
+  state.counters["predicted_ms"] = predicted_ms;  // the plan's quality, beside its cost
 }
 
 void BM_SolveOptimalWithLink(benchmark::State& state) { solve_optimal_with_link(state, 16e9); }
