@@ -27,16 +27,23 @@ struct Shapes {
         D(c.n_embd / c.n_head), BHTT(w.batch * c.n_head * w.seq_len * w.seq_len) {}
 };
 
+// The bool mask a dropout of `numel` elements saves: none with memopt's kernels,
+// which regenerate it from a Philox key (Note [Kernel choice] in gpt2/config.h).
+int64_t dropout_mask_bytes(const gpt2::Gpt2Config& c, double p, int64_t numel) {
+  return p > 0 && c.kernels == gpt2::Kernels::Aten ? numel : 0;
+}
+
 // Bytes of saved_bytes that do not scale with the dtype (Note [Activation dtype]).
 int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s) {
   const int64_t ln_stats = 2 * s.N * kFp32;
-  const int64_t resid_mask = c.resid_pdrop > 0 ? s.N * s.C : 0;
+  const int64_t resid_mask = dropout_mask_bytes(c, c.resid_pdrop, s.N * s.C);
+  const int64_t attn_mask = dropout_mask_bytes(c, c.attn_pdrop, s.BHTT);
   int64_t attention = ln_stats + resid_mask;
-  if (c.attention == gpt2::Attention::Explicit) attention += c.attn_pdrop > 0 ? s.BHTT : 0;
+  if (c.attention == gpt2::Attention::Explicit) attention += attn_mask;
   else attention += s.N * s.H * kFp32;  // logsumexp
   const int64_t mlp = ln_stats + resid_mask;
   switch (kind) {
-    case Kind::Embed: return c.embd_pdrop > 0 ? s.N * s.C : 0;
+    case Kind::Embed: return dropout_mask_bytes(c, c.embd_pdrop, s.N * s.C);
     case Kind::Block: return attention + mlp;
     case Kind::AttentionHalf: return attention;
     case Kind::MlpHalf: return mlp;
@@ -44,7 +51,7 @@ int64_t fixed_saved_bytes(Kind kind, const gpt2::Gpt2Config& c, const Shapes& s)
     case Kind::Ln2: return ln_stats;
     case Kind::AttentionCore: return attention - ln_stats - resid_mask;
     case Kind::AttentionSoftmax: return 0;
-    case Kind::AttentionMix: return c.attn_pdrop > 0 ? s.BHTT : 0;  // the dropout mask
+    case Kind::AttentionMix: return attn_mask;
     case Kind::AttentionProj:
     case Kind::MlpProj: return resid_mask;
     case Kind::AttentionQkv:
@@ -89,7 +96,7 @@ FixedTransients fixed_transient_bytes(Kind kind, const gpt2::Gpt2Config& c, cons
 // Forward kernels, as model/gpt2.cpp runs them. d: bytes per activation element.
 class OpList {
  public:
-  OpList(const Shapes& s, int64_t d) : s(s), d(static_cast<double>(d)) {}
+  OpList(const Shapes& s, int64_t d, gpt2::Kernels kernels) : s(s), d(static_cast<double>(d)), kernels(kernels) {}
   std::vector<RooflineOp> ops;
 
   void elementwise(const char* name, double read_elems, double write_elems, double extra_bytes = 0) {
@@ -101,8 +108,9 @@ class OpList {
                    true});
   }
   void layer_norm(const char* name) { elementwise(name, NC(), NC(), 2.0 * static_cast<double>(s.N) * kFp32); }
+  // ATen's writes its bool mask; memopt's draws it from Philox and writes none.
   void dropout(const char* name, double elems, double p) {
-    if (p > 0) elementwise(name, elems, elems, elems);  // + the bool mask written
+    if (p > 0) elementwise(name, elems, elems, kernels == gpt2::Kernels::Aten ? elems : 0.0);
   }
   double NC() const { return static_cast<double>(s.N * s.C); }
 
@@ -186,6 +194,7 @@ class OpList {
  private:
   const Shapes& s;
   const double d;
+  const gpt2::Kernels kernels;
 };
 
 }  // namespace
@@ -258,7 +267,7 @@ std::vector<std::vector<RooflineOp>> gpt2_stage_ops(const gpt2::Gpt2Config& conf
   const Shapes s(c, workload);
   std::vector<std::vector<RooflineOp>> out;
   for (const StageLayout& stage : stage_layout(c)) {
-    OpList l(s, info(dtype).bytes);
+    OpList l(s, info(dtype).bytes, c.kernels);
     switch (stage.kind) {
       case Kind::Embed: l.embed(c); break;
       case Kind::Block: l.attention_half(c); l.mlp_half(c); break;

@@ -48,6 +48,10 @@ void add_gpt2_flags(CLI::App* cmd, gpt2::Gpt2Choices& c) {
                   "aten|chunked: the head's loss as ATen's linear + log_softmax + nll_loss (N x V logits), or "
                   "memopt's chunked linear cross-entropy with wte's gradients added in place")
       ->capture_default_str();
+  cmd->add_option(gpt2_flag(Choice::Kernels), c.kernels,
+                  "memopt|aten: memopt's mask-free Philox dropout and fused bias+GELU, or ATen's "
+                  "(memopt run follows the profile's choice)")
+      ->capture_default_str();
   add_optional(cmd, Choice::Dropout, c.dropout,
                "dropout probability everywhere GPT-2 has it (default: GPT-2's 0.1, or a loaded config's)");
 }
@@ -58,10 +62,6 @@ void add_gpt2_model_flags(CLI::App* cmd, gpt2::Gpt2Choices& c) {
   add_optional(cmd, Choice::NHead, c.n_head, "attention heads H; must divide C");
   add_optional(cmd, Choice::Vocab, c.vocab, "vocabulary size V");
   add_optional(cmd, Choice::NPositions, c.n_positions, "position table size (>= --seq)");
-  cmd->add_option(gpt2_flag(Choice::Kernels), c.kernels,
-                  "memopt|aten: memopt's mask-free Philox dropout and fused bias+GELU, or ATen's "
-                  "(memopt run follows the profile's choice)")
-      ->capture_default_str();
 }
 
 }  // namespace memopt::tools

@@ -9,10 +9,10 @@
 
 namespace memopt::tools {
 
-// --model, --preset, --batch, --seq, --granularity, --attention, --dropout; the
-// current values of `choices` are the defaults shown.
+// --model, --preset, --batch, --seq, --granularity, --attention, --loss, --kernels,
+// --dropout; the current values of `choices` are the defaults shown.
 void add_gpt2_flags(CLI::App* cmd, gpt2::Gpt2Choices& choices);
-// --n-layer, --n-embd, --n-head, --vocab, --n-positions, --kernels.
+// --n-layer, --n-embd, --n-head, --vocab, --n-positions.
 void add_gpt2_model_flags(CLI::App* cmd, gpt2::Gpt2Choices& choices);
 
 // "--seq" for gpt2::Choice::Seq: pass to gpt2::build_gpt2_spec.

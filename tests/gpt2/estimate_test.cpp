@@ -20,8 +20,10 @@ using testing::small_config;
 const gpt2::Gpt2Workload kWorkload = testing::kSmallWorkload;  // N = 288, B H T^2 = 110592
 
 TEST(EstimateBytes, Fp32EqualsTheAnalyticTwin) {
-  for (const auto g : {gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op}) {
-    const auto c = small_config(gpt2::Attention::Explicit, g, 0.1);
+  for (const auto g : {gpt2::Granularity::Block, gpt2::Granularity::Sublayer, gpt2::Granularity::Op})
+  for (const auto kernels : {gpt2::Kernels::Aten, gpt2::Kernels::Memopt}) {
+    auto c = small_config(gpt2::Attention::Explicit, g, 0.1);
+    c.kernels = kernels;
     const auto analytic = gpt2_analytic_stages(c, kWorkload);
     const auto est = gpt2_stage_bytes(c, kWorkload, Dtype::Fp32);
     ASSERT_EQ(est.size(), analytic.size());
@@ -74,6 +76,45 @@ TEST(EstimateBytes, Bf16HalvesFloatsButNotMasksStatsOrTheFp32Loss) {
   // fp16 and bf16 store the same bytes.
   const auto fp16 = gpt2_stage_bytes(c, kWorkload, Dtype::Fp16);
   for (size_t i = 0; i < bf16.size(); ++i) EXPECT_EQ(fp16[i].saved_bytes, bf16[i].saved_bytes);
+}
+
+// memopt's dropout saves no mask (Note [Kernel choice] in gpt2/config.h): in bf16 a
+// block's fixed bytes are its LayerNorms' fp32 statistics alone, and its saved bytes
+// are ATen's less the masks, the attention's B H T^2 and two residual N C.
+TEST(EstimateBytes, Bf16WithMemoptKernelsKeepsNoMask) {
+  auto c = small_config(gpt2::Attention::Explicit, gpt2::Granularity::Block, 0.1);
+  const auto aten = gpt2_stage_bytes(c, kWorkload, Dtype::Bf16);
+  c.kernels = gpt2::Kernels::Memopt;
+  const auto fp32 = gpt2_stage_bytes(c, kWorkload, Dtype::Fp32);
+  const auto bf16 = gpt2_stage_bytes(c, kWorkload, Dtype::Bf16);
+  const int64_t N = kWorkload.batch * kWorkload.seq_len, C = c.n_embd;
+  const int64_t BHTT = kWorkload.batch * c.n_head * kWorkload.seq_len * kWorkload.seq_len;
+  EXPECT_EQ(bf16[0].saved_bytes, fp32[0].saved_bytes / 2);  // embed: the float output only
+  const int64_t block_fixed = 2 * (2 * N * 4);
+  EXPECT_EQ(bf16[1].saved_bytes, block_fixed + (fp32[1].saved_bytes - block_fixed) / 2);
+  EXPECT_EQ(bf16[1].saved_bytes, aten[1].saved_bytes - BHTT - 2 * N * C);
+}
+
+// Each dropout of ATen's writes its bool mask, one byte per element; memopt's writes
+// none, and nothing else in the forward changes.
+TEST(Roofline, MemoptDropoutMovesNoMask) {
+  auto c = small_config(gpt2::Attention::Explicit, gpt2::Granularity::Op, 0.1);
+  const GpuSpec gpu = *gpu_spec("h100-80gb");
+  const Estimate aten = estimate_gpt2({c, kWorkload, gpu, Dtype::Bf16, "", ""});
+  c.kernels = gpt2::Kernels::Memopt;
+  const Estimate memopt = estimate_gpt2({c, kWorkload, gpu, Dtype::Bf16, "", ""});
+  const double N = 288, C = 64, BHTT = 110592;
+  ASSERT_EQ(aten.fwd_bytes_moved.size(), memopt.fwd_bytes_moved.size());
+  for (size_t i = 0; i < aten.fwd_bytes_moved.size(); ++i) {
+    const std::string& name = aten.profile.chain.stages[i].name;
+    SCOPED_TRACE(name);
+    double mask = 0;
+    if (name == "embed" || name.ends_with("c_proj")) mask = N * C;
+    if (name.ends_with("attn.mix")) mask = BHTT;
+    EXPECT_EQ(aten.fwd_bytes_moved[i] - memopt.fwd_bytes_moved[i], mask);
+    EXPECT_EQ(aten.fwd_flop[i], memopt.fwd_flop[i]);
+  }
+  EXPECT_EQ(memopt.profile.model.value("kernels", ""), "memopt");
 }
 
 TEST(Roofline, MlpStageEqualsTheClosedForm) {
