@@ -5,16 +5,25 @@
 #include <cstddef>
 #include <optional>
 #include <set>
+#include <vector>
 #include <utility>
 
 #include "solver/plan_edits.h"
 #include "solver/simulate.h"
 
 namespace memopt::solver {
+namespace {
 
+// A perturbed plan, and the stage or activation index it perturbs around.
+struct Kick {
+  std::vector<Op> ops;
+  int index = 0;
+};
+
+// The perturbed plans the search tries from `ops`, in the order it tries them; the
+// simulator has checked only the round trips added.
 std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::vector<Op>& ops, int window_ops) {
   std::vector<Kick> out;
-  const auto moves = [&](OpKind kind, int index) { return std::find(ops.begin(), ops.end(), Op{kind, index}) != ops.end(); };
   const auto loss = std::find(ops.begin(), ops.end(), Op{OpKind::Loss, -1});
   const size_t after_loss = loss == ops.end() ? ops.size() : static_cast<size_t>(loss - ops.begin()) + 1;
   for (size_t p = 0; p < ops.size(); ++p) {
@@ -48,12 +57,12 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
   // that made it or last read it and comes back in one of the `window_ops` places
   // before the op that reads it next; of these, the plan best by the key is the kick
   // (where it is worse than `ops`, a drop in the polish may then pay for it).
-  const auto round_trip = [&](size_t made, size_t reader, Op out_op) {
+  const auto round_trip = [&](const RoundTrip& trip) {
     std::optional<std::pair<PlanKey, std::vector<Op>>> best;
-    for (size_t off_at = made + 1; off_at <= reader; ++off_at) {
-      const std::vector<Op> with_out = inserted(ops, off_at, out_op);
-      for (size_t at = reader + 1, n = 0; at > off_at && n < static_cast<size_t>(window_ops); --at, ++n) {
-        std::vector<Op> c = inserted(with_out, at, {way_back(out_op.kind), out_op.index});
+    for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
+      const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
+      for (size_t at = trip.reader + 1, n = 0; at > off_at && n < static_cast<size_t>(window_ops); --at, ++n) {
+        std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
         const SimResult r = simulate_timeline(chain, c);
         if (!r.valid) continue;
         const PlanKey key = plan_key(r, c, budget_bytes);
@@ -61,26 +70,16 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
       }
       if (info(ops[off_at].kind).is_compute) break;  // the end of the gap
     }
-    if (best) out.push_back({std::move(best->second), out_op.index});
+    if (best) out.push_back({std::move(best->second), trip.out.index});
   };
-  for (int k = 0; k < chain.length(); ++k) {
-    if (chain.xbar(k + 1) <= chain.x(k + 1) || moves(OpKind::OffloadSaved, k + 1)) continue;
-    const auto bwd = std::find(ops.begin(), ops.end(), Op{OpKind::Bwd, k});
-    const auto keep = std::find(std::make_reverse_iterator(bwd), ops.rend(), Op{OpKind::FwdKeep, k});
-    if (bwd == ops.end() || keep == ops.rend()) continue;
-    round_trip(static_cast<size_t>(ops.rend() - keep) - 1, static_cast<size_t>(bwd - ops.begin()), {OpKind::OffloadSaved, k + 1});
-  }
-  for (int k = 0; k < chain.length(); ++k) {
-    if (chain.x(k) <= 0 || !chain.stands_alone(k) || moves(OpKind::Offload, k)) continue;
-    std::optional<size_t> last_read;
-    for (size_t p = 0; p < ops.size(); ++p) {
-      if (!info(ops[p].kind).is_compute || compute_cost(chain, ops[p]).reads != k) continue;
-      if (last_read) round_trip(*last_read, p, {OpKind::Offload, k});
-      last_read = p;
-    }
-  }
+  for (int k = 0; k < chain.length(); ++k)
+    if (const auto trip = saved_state_round_trip(chain, ops, k)) round_trip(*trip);
+  for (int k = 0; k < chain.length(); ++k)
+    for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) round_trip(trip);
   return out;
 }
+
+}  // namespace
 
 std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops, const KickOptions& options) {
   if (!chain.has_usable_link()) return ops;
@@ -94,7 +93,7 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
     improved = false;
     for (Kick& kick : kicks_of(chain, budget_bytes, ops, options.polish.window_ops)) {
       if (polishes_left <= 0) break;
-      if (!simulate_timeline(chain, kick.ops).valid || !tried.insert(kick.ops).second) continue;
+      if (!tried.insert(kick.ops).second || !simulate_timeline(chain, kick.ops).valid) continue;
       --polishes_left;
       local.focus.assign(chain.length() + 2, 0);
       for (int k = std::max(0, kick.index - options.focus_radius);
@@ -105,8 +104,7 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
       if (!r.valid || !(plan_key(r, polished, budget_bytes) < best)) continue;
       // Better: the whole plan is polished again, then kicked again.
       ops = polish_copies(chain, budget_bytes, std::move(polished), options.polish);
-      const PlanKey key = plan_key(simulate_timeline(chain, ops), ops, budget_bytes);
-      best = key;
+      best = plan_key(simulate_timeline(chain, ops), ops, budget_bytes);
       improved = true;
       break;
     }

@@ -52,19 +52,9 @@ struct KickOptions {
   int focus_radius = 6;  // a kicked plan's polish moves ops within this many indices of the kick's
 };
 
-// A perturbed plan, and the stage or activation index it perturbs around.
-struct Kick {
-  std::vector<Op> ops;
-  int index = 0;
-};
-
 // `ops` must be valid and should already be polished. Returns a plan at least as
 // good by the polish's key; needs chain.link for any move.
 std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
                             const KickOptions& options = {});
-
-// The perturbed plans the search tries from `ops`, in the order it tries them; the
-// simulator has checked only the round trips added.
-std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::vector<Op>& ops, int window_ops);
 
 }  // namespace memopt::solver

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "solver/chain.h"
 #include "solver/schedule.h"
 
 namespace memopt::solver {
@@ -50,5 +52,18 @@ inline std::vector<Op> dropped(std::vector<Op> ops, size_t at) {
 inline bool is_forward(OpKind kind) {
   return kind == OpKind::FwdKeep || kind == OpKind::FwdCkpt || kind == OpKind::FwdDrop;
 }
+
+// A round trip a plan could add: `out` (an offload or offload_saved) after position
+// `made`, its data back before position `reader`.
+struct RoundTrip {
+  size_t made = 0, reader = 0;
+  Op out{OpKind::Offload, -1};
+};
+// ā_{k+1}'s, if it holds bytes beyond a_{k+1} and does not move yet: made by the last
+// fwd_keep k before bwd k, read by bwd k.
+std::optional<RoundTrip> saved_state_round_trip(const Chain& chain, const std::vector<Op>& ops, int k);
+// a_k's, if it holds bytes, shares no carried bytes and does not move yet: one per
+// pair of consecutive ops that read it, in plan order.
+std::vector<RoundTrip> activation_round_trips(const Chain& chain, const std::vector<Op>& ops, int k);
 
 }  // namespace memopt::solver

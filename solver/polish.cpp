@@ -136,27 +136,15 @@ bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
 bool first_round_trip_pass(Search& s, int window) {
   bool any = false;
   const int L = s.chain.length();
-  const auto moves = [&](OpKind kind, int index) {
-    return std::find(s.ops.begin(), s.ops.end(), Op{kind, index}) != s.ops.end();
-  };
-  // ā_{k+1}: made by the last fwd_keep k before bwd k, read by bwd k.
   for (int k = 0; k < L; ++k) {
-    if (s.chain.xbar(k + 1) <= s.chain.x(k + 1) || moves(OpKind::OffloadSaved, k + 1) || !s.in_focus(k + 1)) continue;
-    const auto bwd = std::find(s.ops.begin(), s.ops.end(), Op{OpKind::Bwd, k});
-    const auto keep = std::find(std::make_reverse_iterator(bwd), s.ops.rend(), Op{OpKind::FwdKeep, k});
-    if (bwd == s.ops.end() || keep == s.ops.rend()) continue;
-    const size_t made = static_cast<size_t>(s.ops.rend() - keep) - 1;
-    any = try_round_trip(s, made, static_cast<size_t>(bwd - s.ops.begin()), {OpKind::OffloadSaved, k + 1}, window) || any;
+    if (!s.in_focus(k + 1)) continue;
+    if (const auto trip = saved_state_round_trip(s.chain, s.ops, k))
+      any = try_round_trip(s, trip->made, trip->reader, trip->out, window) || any;
   }
-  // a_k (one that shares no carried bytes): offloaded after an op that reads it,
-  // and back before the next op that reads it, for each such pair.
   for (int k = 0; k < L; ++k) {
-    if (s.chain.x(k) <= 0 || !s.chain.stands_alone(k) || moves(OpKind::Offload, k) || !s.in_focus(k)) continue;
-    std::vector<size_t> reads;
-    for (size_t p = 0; p < s.ops.size(); ++p)
-      if (info(s.ops[p].kind).is_compute && compute_cost(s.chain, s.ops[p]).reads == k) reads.push_back(p);
-    for (size_t i = 0; i + 1 < reads.size(); ++i) {
-      if (!try_round_trip(s, reads[i], reads[i + 1], {OpKind::Offload, k}, window)) continue;
+    if (!s.in_focus(k)) continue;
+    for (const RoundTrip& trip : activation_round_trips(s.chain, s.ops, k)) {
+      if (!try_round_trip(s, trip.made, trip.reader, trip.out, window)) continue;
       any = true;
       break;  // the plan changed: its positions are stale
     }
