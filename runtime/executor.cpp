@@ -29,6 +29,16 @@ class RngStateScope {
   CpuRngState saved_;
 };
 
+// The leading tensors of `output` that are `input`'s, passed through (Note
+// [Multi-tensor activations]): they share their storages.
+size_t num_carried(const model::Activation& input, const model::Activation& output) {
+  size_t n = 0;
+  while (n < input.size() && n < output.size() && input[n].defined() && output[n].defined() &&
+         input[n].storage().unsafeGetStorageImpl() == output[n].storage().unsafeGetStorageImpl())
+    ++n;
+  return n;
+}
+
 std::string op_text(const Op& op, size_t p) {
   return "op " + std::to_string(p) + " (" + solver::to_string(op) + ")";
 }
@@ -63,6 +73,9 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   arriving_.resize(L + 2);
   due_before_.resize(ops_.size());
   outbound_.resize(ops_.size());
+  input_move_.resize(L + 2);
+  input_released_at_.assign(ops_.size(), -1);
+  carried_count_.assign(L + 2, 0);
   for (size_t p = 0; p < options_.offload_done_before.size() && p < ops_.size(); ++p) {
     const int q = options_.offload_done_before[p];
     if (q > static_cast<int>(p) && q < static_cast<int>(ops_.size())) due_before_[q].push_back(static_cast<int>(p));
@@ -113,6 +126,7 @@ void ScheduleRunner::wait_offloads_due(size_t q) {
   for (const int p : due_before_[q]) {
     for (const OutboundCopy& c : outbound_[p]) c.transfer->wait();
     outbound_[p].clear();
+    if (const int k = input_released_at_[p]; k >= 0 && input_move_[k]) input_move_[k]->release();
   }
   copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -143,6 +157,28 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
       saved_state_[k]->prefetch(*options_.copy_engine);
       ++copy_stats_.num_prefetches;
     }
+    return;
+  }
+  if (op.kind == OpKind::OffloadInput) {
+    // Note [Moving bytes from under their holders] (storage_move.h): the tensors of
+    // a_k that neither neighbour passes through.
+    const model::Activation& a = plain_[k].empty() ? saved_out_[k] : plain_[k];
+    if (a.empty() || saved_out_[k + 1].empty())
+      throw std::logic_error("executor: offload_input " + std::to_string(k) + " without a_" + std::to_string(k) +
+                             " and ā_" + std::to_string(k + 1) + " resident");
+    const size_t first_own = std::min(a.size(), std::max(carried_count_[k], carried_count_[k + 1]));
+    input_move_[k] = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(first_own), a.end()),
+                                                   *options_.copy_engine);
+    for (const auto& t : input_move_[k]->transfers()) unwaited_offloads_.push_back(t);
+    if (hold) input_released_at_[p] = k;
+    else input_move_[k]->release();
+    ++copy_stats_.num_offloads;
+    return;
+  }
+  if (op.kind == OpKind::PrefetchInput) {
+    if (!input_move_[k]) throw std::logic_error("executor: prefetch_input of a_" + std::to_string(k) + ", which is not on the host");
+    input_move_[k]->prefetch(*options_.copy_engine);
+    ++copy_stats_.num_prefetches;
     return;
   }
   if (op.kind == OpKind::Offload) {
@@ -207,10 +243,13 @@ void ScheduleRunner::forward_op(const Op& op) {
     } else {
       saved_out_[i + 1] = run_stage(i, leaves, /*with_grad=*/true);
     }
+    carried_count_[i + 1] = num_carried(leaves, saved_out_[i + 1]);
     saved_leaf_[i + 1] = std::move(leaves);
     return;
   }
-  plain_[i + 1] = run_stage(i, input_of(i), /*with_grad=*/false);
+  const model::Activation input = input_of(i);
+  plain_[i + 1] = run_stage(i, input, /*with_grad=*/false);
+  carried_count_[i + 1] = num_carried(input, plain_[i + 1]);
   if (op.kind == OpKind::FwdDrop) plain_[i].clear();
 }
 
@@ -222,6 +261,13 @@ void ScheduleRunner::backward_op(int i) {
   if (options_.hooks) options_.hooks->before_backward(i);
   // A prefetch_saved still in flight: the compute thread waits (exposed copy time).
   if (saved_state_[i + 1]) copy_stats_.stall_ms += saved_state_[i + 1]->wait_on_device();
+  // So does a prefetch_input of the stage's input, or of its output (ā_{i+1} whole).
+  for (const int k : {i, i + 1}) {
+    if (!input_move_[k]) continue;
+    copy_stats_.stall_ms += input_move_[k]->restore();
+    for (const auto& t : input_move_[k]->transfers()) all_copies_.push_back(t);
+    input_move_[k].reset();
+  }
   model::Activation d_in = model::backward_stage(out, leaves, grad_[i + 1]);
   out.clear();
   leaves.clear();

@@ -2,6 +2,7 @@
 // described only by times and byte sizes. Everything the solver knows about a model.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -133,6 +134,9 @@ struct Chain {
   // a_k shares no bytes with a_{k-1} nor a_{k+1} (c_k = c_{k+1} = 0): only such an
   // activation can move to the host (Note [Carried bytes]).
   bool stands_alone(int k) const { return carried(k) == 0 && carried(k + 1) == 0; }
+  // The bytes of a_k that neither neighbour shares, what `offload_input k` moves (Note
+  // [A kept stage's input may leave] in simulate.h): x_k less its longer carried prefix.
+  int64_t own_bytes(int k) const { return x(k) - std::max(carried(k), carried(k + 1)); }
   bool has_role(StageRole role) const;  // any stage of it
   // A link with both bandwidths positive: data can move (validate() requires it of
   // every link in a file; chains built in code may lack one).

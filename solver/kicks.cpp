@@ -28,7 +28,7 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
   const size_t after_loss = loss == ops.end() ? ops.size() : static_cast<size_t>(loss - ops.begin()) + 1;
   for (size_t p = 0; p < ops.size(); ++p) {
     const Op op = ops[p];
-    if (op.kind == OpKind::WaitOffloads || op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) {
+    if (op.kind == OpKind::WaitOffloads || is_offload(op.kind)) {
       // A wait (where the compute op after it is), or a round trip.
       int index = op.index;
       if (op.kind == OpKind::WaitOffloads) {

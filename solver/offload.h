@@ -47,8 +47,9 @@
 // queue on the link, copies running through anything but a C forward into its K
 // or a KR run's forward,
 // waits other than at the start of an item, and forward orders that are not
-// persistent. A kept stage's input never leaves the device before its backward: the
-// stage may have saved it (Note [A kept stage keeps its input] in simulate.h).
+// persistent. A kept stage's input never leaves the device before its backward here:
+// the class has no `offload_input` (Note [A kept stage's input may leave] in
+// simulate.h), which only the pipelined family adds.
 // `optimal` also tries the pipelined family of offload_pipeline.h, whose plans of one
 // shape have far prefetches and queued copies, and polishes its best candidate with
 // moves outside the class (Note [Polishing a plan's copies] in polish.h). The tail alone is the recompute DP, so the value is

@@ -7,7 +7,8 @@
 
 namespace memopt::solver {
 
-std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix) {
+std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix,
+                                      bool inputs) {
   const int L = chain.length();
   std::vector<Op> ops;
   if (p > 0) {
@@ -16,13 +17,16 @@ std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, c
   }
   for (int k = p; k < L; ++k) {
     ops.push_back({OpKind::FwdKeep, k});
+    if (k < q && inputs && chain.own_bytes(k) > 0) ops.push_back({OpKind::OffloadInput, k});
     if (k < q && chain.xbar(k + 1) > chain.x(k + 1)) ops.push_back({OpKind::OffloadSaved, k + 1});
   }
   ops.push_back({OpKind::Loss, -1});
   int next = std::min(q, L) - 1;  // the highest stage whose saved state is still on the host
   for (int i = L - 1; i >= p; --i) {
-    for (; next >= p && next + d >= i; --next)
+    for (; next >= p && next + d >= i; --next) {
       if (chain.xbar(next + 1) > chain.x(next + 1)) ops.push_back({OpKind::PrefetchSaved, next + 1});
+      if (inputs && chain.own_bytes(next) > 0) ops.push_back({OpKind::PrefetchInput, next});
+    }
     ops.push_back({OpKind::Bwd, i});
   }
   ops.insert(ops.end(), prefix.begin(), prefix.end());
@@ -51,13 +55,19 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
       table.emit(0, p - 1, m, prefix);
     }
     for (int q = p + 1; q <= L; ++q) {
-      // Bisection for the largest fitting distance: d = 1 first, which holds least.
-      if (!consider(pipelined_offload_ops(chain, p, q, 1, prefix))) continue;
-      int lo = 1, hi = L - p + 1;  // lo fits; beyond L - p every prefetch follows the loss
-      while (lo < hi) {
-        const int mid = lo + (hi - lo + 1) / 2;
-        if (consider(pipelined_offload_ops(chain, p, q, mid, prefix))) lo = mid;
-        else hi = mid - 1;
+      const int farthest = L - p + 1;  // beyond L - p every prefetch follows the loss
+      for (const bool inputs : {false, true}) {
+        // Bisection for the largest fitting distance: d = 1 first, which holds least.
+        const bool fits_near = consider(pipelined_offload_ops(chain, p, q, 1, prefix, inputs));
+        int lo = 1, hi = farthest;  // lo fits
+        while (fits_near && lo < hi) {
+          const int mid = lo + (hi - lo + 1) / 2;
+          if (consider(pipelined_offload_ops(chain, p, q, mid, prefix, inputs))) lo = mid;
+          else hi = mid - 1;
+        }
+        // Note [Pipelined offload candidates]: the inputs only where memory held the
+        // plan back.
+        if (fits_near && lo == farthest) break;
       }
     }
   }

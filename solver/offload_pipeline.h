@@ -9,12 +9,21 @@
 // (each copy ends within the next item's first op; a prefetch is at most one item
 // ahead). This family has the shape:
 //   fwd_ckpt 0, fwd_drop 1 .. p-1             (a prefix recomputed from a_0)
-//   fwd_keep k, offload_saved k+1 for p <= k < q (a middle whose saved state moves)
+//   fwd_keep k, [offload_input k,] offload_saved k+1 for p <= k < q (a middle whose
+//                                             saved state, and inputs, move)
 //   fwd_keep q .. L-1, loss                   (a kept suffix)
-//   bwd L-1 .. p, with `prefetch_saved k+1` issued just before `bwd k+d` (or right
-//   after the loss when k+d >= L), in stage order on the h2d link
+//   bwd L-1 .. p, with `prefetch_saved k+1` [and `prefetch_input k`] issued just
+//   before `bwd k+d` (or right after the loss when k+d >= L), in stage order on the
+//   h2d link
 //   then the recompute DP's schedule of the prefix 0 .. p-1 with d_p resident.
-// It is searched over every (p, q) and, for each, over the prefetch distance d by
+// The bracketed ops are one variant (Note [A kept stage's input may leave] in
+// simulate.h): at operator granularity a kept stage's input is most of what the
+// middle holds. It is tried for a (p, q) only where the plan without it does not fit
+// with every prefetch right after the loss: it moves more bytes over the same links,
+// so it can only be faster where memory holds the plan back, and trying it
+// everywhere cost `optimal` on the solver bench's 96-stage chain over 1 GB/s a tenth
+// more time. It is searched over every (p, q) and, for each, over the prefetch
+// distance d by
 // bisection for the largest d whose plan fits: a larger d holds more bytes earlier
 // and stalls less. Every plan is simulated with the timeline simulator and only
 // fitting ones are returned, so the family can only make `optimal` faster; it is
@@ -33,7 +42,9 @@ namespace memopt::solver {
 
 // The plan of Note [Pipelined offload candidates] for one (p, q, d); `prefix` is the
 // recompute DP's schedule of stages 0 .. p-1 (empty when p = 0).
-std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix);
+// With `inputs`, the middle's inputs move too.
+std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix,
+                                      bool inputs = false);
 
 // The fastest fitting plan of the family, or nullopt (also without a link).
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,

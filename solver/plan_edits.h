@@ -31,16 +31,23 @@ inline std::vector<Op> erased(std::vector<Op> ops, size_t at) {
   return ops;
 }
 
-// The copy that brings back what `offload` (offload or offload_saved) moved out.
+// offload, offload_saved, offload_input: the copies that take data off the device.
+inline bool is_offload(OpKind kind) {
+  return kind == OpKind::Offload || kind == OpKind::OffloadSaved || kind == OpKind::OffloadInput;
+}
+
+// The copy that brings back what `offload` (an is_offload kind) moved out.
 inline OpKind way_back(OpKind offload) {
-  return offload == OpKind::Offload ? OpKind::Prefetch : OpKind::PrefetchSaved;
+  return offload == OpKind::Offload ? OpKind::Prefetch
+         : offload == OpKind::OffloadSaved ? OpKind::PrefetchSaved
+                                           : OpKind::PrefetchInput;
 }
 
 // The wait_offloads at `at` taken out, or the offload at `at` with the prefetch that
 // brings its data back (if any); any other op is left in.
 inline std::vector<Op> dropped(std::vector<Op> ops, size_t at) {
   const Op op = ops[at];
-  if (op.kind == OpKind::Offload || op.kind == OpKind::OffloadSaved) {
+  if (is_offload(op.kind)) {
     const auto back = std::find(ops.begin() + static_cast<std::ptrdiff_t>(at) + 1, ops.end(), Op{way_back(op.kind), op.index});
     if (back != ops.end()) ops.erase(back);
   } else if (op.kind != OpKind::WaitOffloads) {
@@ -53,7 +60,7 @@ inline bool is_forward(OpKind kind) {
   return kind == OpKind::FwdKeep || kind == OpKind::FwdCkpt || kind == OpKind::FwdDrop;
 }
 
-// A round trip a plan could add: `out` (an offload or offload_saved) after position
+// A round trip a plan could add: `out` (an is_offload kind) after position
 // `made`, its data back before position `reader`.
 struct RoundTrip {
   size_t made = 0, reader = 0;

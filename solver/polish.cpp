@@ -91,7 +91,7 @@ bool drop_pass(Search& s) {
   bool any = false;
   for (size_t p = 0; p < s.ops.size(); ++p) {
     const OpKind kind = s.ops[p].kind;
-    if ((kind == OpKind::WaitOffloads || kind == OpKind::Offload || kind == OpKind::OffloadSaved) && s.in_focus(s.ops[p]))
+    if ((kind == OpKind::WaitOffloads || is_offload(kind)) && s.in_focus(s.ops[p]))
       any = s.take(dropped(s.ops, p)) || any;
   }
   return any;
@@ -101,7 +101,7 @@ bool wait_pass(Search& s) {
   bool any = false, offloaded = false;
   for (size_t p = 0; p < s.ops.size(); ++p) {
     const OpKind kind = s.ops[p].kind;
-    if (kind == OpKind::Offload || kind == OpKind::OffloadSaved) offloaded = true;
+    if (is_offload(kind)) offloaded = true;
     if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads) ||
         !s.in_focus(s.ops[p]))
       continue;

@@ -13,7 +13,10 @@ namespace memopt::solver {
 
 // Note [One table per enumeration]: the enum, its JSON word and whether it takes a
 // stage index are defined once, in kOpKinds; everything else looks them up there.
-enum class OpKind { FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved, WaitOffloads };
+enum class OpKind {
+  FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved, OffloadInput, PrefetchInput,
+  WaitOffloads
+};
 
 struct OpKindInfo {
   OpKind kind;
@@ -32,6 +35,11 @@ inline constexpr OpKindInfo kOpKinds[] = {
     // the part of ā_k beyond a_k, x̄_k - x_k bytes, out and back.
     {OpKind::OffloadSaved, "offload_saved", true, false, true},
     {OpKind::PrefetchSaved, "prefetch_saved", true, false, true},
+    // memopt's extension (Note [A kept stage's input may leave] in simulate.h): move
+    // the bytes of a_k no neighbour shares out once stage k has run under autograd,
+    // and back before anything reads them.
+    {OpKind::OffloadInput, "offload_input", true, false, true},
+    {OpKind::PrefetchInput, "prefetch_input", true, false, true},
     // memopt's extension (Note [Waiting for the offloads] in simulate.h): the
     // compute stream waits until every offload issued so far has ended.
     {OpKind::WaitOffloads, "wait_offloads", false, false, false},
@@ -42,14 +50,14 @@ std::optional<OpKind> op_kind_from_word(std::string_view word);
 
 struct Op {
   OpKind kind;
-  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch (ā_k for *_saved), -1 for loss
+  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch/*_input (ā_k for *_saved), -1 for loss
   friend bool operator==(const Op&, const Op&) = default;
   friend auto operator<=>(const Op&, const Op&) = default;  // so plans order, as map keys
 };
 
 std::string to_string(const Op& op);  // "fwd_keep 3", "loss"
 
-// offload, prefetch, offload_saved, prefetch_saved: ops of the links, not of compute.
+// offload, prefetch, *_saved, *_input: ops of the links, not of compute.
 inline bool is_copy(OpKind kind) { return info(kind).is_copy; }
 // The ops of section 5 only: the copies and wait_offloads.
 inline bool needs_timeline(OpKind kind) { return !info(kind).is_compute; }

@@ -94,6 +94,8 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
     case OpKind::PrefetchSaved:
+    case OpKind::OffloadInput:
+    case OpKind::PrefetchInput:
     case OpKind::WaitOffloads:
       return "";
   }
@@ -207,6 +209,8 @@ struct TimelineBuffers {
   std::vector<Place> place;
   std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms, op_start_ms, offload_end_ms;
   std::vector<char> hollow;
+  std::vector<char> input_out;  // a_k's own bytes on the host (Note [A kept stage's input may leave])
+  std::vector<double> input_ready_ms, input_on_host_ms;
   std::vector<MemEvent> events, frees;
 };
 
@@ -248,6 +252,12 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   hollow.assign(L + 2, 0);
   saved_ready_ms.assign(L + 2, 0.0);
   saved_on_host_ms.assign(L + 2, 0.0);
+  // Set up at the first offload_input only: most plans have none, and the polish
+  // simulates thousands of them (Note [The timeline's buffers]).
+  std::vector<char>& input_out = buffers.input_out;
+  std::vector<double>& input_ready_ms = buffers.input_ready_ms;
+  std::vector<double>& input_on_host_ms = buffers.input_on_host_ms;
+  bool inputs_move = false;
   std::vector<MemEvent>& events = buffers.events;  // in program order (Note [Events in time order])
   std::vector<MemEvent>& frees = buffers.frees;    // at the ends of offload copies
   events.clear();
@@ -264,6 +274,30 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one to the profile";
     return "";
   };
+  // Section 5.2: op p copies `bytes`, complete on the device since `data_ms`, to the
+  // host, and frees them when the copy ends (returned).
+  const auto offload_copy = [&](int p, double data_ms, int64_t bytes) {
+    const double start = std::max({compute_end, data_ms, d2h_free});
+    const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s;
+    d2h_free = end;
+    last_copy_end = std::max(last_copy_end, end);
+    out.copy_ms += end - start;
+    frees.push_back({end, -1, -bytes, -1});
+    offload_end_ms[p] = end;
+    return end;
+  };
+  // Op p allocates `bytes` at issue and copies them back from the host, where they
+  // are since `on_host_ms`; returns when the copy ends.
+  const auto prefetch_copy = [&](int p, double on_host_ms, int64_t bytes) {
+    events.push_back({compute_end, 2 * static_cast<int64_t>(p), bytes, p});
+    op_start_ms[p] = compute_end;  // it allocates at issue
+    const double start = std::max({compute_end, h2d_free, on_host_ms});
+    const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
+    h2d_free = end;
+    last_copy_end = std::max(last_copy_end, end);
+    out.copy_ms += end - start;
+    return end;
+  };
 
   for (int p = 0; p < n; ++p) {
     const Op& op = ops[p];
@@ -279,18 +313,11 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of stage " + std::to_string(i) +
                                 ", whose saved state ā_" + std::to_string(i + 1) + " is on the device and may hold it; " +
                                 "offload it before fwd_keep " + std::to_string(i) + " or after bwd " + std::to_string(i) +
-                                ", or move the saved state with offload_saved " + std::to_string(i + 1));
+                                ", or move it with offload_input " + std::to_string(i));
       if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
         return fail(out, p, carried_copy_error(ops, p, shared));
-      const double start = std::max({compute_end, ready_ms[i], d2h_free});
-      const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->d2h_bytes_per_s;
-      d2h_free = end;
-      last_copy_end = std::max(last_copy_end, end);
-      out.copy_ms += end - start;
-      frees.push_back({end, -1, -chain.x(i), -1});
-      offload_end_ms[p] = end;
+      on_host_ms[i] = offload_copy(p, ready_ms[i], chain.x(i));
       place[i] = Place::OnHost;
-      on_host_ms[i] = end;
       r.plain[i] = 0;
       continue;
     }
@@ -300,15 +327,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       if (place[i] != Place::OnHost) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)");
       if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
         return fail(out, p, carried_copy_error(ops, p, shared));
-      events.push_back({compute_end, 2 * static_cast<int64_t>(p), chain.x(i), p});
-      op_start_ms[p] = compute_end;  // it allocates at issue
-      const double start = std::max({compute_end, h2d_free, on_host_ms[i]});
-      const double end = start + 1000.0 * static_cast<double>(chain.x(i)) / chain.link->h2d_bytes_per_s;
-      h2d_free = end;
-      last_copy_end = std::max(last_copy_end, end);
-      out.copy_ms += end - start;
+      ready_ms[i] = prefetch_copy(p, on_host_ms[i], chain.x(i));
       place[i] = Place::Device;
-      ready_ms[i] = end;
       r.plain[i] = 1;
       continue;
     }
@@ -320,27 +340,44 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       if (op.kind == OpKind::OffloadSaved) {
         if (!r.saved[i] || hollow[i])
           return fail(out, p, op_label(ops, p) + ": ā_" + std::to_string(i) + (r.saved[i] ? " is already on the host" : " is not resident (stage " + std::to_string(i - 1) + " must run fwd_keep first)"));
-        const double start = std::max({compute_end, saved_ready_ms[i], d2h_free});
-        const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s;
-        d2h_free = end;
-        last_copy_end = std::max(last_copy_end, end);
-        out.copy_ms += end - start;
-        frees.push_back({end, -1, -bytes, -1});
-        offload_end_ms[p] = end;
+        saved_on_host_ms[i] = offload_copy(p, saved_ready_ms[i], bytes);
         hollow[i] = 1;
-        saved_on_host_ms[i] = end;
       } else {
         if (!r.saved[i] || !hollow[i])
           return fail(out, p, op_label(ops, p) + ": the saved state of ā_" + std::to_string(i) + " is not on the host (offload_saved it first)");
-        events.push_back({compute_end, 2 * static_cast<int64_t>(p), bytes, p});
-        op_start_ms[p] = compute_end;  // it allocates at issue
-        const double start = std::max({compute_end, h2d_free, saved_on_host_ms[i]});
-        const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
-        h2d_free = end;
-        last_copy_end = std::max(last_copy_end, end);
-        out.copy_ms += end - start;
+        saved_ready_ms[i] = prefetch_copy(p, saved_on_host_ms[i], bytes);
         hollow[i] = 0;
-        saved_ready_ms[i] = end;
+      }
+      continue;
+    }
+    if (op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput) {
+      // Note [A kept stage's input may leave] (simulate.h).
+      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
+      if (i < 0 || i >= L)
+        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of no stage; inputs are a_0..a_" + std::to_string(L - 1));
+      const int64_t bytes = chain.own_bytes(i);
+      if (!inputs_move) {
+        inputs_move = true;
+        input_out.assign(L + 2, 0);
+        input_ready_ms.assign(L + 2, 0.0);
+        input_on_host_ms.assign(L + 2, 0.0);
+      }
+      if (op.kind == OpKind::OffloadInput) {
+        if (!r.saved[i + 1])
+          return fail(out, p, op_label(ops, p) + ": stage " + std::to_string(i) + " has not run fwd_keep, so a_" + std::to_string(i) +
+                                  " is no kept stage's input (use offload " + std::to_string(i) + ")");
+        if (input_out[i]) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + "'s own bytes are already on the host");
+        if (!(r.saved[i] || (r.plain[i] && place[i] == Place::Device)))
+          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not resident on the device");
+        if (bytes <= 0)
+          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " shares all its bytes with a neighbour (docs/formats.md section 1.7); it has nothing of its own to move");
+        input_on_host_ms[i] = offload_copy(p, std::max(ready_ms[i], input_ready_ms[i]), bytes);
+        input_out[i] = 1;
+      } else {
+        if (!input_out[i])
+          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + "'s own bytes are not on the host (offload_input it first)");
+        input_ready_ms[i] = prefetch_copy(p, input_on_host_ms[i], bytes);
+        input_out[i] = 0;
       }
       continue;
     }
@@ -356,6 +393,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
     if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
       return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
+    if (op.kind == OpKind::Bwd && inputs_move && (input_out[i] || input_out[i + 1])) {
+      const int k = input_out[i] ? i : i + 1;
+      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(k) + ", whose own bytes are on the host (prefetch_input " + std::to_string(k) + " first)");
+    }
     if (op.kind == OpKind::Bwd && hollow[i + 1])
       return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
@@ -364,7 +405,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, ready_ms[k]); };
     const ComputeCost cost = compute_cost(chain, op);
     wait_for(cost.reads);
-    if (op.kind == OpKind::Bwd) ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
+    if (op.kind == OpKind::Bwd) {
+      ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
+      if (inputs_move) ready = std::max({ready, input_ready_ms[i], input_ready_ms[i + 1]});  // or a prefetch_input
+    }
     // What the new object shares with what is already there (Note [Carried bytes]).
     const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain, r, i)
                                  : op.kind == OpKind::Loss ? gradient_overlap(chain, r, L)
@@ -425,6 +469,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (place[k] == Place::OnHost)
       return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
     if (hollow[k]) return fail(out, n, "the saved state of ā_" + std::to_string(k) + " was offloaded and never prefetched");
+    if (inputs_move && input_out[k])
+      return fail(out, n, "a_" + std::to_string(k) + "'s own bytes were offloaded and never prefetched");
   }
   if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
 

@@ -67,7 +67,28 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // ids, every LayerNorm its input), and the profile does not count that input again in
 // x̄_{k+1} (Note [Stage byte accounting] in profiler/profiler.h): the saved graph holds
 // a_k's storage, so moving a_k to the host would free nothing on a real device while
-// the simulator freed x_k. The saved state itself moves with `offload_saved k+1`.
+// the simulator freed x_k. The saved state itself moves with `offload_saved k+1`, and
+// a_k itself with `offload_input k`, which moves the storage's bytes out from under
+// every holder (Note [A kept stage's input may leave]).
+
+// Note [A kept stage's input may leave]
+// At operator granularity most of what a kept run of stages holds is its stages'
+// inputs: each op's output is the next op's input, and `offload_saved` moves only what
+// a stage saves beyond its input and output. So a kept stage's input must be able to
+// leave too, or a plan at operator granularity could not do what a block's
+// `offload_saved` does. `offload_input k` (stage k has run `fwd_keep k`, so ā_{k+1}
+// is resident; a_k is on the device, plain or inside ā_k) copies the own bytes of a_k
+// -- x_k less the longer of the prefixes it carries with a_{k-1} and a_{k+1}
+// (Chain::own_bytes; those prefixes stay, for the neighbours hold them too) -- on the
+// d2h link as `offload` does, and frees them when the copy ends. Until
+// `prefetch_input k` has brought them back (allocated at issue, copied after the
+// offload ended) nothing may read a_k: `bwd k` (its input) and `bwd k-1` (ā_k whole)
+// are refused, and wait for the copy once it is issued. Nothing else can touch a_k
+// meanwhile: stage k cannot run again while a_{k+1} is resident, nor stage k-1 while
+// a_k is. The runtime moves those storages' bytes and leaves every tensor that views
+// them -- the leaf autograd accumulates into, the saved tensors of both graphs, the
+// previous stage's output -- in place, empty until the bytes come back
+// (runtime/executor.cpp).
 
 // What a compute op costs at its start (docs/formats.md sections 4.2 and 5.3): the
 // object it adds, its transient, its time, and the plain activation it reads and so

@@ -16,7 +16,8 @@ std::vector<StageActivity> stage_activity(const Chain& chain, const std::vector<
       case OpKind::FwdKeep: ++a.num_forwards; ++a.num_keeps; break;
       case OpKind::FwdCkpt: ++a.num_forwards; ++a.num_ckpts; break;
       case OpKind::FwdDrop: ++a.num_forwards; break;
-      case OpKind::Offload: a.input_offloaded = true; break;
+      case OpKind::Offload:
+      case OpKind::OffloadInput: a.input_offloaded = true; break;
       default: break;
     }
   }

@@ -96,7 +96,7 @@ def compute_sequences(profile: dict, plan: dict, larger: bool, byte_slots: bool 
     return list(out.values())
 
 
-def best_placement(profile: dict, budget: int, sequences, time_limit_s: float):
+def best_placement(profile: dict, budget: int, sequences, time_limit_s: float, kept_inputs: bool = True):
     """The fastest placement around each plan's compute ops, over the plans: a dict of
     its time, source, simulated time, whether it fits, the MILP's bound and status, or
     None; and whether every MILP was solved to optimality (or proven infeasible). Each
@@ -106,7 +106,7 @@ def best_placement(profile: dict, budget: int, sequences, time_limit_s: float):
     best: Optional[dict] = None
     proven = True
     for source, ops in sequences:
-        result = cpm.check_plan(chain, ops, budget, time_limit_s)
+        result = cpm.check_plan(chain, ops, budget, time_limit_s, kept_inputs)
         if result.status not in ("Optimal", "Infeasible"):
             proven = False
         if result.best_ops is None:

@@ -7,7 +7,8 @@ sequence of compute ops, found by a mixed-integer program on HiGHS (`highspy`).
 
 It keeps the compute ops of S (fwd_keep, fwd_ckpt, fwd_drop, loss, bwd) in their order
 and chooses everything else again: which activations a_k and saved states ā_k move to
-the host, where each offload, prefetch, offload_saved and prefetch_saved is issued,
+the host, where each offload, prefetch, offload_saved, prefetch_saved, offload_input and
+prefetch_input is issued,
 and where wait_offloads goes. It prints S's time, the best time of that space and the
 solver's lower bound, and writes the best plan with --out. It is a check of the
 offload solver: docs/formats.md section 8.10 says what it covers and what it does not.
@@ -23,8 +24,10 @@ prefetch must follow its offload), each link in the order the solver picks.
 
  - A move of a tensor lies between two consecutive compute ops that touch it (its
    creator or readers, or the op that frees it): the simulator refuses an op that
-   reads data on the host or computes it again. a_k is never moved while ā_{k+1}
-   holds it (Note [A kept stage keeps its input] in solver/simulate.h).
+   reads data on the host or computes it again. A plain a_k is never moved with
+   `offload` while ā_{k+1} holds it (Note [A kept stage keeps its input] in
+   solver/simulate.h); from the fwd_keep k that bwd k uses to bwd k it may leave with
+   `offload_input` (Note [A kept stage's input may leave]).
  - Times are exact, not bounds. A compute op starts at the maximum of the end of the
    op before it (or the gap's wait) and the ends of the prefetches it reads; a copy
    starts at the maximum of its issue, the end of the copy before it on its link,
@@ -52,7 +55,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 COMPUTE = ("fwd_keep", "fwd_ckpt", "fwd_drop", "loss", "bwd")
-COPIES = ("offload", "prefetch", "offload_saved", "prefetch_saved", "wait_offloads")
+COPIES = ("offload", "prefetch", "offload_saved", "prefetch_saved", "offload_input", "prefetch_input", "wait_offloads")
+# The copy words of each kind of moved tensor: a plain a_k, the saved state of ā_k
+# beyond a_k, a kept stage's input a_k (docs/formats.md section 5.2).
+MOVE_WORDS = {"a": ("offload", "prefetch"), "abar": ("offload_saved", "prefetch_saved"),
+              "in": ("offload_input", "prefetch_input")}
 
 
 @dataclass
@@ -128,7 +135,7 @@ class Walk:
 @dataclass
 class Move:
     """One tensor that may make one round trip inside one quiet stretch of its life."""
-    tensor: Tuple[str, int]     # ("a", k) or ("abar", k)
+    tensor: Tuple[str, int]     # ("a", k), ("abar", k) or ("in", k): a key of MOVE_WORDS
     bytes: int
     lo_gap: int                 # its offload and prefetch go in gaps lo_gap .. hi_gap
     hi_gap: int                 # hi_gap is the compute op that next reads it
@@ -136,9 +143,10 @@ class Move:
     h2d_ms: float
 
 
-def walk(chain: Chain, compute: List[Op]) -> Tuple[Walk, List[Move]]:
+def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Walk, List[Move]]:
     """The compute-only memory walk (docs/formats.md sections 4 and 5, no carried bytes)
-    and every stretch in which a tensor could leave the device."""
+    and every stretch in which a tensor could leave the device (a kept stage's input
+    only with `kept_inputs`)."""
     L = chain.L
     plain = [False] * (L + 2)
     saved = [False] * (L + 2)
@@ -212,6 +220,9 @@ def walk(chain: Chain, compute: List[Op]) -> Tuple[Walk, List[Move]]:
             if extra > 0:
                 moves.append(Move(("abar", i + 1), extra, saved_from[i + 1] + 1, n, extra * chain.d2h_ms_per_byte,
                                   extra * chain.h2d_ms_per_byte))
+            if kept_inputs and chain.x[i] > 0:  # its input, held from its fwd_keep on (offload_input)
+                moves.append(Move(("in", i), chain.x[i], saved_from[i + 1] + 1, n, chain.x[i] * chain.d2h_ms_per_byte,
+                                  chain.x[i] * chain.h2d_ms_per_byte))
             remove += chain.x[i + 1] + chain.xbar[i + 1]
             saved[i + 1] = grad[i + 1] = False
             grad[i] = True
@@ -303,8 +314,8 @@ class Built:
     issue_ms: List[Tuple[Optional[int], float]]  # per gap: (column, constant) of its time before the wait
 
 
-def build(chain: Chain, compute: List[Op], budget_bytes: int) -> Built:
-    w, moves = walk(chain, compute)
+def build(chain: Chain, compute: List[Op], budget_bytes: int, kept_inputs: bool = True) -> Built:
+    w, moves = walk(chain, compute, kept_inputs)
     N = len(compute)
     m = Model()
     big = sum(w.dur_ms) + sum(mv.d2h_ms + mv.h2d_ms for mv in moves) + 1.0
@@ -498,10 +509,10 @@ def decode(b: Built, values: List[float]) -> List[Op]:
             pres = [t for t in range(len(b.moves)) if p in b.pre[t] and on(b.pre[t][p])]
             for t in sorted(offs, key=lambda t: values[b.off_start[t]]):
                 kind, k = b.moves[t].tensor
-                ops.append(("offload" if kind == "a" else "offload_saved", k))
+                ops.append((MOVE_WORDS[kind][0], k))
             for t in sorted(pres, key=lambda t: values[b.pre_start[t]]):
                 kind, k = b.moves[t].tensor
-                ops.append(("prefetch" if kind == "a" else "prefetch_saved", k))
+                ops.append((MOVE_WORDS[kind][1], k))
         ops.append(b.compute[g])
     return ops
 
@@ -522,7 +533,7 @@ def placement_of(b: Built, ops: List[Op]) -> Optional[Dict[int, float]]:
             phase = 1
             waits.add(gap)
         else:
-            tensor = ("a", k) if kind in ("offload", "prefetch") else ("abar", k)
+            tensor = next((t, k) for t, words in MOVE_WORDS.items() if kind in words)
             direction = "off" if kind.startswith("offload") else "pre"
             if direction in placed.setdefault(tensor, {}):
                 return None
@@ -618,10 +629,11 @@ def time_placement(b: Built, ops: List[Op], time_limit_s: float):
     return status, values, objective
 
 
-def check_plan(chain: Chain, ops: List[Op], budget_bytes: int, time_limit_s: float = 60.0) -> Check:
+def check_plan(chain: Chain, ops: List[Op], budget_bytes: int, time_limit_s: float = 60.0,
+               kept_inputs: bool = True) -> Check:
     """Times the plan's own placement in the MILP (the model's self-check), then
     searches every placement from it."""
-    b = build(chain, compute_ops_of(ops), budget_bytes)
+    b = build(chain, compute_ops_of(ops), budget_bytes, kept_inputs)
     result = Check(plan_ms=float("nan"), best_ms=None, bound_ms=None, status="", best_ops=None,
                    variables=len(b.model.lb), constraints=len(b.model.rows))
     status, start, plan_ms = time_placement(b, ops, time_limit_s)
@@ -642,6 +654,8 @@ def main(argv=None) -> int:
     parser.add_argument("--schedule", required=True, help="schedule.json whose compute ops are kept")
     parser.add_argument("--out", help="write the fastest placement found as schedule.json")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per MILP solve (default 60)")
+    parser.add_argument("--no-kept-inputs", action="store_true",
+                        help="leave offload_input / prefetch_input out of the space (the offload DP's vocabulary)")
     args = parser.parse_args(argv)
     try:
         with open(args.profile) as f:
@@ -659,7 +673,7 @@ def main(argv=None) -> int:
         ops = parse_ops(schedule)
         if schedule.get("chain_length") != chain.L:
             raise ValueError(f"chain_length is {schedule.get('chain_length')}, but {args.profile} has {chain.L} stages")
-        result = check_plan(chain, ops, int(schedule["budget_bytes"]), args.time_limit)
+        result = check_plan(chain, ops, int(schedule["budget_bytes"]), args.time_limit, not args.no_kept_inputs)
     except KeyError as e:
         print(f"copy_placement_milp: {args.schedule}: no field {e}", file=sys.stderr)
         return 2

@@ -45,8 +45,8 @@ def random_placement(rng: random.Random, chain: cpm.Chain, compute):
         used.update({("d2h", p_off), ("h2d", p_pre)})
         taken.add(mv.tensor)
         kind, k = mv.tensor
-        at.setdefault(p_off, []).append(("offload" if kind == "a" else "offload_saved", k))
-        at.setdefault(p_pre, []).append(("prefetch" if kind == "a" else "prefetch_saved", k))
+        at.setdefault(p_off, []).append((cpm.MOVE_WORDS[kind][0], k))
+        at.setdefault(p_pre, []).append((cpm.MOVE_WORDS[kind][1], k))
         waits.update(p // 2 for p in (p_off, p_pre) if p % 2)
     waits.update(g for g in range(len(compute)) if rng.random() < 0.15)
     ops = []
@@ -94,9 +94,11 @@ def test_the_milp_times_and_measures_placements_as_the_simulator_does():
 
 def test_optimal_against_every_placement_around_memopts_compute_ops():
     """Random chains of 3 to 7 stages, a random budget each (docs/formats.md section
-    8.10). Prints every point where a placement beats `optimal`."""
+    8.10), in the offload DP's vocabulary: without moves of a kept stage's input, which
+    only `optimal`'s pipelined family makes. Prints every point where a placement beats
+    `optimal`."""
     rng = random.Random(5)
-    points, misses = 0, []
+    points, misses, with_inputs = 0, [], 0
     for length in range(3, 8):
         for _ in range(8):
             profile = random_integer_profile(rng, length)
@@ -106,20 +108,24 @@ def test_optimal_against_every_placement_around_memopts_compute_ops():
             plan = memopt.solve(profile, str(budget), "optimal", slots=budget)
             optimal_ms = memopt.simulate(profile, plan)["time_ms"]
             sequences = compute_sequences(profile, plan, larger=True, byte_slots=True)
-            best, proven = best_placement(profile, budget, sequences, TIME_LIMIT_S)
+            best, proven = best_placement(profile, budget, sequences, TIME_LIMIT_S, kept_inputs=False)
             assert proven
             # The MILP's placement is valid in the simulator, fits, and takes the MILP's
-            # time; around optimal's own compute ops it exists (optimal's copies are one),
-            # so it is never slower.
+            # time; around optimal's own compute ops it exists (optimal's copies are one,
+            # unless they move a kept stage's input), so it is never slower.
             assert best is not None and best["fits"], best
             assert best["sim_ms"] == pytest.approx(best["ms"], abs=1e-5)
             assert best["bound_ms"] == pytest.approx(best["ms"], abs=1e-5)
+            if any(op[0] == "offload_input" for op in plan["ops"]):
+                with_inputs += 1
+                continue
             assert best["ms"] <= optimal_ms + 1e-5
             points += 1
             if best["ms"] < optimal_ms - 1e-5:
                 misses.append((length, budget, optimal_ms, best["ms"], best["source"]))
-    print(f"{points} points; a placement beats optimal at {len(misses)}:")
+    print(f"{points + with_inputs} points ({with_inputs} where optimal moves a kept stage's input); "
+          f"a placement beats optimal at {len(misses)}:")
     for length, budget, optimal_ms, best_ms, source in misses:
         print(f"  L={length} budget {budget} B: optimal {optimal_ms} ms, around {source}'s compute ops {best_ms:.3f} ms")
-    assert points == 40
+    assert points + with_inputs == 40 and points >= 30
     assert not misses

@@ -1,13 +1,18 @@
 // exhaustive_oracle.h: the fastest plan the timeline simulator (docs/formats.md
 // section 5) accepts within a budget, found by searching every op sequence of the
-// full vocabulary -- not a solver's class. The reference the offload DP is held to.
+// full vocabulary but the kept-input moves -- not a solver's class. The reference the
+// offload DP is held to.
 // Shares nothing with solver/offload.cpp or solver/rotor.cpp; it prices compute
 // ops with compute_cost (solver/simulate.h) and judges plans with simulate_timeline.
 //
 // Note [What the oracle enumerates]
 // Every sequence of the ops fwd_keep, fwd_ckpt, fwd_drop, loss, bwd, offload,
 // prefetch, offload_saved, prefetch_saved and wait_offloads that simulate_timeline
-// accepts, with two rules that define a training step rather than narrow it:
+// accepts -- the whole vocabulary but offload_input and prefetch_input (Note [A kept
+// stage's input may leave] in solver/simulate.h): with those the search no longer
+// fits in memory at four stages. An incumbent plan given to the search may use them;
+// the result is then the fastest of it and every plan of this vocabulary. Two rules
+// define a training step rather than narrow it:
 //  - the loss and each bwd run exactly once (a second one would add a gradient);
 //  - each a_k and each ā_k moves at most once in each direction (one offload and
 //    one prefetch of a_k, one offload_saved and one prefetch_saved of ā_k).

@@ -35,7 +35,8 @@ Schedule sample_schedule() {
            {OpKind::Loss, -1},   {OpKind::Bwd, 2},      {OpKind::Prefetch, 0}, {OpKind::FwdKeep, 0},
            {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},      {OpKind::Bwd, 0},
            // IO only: the table's words, not a runnable order.
-           {OpKind::WaitOffloads, -1}, {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3}};
+           {OpKind::WaitOffloads, -1}, {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3},
+           {OpKind::OffloadInput, 2}, {OpKind::PrefetchInput, 2}};
   return s;
 }
 

@@ -252,8 +252,8 @@ TEST(ExhaustiveOracle, FindsPlansThatWaitForACopyThroughARoundTrip) {
   EXPECT_EQ(simulate_timeline(chain, *dp).time_ms, best.time_ms);
 }
 
-// The DP against the fastest plan of the whole vocabulary (Note [What the oracle
-// enumerates]) at budgets spread from the least any plan could need to the
+// The DP against the fastest plan of the oracle's vocabulary (Note [What the oracle
+// enumerates]; or `optimal`'s, where a kept-input move makes it faster) at budgets spread from the least any plan could need to the
 // store-all peak, with one slot per byte so that the DP loses nothing to rounding,
 // on chains of up to 4 stages. `optimal`'s plan, or the oracle's at the budget below
 // when faster, seeds the oracle's time bound; the oracle still searches every faster

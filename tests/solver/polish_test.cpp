@@ -141,7 +141,7 @@ TEST(Polish, RepairsStoreAllDownToTheBudget) {
 // over a budget of 29. Two round trips each make it fit: ā_3's 5 bytes beyond a_3
 // (10 ms out, so the loss must wait for them: 45 ms), or the input a_0's 3 bytes,
 // idle between the forward's fwd_ckpt 0 and the recomputation's (6 ms each way, 2 of
-// them exposed: 33 ms, the fastest plan of the whole vocabulary here). ā_3's comes
+// them exposed: 33 ms, the oracle's fastest plan here). ā_3's comes
 // first in the scan; the repair must still take a_0's.
 TEST(Polish, RepairsWithTheFastestRoundTripThatFits) {
   Chain chain;
@@ -182,7 +182,7 @@ TEST(Polish, RepairsWithTheFastestRoundTripThatFits) {
 // budget of 34 bytes). The plan recomputes stages 0 and 1 after bwd 2 and brings
 // ā_3's 3 bytes back behind bwd 3: 6 ms against bwd 3's 5, so bwd 2 waits 1 ms.
 // Running stage 0's recomputation (5 ms, which reads nothing on the link) before
-// bwd 2 fills that wait: 29 -> 28 ms, the fastest plan of the whole vocabulary here.
+// bwd 2 fills that wait: 29 -> 28 ms, the oracle's fastest plan here.
 TEST(Polish, RunsARecomputationWhileABackwardWaitsForItsPrefetch) {
   Chain chain;
   chain.input_bytes = 6;

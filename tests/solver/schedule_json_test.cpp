@@ -59,7 +59,8 @@ TEST(ScheduleJson, WriterPutsOneOpPerLine) {
   EXPECT_TRUE(Contains(text, "  \"predicted\": {\n    \"peak_bytes\": 3990000000,\n    \"time_ms\": 812.5\n  },\n"));
   EXPECT_TRUE(Contains(text, "  \"ops\": [\n    [\"fwd_ckpt\", 0],\n    [\"offload\", 0],\n"));
   EXPECT_TRUE(Contains(text, "    [\"loss\"],\n"));
-  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"wait_offloads\"],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3]\n  ]\n}"));
+  EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"wait_offloads\"],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3],\n"
+                             "    [\"offload_input\", 2],\n    [\"prefetch_input\", 2]\n  ]\n}"));
 }
 
 TEST(ScheduleJson, WrittenTextIsTheDocumentedLayout) {

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "solver/chain.h"
@@ -337,7 +339,7 @@ TEST(SimulateTimeline, AKeptStagesInputStaysUntilItsBackward) {
   EXPECT_FALSE(r.valid);
   EXPECT_EQ(r.error_op, 1);
   EXPECT_NE(r.error.find("whose saved state ā_1 is on the device"), std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("offload_saved 1"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("offload_input 0"), std::string::npos) << r.error;
   // The same copy before fwd_keep 0 (a_0 checkpointed and recomputed) is fine.
   EXPECT_TRUE(simulate_timeline(offload_chain(1000, 1000),
                                 {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)})
@@ -611,6 +613,88 @@ TEST(SimulateTimeline, RefusesToMoveAnActivationThatSharesCarriedBytes) {
                                  ckpt(0), keep(1), bwd(1), keep(0), bwd(0)};
   const SimResult moved = simulate_timeline(chain, alone);
   EXPECT_TRUE(moved.valid) << moved.error;
+}
+
+// Note [A kept stage's input may leave] (simulate.h), on the chain of
+// SavedStateMovesItsBytesBeyondTheOutput (a_k = 100 B, ā_k = 1000 B, fwd 2 ms, bwd
+// 3 ms), over a 100 kB/s link (100 B in 1 ms each way):
+//   t=0 keep 0 (+1000 -> 1100), ends 2; offload_input 0 copies 2..3 and frees a_0's
+//   100 B at 3; keep 1 (+1000 -> 2100 at 2), ends 4; loss (+100 -> 2100); bwd 1
+//   (+100 -> 2200), ends 7 (-1100); prefetch_input 0 at 7 (+100, copy 7..8); bwd 0
+//   waits for it: starts 8, ends 11.
+// Kept in place, a_0 makes bwd 1's peak 2300 and the step 10 ms.
+TEST(SimulateTimeline, AKeptStagesInputMovesItsOwnBytes) {
+  Chain chain = testing::homogeneous_chain(2, 2.0, 3.0, 100, 1000);
+  chain.link = Link{100e3, 100e3};
+  const Op out{OpKind::OffloadInput, 0}, back{OpKind::PrefetchInput, 0};
+  const SimResult late = simulate_timeline(chain, {keep(0), out, keep(1), loss(), bwd(1), back, bwd(0)});
+  ASSERT_TRUE(late.valid) << late.error;
+  EXPECT_EQ(late.peak_bytes, 2200);
+  EXPECT_DOUBLE_EQ(late.time_ms, 11.0);
+  EXPECT_DOUBLE_EQ(late.stall_ms, 1.0);
+  EXPECT_DOUBLE_EQ(late.copy_ms, 2.0);
+  ASSERT_EQ(late.offload_done_before.size(), 7u);
+  EXPECT_EQ(late.offload_done_before[1], 3);  // freed before the loss, the first op to allocate after t=3
+  // Brought back ahead, during bwd 1: no stall, and bwd 1 holds it again.
+  const SimResult ahead = simulate_timeline(chain, {keep(0), out, keep(1), loss(), back, bwd(1), bwd(0)});
+  ASSERT_TRUE(ahead.valid) << ahead.error;
+  EXPECT_EQ(ahead.peak_bytes, 2300);
+  EXPECT_DOUBLE_EQ(ahead.time_ms, 10.0);
+  EXPECT_DOUBLE_EQ(ahead.stall_ms, 0.0);
+  const SimResult kept = simulate_timeline(chain, {keep(0), keep(1), loss(), bwd(1), bwd(0)});
+  EXPECT_EQ(kept.peak_bytes, 2300);
+  EXPECT_DOUBLE_EQ(kept.time_ms, 10.0);
+}
+
+TEST(SimulateTimeline, RefusesToReadAKeptStagesInputWhileItIsAway) {
+  Chain chain = testing::homogeneous_chain(2, 2.0, 3.0, 100, 1000);
+  chain.link = Link{100e3, 100e3};
+  const Op out0{OpKind::OffloadInput, 0}, back0{OpKind::PrefetchInput, 0}, out1{OpKind::OffloadInput, 1};
+  const auto error_of = [&](const std::vector<Op>& ops) {
+    const SimResult r = simulate_timeline(chain, ops);
+    EXPECT_FALSE(r.valid);
+    return std::make_pair(r.error_op, r.error);
+  };
+  // Before its stage ran: a plain input moves with `offload`.
+  auto [op, error] = error_of({out0, keep(0), keep(1), loss(), bwd(1), back0, bwd(0)});
+  EXPECT_EQ(op, 0);
+  EXPECT_NE(error.find("has not run fwd_keep"), std::string::npos) << error;
+  // bwd 0 reads it.
+  std::tie(op, error) = error_of({keep(0), out0, keep(1), loss(), bwd(1), bwd(0)});
+  EXPECT_EQ(op, 5);
+  EXPECT_NE(error.find("prefetch_input 0 first"), std::string::npos) << error;
+  // Twice, or never back.
+  std::tie(op, error) = error_of({keep(0), out0, out0, keep(1), loss(), bwd(1), back0, bwd(0)});
+  EXPECT_EQ(op, 2);
+  std::tie(op, error) = error_of({keep(0), out0, keep(1), loss(), bwd(1)});
+  EXPECT_NE(error.find("never prefetched"), std::string::npos) << error;
+  // Inside ā_1, a_1 is stage 1's input: it may leave once stage 1 ran, and bwd 0,
+  // which needs ā_1 whole, comes after bwd 1, which needs it back.
+  EXPECT_TRUE(simulate_timeline(chain, {keep(0), keep(1), out1, loss(), Op{OpKind::PrefetchInput, 1}, bwd(1), bwd(0)}).valid);
+  // Without a link nothing moves.
+  chain.link.reset();
+  std::tie(op, error) = error_of({keep(0), out0, keep(1), loss(), bwd(1), back0, bwd(0)});
+  EXPECT_EQ(op, 1);
+}
+
+// Carried prefixes stay with the neighbours that hold them too (docs/formats.md
+// section 1.7): a_1 shares 30 B with a_0 and 60 B with a_2, so 40 of its 100 B move.
+TEST(SimulateTimeline, AKeptStagesInputLeavesItsCarriedBytes) {
+  Chain chain = testing::homogeneous_chain(3, 1.0, 2.0, 100, 300);
+  chain.stages[0].carried_bytes = 30;
+  chain.stages[1].carried_bytes = 60;
+  chain.link = Link{40e3, 40e3};  // 40 B in 1 ms
+  EXPECT_EQ(chain.own_bytes(0), 70);
+  EXPECT_EQ(chain.own_bytes(1), 40);
+  EXPECT_EQ(chain.own_bytes(2), 40);
+  const Op wait{OpKind::WaitOffloads, -1};
+  const SimResult kept = simulate_timeline(chain, {keep(0), keep(1), keep(2), loss(), bwd(2), bwd(1), bwd(0)});
+  const SimResult moved = simulate_timeline(chain, {keep(0), keep(1), Op{OpKind::OffloadInput, 1}, wait, keep(2), loss(),
+                                                    bwd(2), Op{OpKind::PrefetchInput, 1}, bwd(1), bwd(0)});
+  ASSERT_TRUE(kept.valid) << kept.error;
+  ASSERT_TRUE(moved.valid) << moved.error;
+  EXPECT_EQ(moved.peak_bytes, kept.peak_bytes - 40);
+  EXPECT_DOUBLE_EQ(moved.copy_ms, 2.0);
 }
 
 }  // namespace
