@@ -65,9 +65,9 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
           if (consider(pipelined_offload_ops(chain, p, q, mid, prefix, inputs))) lo = mid;
           else hi = mid - 1;
         }
-        // Note [Pipelined offload candidates]: the inputs only where memory held the
-        // plan back.
-        if (fits_near && lo == farthest) break;
+        // Note [Pipelined offload candidates]: the inputs only where the plan without
+        // them does not fit.
+        if (fits_near) break;
       }
     }
   }

@@ -19,11 +19,11 @@
 // The bracketed ops are one variant (Note [A kept stage's input may leave] in
 // simulate.h): at operator granularity a kept stage's input is most of what the
 // middle holds. It is tried for a (p, q) only where the plan without it does not fit
-// with every prefetch right after the loss: it moves more bytes over the same links,
-// so it can only be faster where memory holds the plan back, and trying it
-// everywhere cost `optimal` on the solver bench's 96-stage chain over 1 GB/s a tenth
-// more time. It is searched over every (p, q) and, for each, over the prefetch
-// distance d by
+// at any prefetch distance: trying it wherever that plan was held back by memory (did
+// not fit with every prefetch right after the loss) made the family 2.2x slower on the
+// solver bench's 48-stage chain, and this 1.4x, with the same plans on the GPT-2
+// operator-stage profiles checked (results/2026-11-27-kept-inputs-op-links). It is
+// searched over every (p, q) and, for each, over the prefetch distance d by
 // bisection for the largest d whose plan fits: a larger d holds more bytes earlier
 // and stalls less. Every plan is simulated with the timeline simulator and only
 // fitting ones are returned, so the family can only make `optimal` faster; it is
