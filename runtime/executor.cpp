@@ -74,7 +74,6 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   due_before_.resize(ops_.size());
   outbound_.resize(ops_.size());
   input_move_.resize(L + 2);
-  input_released_at_.assign(ops_.size(), -1);
   carried_count_.assign(L + 2, 0);
   for (size_t p = 0; p < options_.offload_done_before.size() && p < ops_.size(); ++p) {
     const int q = options_.offload_done_before[p];
@@ -126,7 +125,7 @@ void ScheduleRunner::wait_offloads_due(size_t q) {
   for (const int p : due_before_[q]) {
     for (const OutboundCopy& c : outbound_[p]) c.transfer->wait();
     outbound_[p].clear();
-    if (const int k = input_released_at_[p]; k >= 0 && input_move_[k]) input_move_[k]->release();
+    if (const Op& op = ops_[p]; op.kind == OpKind::OffloadInput && input_move_[op.index]) input_move_[op.index]->release();
   }
   copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -170,8 +169,7 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
     input_move_[k] = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(first_own), a.end()),
                                                    *options_.copy_engine);
     for (const auto& t : input_move_[k]->transfers()) unwaited_offloads_.push_back(t);
-    if (hold) input_released_at_[p] = k;
-    else input_move_[k]->release();
+    if (!hold) input_move_[k]->release();  // else at its due op (wait_offloads_due)
     ++copy_stats_.num_offloads;
     return;
   }
@@ -261,12 +259,11 @@ void ScheduleRunner::backward_op(int i) {
   if (options_.hooks) options_.hooks->before_backward(i);
   // A prefetch_saved still in flight: the compute thread waits (exposed copy time).
   if (saved_state_[i + 1]) copy_stats_.stall_ms += saved_state_[i + 1]->wait_on_device();
-  // So does a prefetch_input of the stage's input, or of its output (ā_{i+1} whole).
-  for (const int k : {i, i + 1}) {
-    if (!input_move_[k]) continue;
-    copy_stats_.stall_ms += input_move_[k]->restore();
-    for (const auto& t : input_move_[k]->transfers()) all_copies_.push_back(t);
-    input_move_[k].reset();
+  // So does a prefetch_input of its input (ā_{i+1}'s came back before bwd i+1).
+  if (input_move_[i]) {
+    copy_stats_.stall_ms += input_move_[i]->restore();
+    for (const auto& t : input_move_[i]->transfers()) all_copies_.push_back(t);
+    input_move_[i].reset();
   }
   model::Activation d_in = model::backward_stage(out, leaves, grad_[i + 1]);
   out.clear();

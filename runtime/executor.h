@@ -130,10 +130,8 @@ class ScheduleRunner {
   std::vector<char> moves_saved_;
   std::shared_ptr<const std::unordered_set<const void*>> static_storages_;
   std::vector<std::unique_ptr<SavedState>> saved_state_;
-  // a_k's own storages on their way out or back (offload_input k), and, per op p that
-  // moved them, the k whose bytes go at p's due op (-1: none).
+  // a_k's own storages on their way out or back (offload_input k).
   std::vector<std::unique_ptr<StorageMove>> input_move_;
-  std::vector<int> input_released_at_;
   // How many leading tensors of a_k are a_{k-1}'s, passed through (Note [Multi-tensor
   // activations]), as the last forward of stage k-1 returned them.
   std::vector<size_t> carried_count_;

@@ -20,12 +20,6 @@ StorageMove::StorageMove(const std::vector<at::Tensor>& tensors, CopyEngine& eng
   }
 }
 
-int64_t StorageMove::num_bytes() const {
-  int64_t total = 0;
-  for (const Moved& m : moved_) total += static_cast<int64_t>(m.storage.nbytes());
-  return total;
-}
-
 void StorageMove::release() {
   if (released_) return;
   for (const Moved& m : moved_) m.out->wait();

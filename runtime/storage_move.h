@@ -33,7 +33,6 @@ class StorageMove {
   StorageMove(const StorageMove&) = delete;
   StorageMove& operator=(const StorageMove&) = delete;
 
-  int64_t num_bytes() const;
   // Waits for the copies to the host, then frees the device bytes. Idempotent.
   void release();
   // Allocates the device buffers now and queues the copies back.

@@ -393,10 +393,9 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
     if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
       return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
-    if (op.kind == OpKind::Bwd && inputs_move && (input_out[i] || input_out[i + 1])) {
-      const int k = input_out[i] ? i : i + 1;
-      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(k) + ", whose own bytes are on the host (prefetch_input " + std::to_string(k) + " first)");
-    }
+    // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.
+    if (op.kind == OpKind::Bwd && inputs_move && input_out[i])
+      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(i) + ", whose own bytes are on the host (prefetch_input " + std::to_string(i) + " first)");
     if (op.kind == OpKind::Bwd && hollow[i + 1])
       return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
@@ -407,7 +406,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     wait_for(cost.reads);
     if (op.kind == OpKind::Bwd) {
       ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
-      if (inputs_move) ready = std::max({ready, input_ready_ms[i], input_ready_ms[i + 1]});  // or a prefetch_input
+      if (inputs_move) ready = std::max(ready, input_ready_ms[i]);  // or a prefetch_input
     }
     // What the new object shares with what is already there (Note [Carried bytes]).
     const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain, r, i)

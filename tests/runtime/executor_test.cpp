@@ -24,6 +24,7 @@
 #include "runtime/host_arena.h"
 #include "runtime/train_step.h"
 #include "solver/offload.h"
+#include "solver/plan_edits.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
 
@@ -239,14 +240,16 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
 }
 
 // Every stage kept; each saved state beyond its output (but the last stage's) moved to
-// the host right after its forward and back just before its backward. `moved[k]`:
-// ā_k moves.
-std::vector<solver::Op> keep_and_move_every_saved_state(const solver::Chain& chain, std::vector<bool>& moved) {
+// the host right after its forward and back just before its backward, and with
+// `inputs` each stage's own input bytes too (offload_input). `moved[k]`: ā_k moves.
+std::vector<solver::Op> keep_and_move_every_saved_state(const solver::Chain& chain, std::vector<bool>& moved,
+                                                        bool inputs = false) {
   const int L = chain.length();
   std::vector<solver::Op> ops;
   moved.assign(L + 1, false);
   for (int i = 0; i < L; ++i) {
     ops.push_back({solver::OpKind::FwdKeep, i});
+    if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::OffloadInput, i});
     if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) {
       ops.push_back({solver::OpKind::OffloadSaved, i + 1});
       moved[i + 1] = true;
@@ -255,9 +258,20 @@ std::vector<solver::Op> keep_and_move_every_saved_state(const solver::Chain& cha
   ops.push_back({solver::OpKind::Loss, -1});
   for (int i = L - 1; i >= 0; --i) {
     if (moved[i + 1]) ops.push_back({solver::OpKind::PrefetchSaved, i + 1});
+    if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::PrefetchInput, i});
     ops.push_back({solver::OpKind::Bwd, i});
   }
   return ops;
+}
+
+// `ops` with a wait_offloads after every offload.
+std::vector<solver::Op> with_waits(const std::vector<solver::Op>& ops) {
+  std::vector<solver::Op> out;
+  for (const solver::Op& op : ops) {
+    out.push_back(op);
+    if (solver::is_offload(op.kind)) out.push_back({solver::OpKind::WaitOffloads, -1});
+  }
+  return out;
 }
 
 // Every stage kept, and each saved state moved to the host right after its forward
@@ -298,15 +312,6 @@ TEST_P(ExecutorTest, WaitingForEveryOffloadMatchesPlainTrainingAndItsPrediction)
   // A slow link, so that the copies outlast the ops after them and the waits matter.
   chain.link = solver::Link{1e5, 1e5};
   PlainReference reference(model, tiny.batch, meter);
-  const auto with_waits = [](const std::vector<solver::Op>& ops) {
-    std::vector<solver::Op> out;
-    for (const solver::Op& op : ops) {
-      out.push_back(op);
-      if (op.kind == solver::OpKind::Offload || op.kind == solver::OpKind::OffloadSaved)
-        out.push_back({solver::OpKind::WaitOffloads, -1});
-    }
-    return out;
-  };
   std::vector<bool> moved;
   const std::vector<solver::Op> moving_saved = keep_and_move_every_saved_state(chain, moved);
   int num_lower = 0;
@@ -340,26 +345,12 @@ TEST_P(ExecutorTest, MovingEveryKeptInputMatchesPlainTrainingAndItsPrediction) {
   solver::Chain chain = tiny.profile.chain;
   chain.link = solver::Link{1e9, 1e9};
   const int L = chain.length();
-  const auto plan = [&](bool inputs) {
-    std::vector<solver::Op> ops;
-    for (int i = 0; i < L; ++i) {
-      ops.push_back({solver::OpKind::FwdKeep, i});
-      if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::OffloadInput, i});
-      if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) ops.push_back({solver::OpKind::OffloadSaved, i + 1});
-      ops.push_back({solver::OpKind::WaitOffloads, -1});
-    }
-    ops.push_back({solver::OpKind::Loss, -1});
-    for (int i = L - 1; i >= 0; --i) {
-      if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) ops.push_back({solver::OpKind::PrefetchSaved, i + 1});
-      if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::PrefetchInput, i});
-      ops.push_back({solver::OpKind::Bwd, i});
-    }
-    return ops;
-  };
-  const std::vector<solver::Op> ops = plan(true);
+  std::vector<bool> moved;
+  const std::vector<solver::Op> ops = with_waits(keep_and_move_every_saved_state(chain, moved, /*inputs=*/true));
   const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
   ASSERT_TRUE(predicted.valid) << predicted.error;
-  EXPECT_LT(predicted.peak_bytes, solver::simulate_timeline(chain, plan(false)).peak_bytes);
+  EXPECT_LT(predicted.peak_bytes,
+            solver::simulate_timeline(chain, with_waits(keep_and_move_every_saved_state(chain, moved))).peak_bytes);
   const auto num_inputs = std::count_if(ops.begin(), ops.end(), [](const solver::Op& op) {
     return op.kind == solver::OpKind::OffloadInput;
   });
