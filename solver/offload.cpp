@@ -14,8 +14,12 @@ namespace {
 constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 
 // What the previous item left for the one starting at e (the state's third part).
-enum Left : int { kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };  // >= 0: C item start whose a_e' is offloaded
-enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun };
+// >= 0: C item start whose a_e' is offloaded. "Moved": K e-1 also moved its input's
+// own bytes (Note [A kept item that moves its input]).
+enum Left : int { kLeftKeptMoved = -5, kLeftHollowMoved = -4, kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };
+constexpr int kFirstLeft = kLeftKeptMoved;
+// KeepInput / KeepOffloadInput: K e / KO e that also move a_e's own bytes.
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, KeepInput, KeepOffloadInput };
 
 struct StateIndex {
   int L;
@@ -23,10 +27,12 @@ struct StateIndex {
   // D varies fastest: the DP reads the states of one (e, left) in order of D, and an
   // item relaxes states whose D follows the same order, so both walk memory in order.
   size_t operator()(int e, int64_t device, int left) const {
-    return (static_cast<size_t>(e) * static_cast<size_t>(L + 4) + static_cast<size_t>(left + 3)) *
+    return (static_cast<size_t>(e) * static_cast<size_t>(L + 1 - kFirstLeft) + static_cast<size_t>(left - kFirstLeft)) *
                static_cast<size_t>(S + 1) + static_cast<size_t>(device);
   }
-  size_t size() const { return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 4); }
+  size_t size() const {
+    return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 1 - kFirstLeft);
+  }
 };
 
 // How a state was reached: the item that ended at it, and whether the prefetch of
@@ -64,6 +70,7 @@ struct Numbers {
   std::vector<int64_t> btmp_slots;       // sl(btmp_k)
   std::vector<int64_t> uf_units;         // units(uf_k)
   std::vector<int64_t> ub_units;         // units(ub_k)
+  std::vector<int64_t> own_slots;        // the part of x_slots(k) that offload_input k frees (0: none)
 
   Numbers(const Chain& c, const RecomputeTable& t, int64_t budget, int s)
       : chain(c), table(t), q(t.quantum()), budget_bytes(budget), slots(s) {
@@ -82,6 +89,8 @@ struct Numbers {
       ub_units.push_back(units(c.ub(k)));
       ftmp_slots.push_back(t.ftmp_slots(k));
       uf_nograd_units.push_back(t.uf_units(k));
+      // Like Note [Hollow slots]: what stays is rounded up, what leaves the difference.
+      own_slots.push_back(k < L && c.own_bytes(k) > 0 ? x_slots[k] - sl(c.x(k) - c.own_bytes(k)) : 0);
     }
   }
   int64_t sl(int64_t bytes) const { return bytes_to_slots(bytes, budget_bytes, slots); }
@@ -102,17 +111,37 @@ struct Previous {
   int64_t prefetch_units = 0;   // its h2d time
   int64_t pending_slots = 0;    // its offload, still copying when e starts
   double pending_ms = 0;        // how long that copy still runs (<= 0: done)
+  // A kept item that moved its input and its saved state issued two copies, the
+  // input's first: these of pending_slots are freed once it ends, first_ms from e's start.
+  int64_t first_slots = 0;
+  double first_ms = 0;
   bool input_plain = true;      // a_e is a plain activation (may be offloaded)
   bool offloaded = false;       // the previous item offloaded something
   bool has_prefetch() const { return offloaded; }
   bool pending() const { return pending_ms > 0; }
+  // The slots still copying at an op that starts `elapsed_ms` after e's start (a
+  // copy ending exactly then has freed its bytes first, section 5).
+  int64_t pending_at(double elapsed_ms) const {
+    return (elapsed_ms < first_ms ? first_slots : 0) + (elapsed_ms < pending_ms ? pending_slots - first_slots : 0);
+  }
 };
 
 Previous previous_of(const Numbers& n, int e, int left) {
   Previous p;
-  if (left == kLeftKept || left == kLeftHollow) p.input_plain = false;
-  p.offloaded = left == kLeftHollow || left >= 0;
-  if (left == kLeftHollow) {
+  if (left == kLeftKept || left == kLeftHollow || left == kLeftKeptMoved || left == kLeftHollowMoved)
+    p.input_plain = false;
+  p.offloaded = left == kLeftHollow || left == kLeftKeptMoved || left == kLeftHollowMoved || left >= 0;
+  if (left == kLeftKeptMoved || left == kLeftHollowMoved) {
+    // Both copies start as e's first op does, the input's first (Note [A kept item
+    // that moves its input]).
+    const int64_t own = n.chain.own_bytes(e - 1);
+    const bool hollow = left == kLeftHollowMoved;
+    p.first_slots = n.own_slots[e - 1];
+    p.first_ms = n.d2h_ms(own);
+    p.pending_slots = p.prefetch_slots = p.first_slots + (hollow ? n.hollow_slots(e) : 0);
+    p.pending_ms = p.first_ms + (hollow ? n.d2h_ms(n.hollow_bytes(e)) : 0);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(own) + (hollow ? n.h2d_ms(n.hollow_bytes(e)) : 0));
+  } else if (left == kLeftHollow) {
     const int64_t bytes = n.hollow_bytes(e);
     p.prefetch_slots = p.pending_slots = n.hollow_slots(e);
     p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
@@ -156,6 +185,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
   const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
   const bool waiting_kept_runs = options.offload_shapes >= OffloadShapes::WaitingKeptRuns;
+  const bool moving_kept_inputs = options.offload_shapes >= OffloadShapes::MovingKeptInputs;
   std::optional<OffloadDpMemory> own;  // Note [The DP's memory kept between solves]
   OffloadDpMemory::Tables& tables = (memory ? *memory : own.emplace()).tables();
   std::vector<int64_t>& best = tables.best;
@@ -176,7 +206,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const int64_t keep_bwd = xbar_next + x_next + x_e + n.btmp_slots[e];
     const int64_t keep_units = n.uf_units[e] + n.ub_units[e];
     const int64_t ub_units = n.ub_units[e];
-    for (int left = -3; left < e; ++left) {
+    for (int left = kFirstLeft; left < e; ++left) {
       const Previous prev = previous_of(n, e, left);
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
@@ -199,6 +229,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           // times summed in `prefix_ms` (<= 0: it has ended).
           const auto copy_left_ms = [&](const std::vector<double>& prefix_ms, int k) {
             return pending ? prev.pending_ms - (prefix_ms[k] - prefix_ms[e]) : 0.0;
+          };
+          // The slots of that copy an op k of the item still holds.
+          const auto pending_at = [&](const std::vector<double>& prefix_ms, int k) -> int64_t {
+            return pending ? prev.pending_at(prefix_ms[k] - prefix_ms[e]) : 0;
           };
           for (const bool lead : {false, true}) {
             if (lead && !prev.has_prefetch()) continue;
@@ -241,9 +275,18 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               Back b = here;
               b.item = Item::Keep;
               relax(e + 1, D + xbar_next, kLeftKept, cost, b);
-              if (chain.xbar(e + 1) > chain.x(e + 1)) {
+              const bool hollows = chain.xbar(e + 1) > chain.x(e + 1);
+              if (hollows) {
                 b.item = Item::KeepOffload;
                 relax(e + 1, D + x_next, kLeftHollow, cost, b);
+              }
+              if (moving_kept_inputs && chain.own_bytes(e) > 0) {
+                b.item = Item::KeepInput;
+                relax(e + 1, D + xbar_next - n.own_slots[e], kLeftKeptMoved, cost, b);
+                if (hollows) {
+                  b.item = Item::KeepOffloadInput;
+                  relax(e + 1, D + x_next - n.own_slots[e], kLeftHollowMoved, cost, b);
+                }
               }
             }
 
@@ -276,7 +319,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                         start + units + n.ceil_units(copy_left_ms(n.keep_prefix_ms, k)) + stall(hidden), run_back(true));
                 if (k == L) break;
                 const int64_t xbar_k = n.xbar_slots[k + 1];
-                if (d + xbar_k + n.ftmp_keep_slots[k] + (copying_at(k) ? pend : 0) > S) break;
+                if (d + xbar_k + n.ftmp_keep_slots[k] + pending_at(n.keep_prefix_ms, k) > S) break;
                 const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
                 if (bwd_k > S) break;
                 holding = holding && bwd_k + prev.prefetch_slots <= S;
@@ -316,7 +359,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                 // a copy ending exactly then has freed its bytes first (section 5).
                 const int k = next - 1;
                 fwd_units += n.uf_nograd_units[k];
-                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + (still_copying_at(k) ? pend : 0);
+                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + pending_at(n.nograd_prefix_ms, k);
                 fits_kept = fits_kept && D + work <= S;
                 const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
                 fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
@@ -329,7 +372,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
               bool lands = copied;
               if (!copied && fits_kept && next < L) {
                 const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
-                lands = chain.uf(next) >= copy_left_ms(n.nograd_prefix_ms, next) && d + pend + xbar_k + n.ftmp_keep_slots[next] <= S &&
+                lands = chain.uf(next) >= copy_left_ms(n.nograd_prefix_ms, next) &&
+                        d + pending_at(n.nograd_prefix_ms, next) + xbar_k + n.ftmp_keep_slots[next] <= S &&
                         d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
               }
               // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
@@ -404,37 +448,45 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       if (it.then_wait) ops.push_back({OpKind::WaitOffloads, -1});
     } else {
       ops.push_back({OpKind::FwdKeep, e});
-      if (it.item == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, e + 1});
+      if (it.item == Item::KeepInput || it.item == Item::KeepOffloadInput) ops.push_back({OpKind::OffloadInput, e});
+      if (it.item == Item::KeepOffload || it.item == Item::KeepOffloadInput) ops.push_back({OpKind::OffloadSaved, e + 1});
     }
   }
   for (size_t i = items.size(); i-- > 0;) {
     const Back& it = items[i];
     const int e = it.from_e;
     const Previous prev = previous_of(n, e, it.from_left);
-    const Op prefetch = it.from_left == kLeftHollow ? Op{OpKind::PrefetchSaved, e} : Op{OpKind::Prefetch, it.from_left};
+    // The previous item's data coming back: both its copies where it moved two.
+    std::vector<Op> prefetch;
+    if (it.from_left == kLeftHollow || it.from_left == kLeftHollowMoved) prefetch.push_back({OpKind::PrefetchSaved, e});
+    if (it.from_left == kLeftKeptMoved || it.from_left == kLeftHollowMoved) prefetch.push_back({OpKind::PrefetchInput, e - 1});
+    if (it.from_left >= 0) prefetch.push_back({OpKind::Prefetch, it.from_left});
+    const auto push_prefetch = [&] { ops.insert(ops.end(), prefetch.begin(), prefetch.end()); };
     if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
     if (it.then_keep) ops.push_back({OpKind::Bwd, end_of(i)});
     const bool prefetch_inside = it.item == Item::CkptRun || it.item == Item::KeepRun;
-    if (prev.has_prefetch() && it.lead && !prefetch_inside) ops.push_back(prefetch);
+    if (prev.has_prefetch() && it.lead && !prefetch_inside) push_prefetch();
     const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
     switch (it.item) {
       case Item::Tail: table.emit(e, L, prev.pending() && !it.wait ? m - prev.pending_slots : m, ops); break;
       case Item::Keep:
-      case Item::KeepOffload: ops.push_back({OpKind::Bwd, e}); break;
+      case Item::KeepOffload:
+      case Item::KeepInput:
+      case Item::KeepOffloadInput: ops.push_back({OpKind::Bwd, e}); break;
       case Item::KeepRun:
         for (int k = end_of(i); k-- > e;) {
-          if (it.lead && k == it.prefetch_at) ops.push_back(prefetch);
+          if (it.lead && k == it.prefetch_at) push_prefetch();
           ops.push_back({OpKind::Bwd, k});
         }
         break;
       case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
       case Item::CkptRun:
         for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
-        ops.push_back(prefetch);
+        push_prefetch();
         for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
         break;
     }
-    if (prev.has_prefetch() && !it.lead) ops.push_back(prefetch);
+    if (prev.has_prefetch() && !it.lead) push_prefetch();
   }
   return ops;
 }
@@ -443,6 +495,10 @@ bool has_waiting_kept_run(const std::vector<Op>& ops) {
   for (size_t i = 1; i < ops.size(); ++i)
     if (ops[i].kind == OpKind::WaitOffloads && ops[i - 1].kind == OpKind::FwdKeep) return true;
   return false;
+}
+
+bool has_kept_input_move(const std::vector<Op>& ops) {
+  return std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::OffloadInput; });
 }
 
 std::vector<Op> offload_all_ops(const Chain& chain) {

@@ -8,6 +8,9 @@
 // a tail; the backward runs them in reverse:
 //  - K e:     `fwd_keep e`; later `bwd e`.
 //  - KO e:    `fwd_keep e, offload_saved e+1`; later `prefetch_saved e+1`, `bwd e`.
+//  - KI e, KOI e: K e and KO e that also move a_e's own bytes, `offload_input e`
+//             right after `fwd_keep e`; later `prefetch_input e` too (Note [A kept
+//             item that moves its input]).
 //  - C [e,n): `fwd_ckpt e`, optionally `offload e`, `fwd_drop e+1 .. n-1`; later a
 //             persistent schedule (rotor.h) of stages e..n-1.
 //  - KR [e,f): right after an item that offloaded, `fwd_keep e .. f-1` (f >= e+2);
@@ -47,9 +50,8 @@
 // queue on the link, copies running through anything but a C forward into its K
 // or a KR run's forward,
 // waits other than at the start of an item, and forward orders that are not
-// persistent. A kept stage's input never leaves the device before its backward here:
-// the class has no `offload_input` (Note [A kept stage's input may leave] in
-// simulate.h), which only the pipelined family adds.
+// persistent. A kept stage's input leaves only right after that stage's own
+// `fwd_keep`; the pipelined family moves inputs inside longer queues of copies.
 // `optimal` also tries the pipelined family of offload_pipeline.h, whose plans of one
 // shape have far prefetches and queued copies, and polishes its best candidate with
 // moves outside the class (Note [Polishing a plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
@@ -101,6 +103,27 @@
 // checked) and whose `bwd n` fits, and the pair ends at (n+1, D + x_n + xbar_{n+1},
 // kept). The emitted backward runs `bwd n`, then the item's own backward.
 //
+// Note [A kept item that moves its input]
+// At operator granularity most stages save their input (a matmul its operand, GELU
+// its argument), and the profile does not count it again in x̄_{e+1}: KO e moves
+// little, and the bytes that hold the budget are a_e's. KI e and KOI e move them too
+// (`offload_input e`, Note [A kept stage's input may leave] in simulate.h): only a_e's
+// own bytes, o_e = x_e - max(c_e, c_{e+1}), since a carried prefix is also a
+// neighbour's. KOI e issues its two copies back to back, the input's first, both as
+// the next item's first op starts; they end π₁ = d2h(o_e) and π = π₁ + d2h(x̄_{e+1} -
+// x_{e+1}) ms in, and each op of the next item holds the bytes of those still running
+// when it starts (Previous::pending_at), as the simulator frees each copy's bytes at
+// the first op that starts after it ends. The window rules and waits treat the pair
+// as one copy ending at π; both prefetches are issued together where the item's one
+// prefetch would be, and `bwd e`, which needs both, waits for the later. The state
+// after the item records which of the two it moved (Left in offload.cpp); D drops by
+// a_e's own slots, sl(x_e) - sl(x_e - o_e), the way Note [Hollow slots] splits x̄.
+// On GPT-2 operator stages over a link they make `optimal` up to 8% faster at tight
+// budgets (results/2026-11-27-kept-input-items-op-links). Blocks still win some of
+// those budgets: a kept block's one copy runs on through the next block's forward,
+// where a kept operator stage's copy must end within the next item, a single short
+// operator, since the class never lets copies queue.
+
 // Note [A copy through a kept run]
 // The window rule asks a copy to end within the next item's first compute op. When
 // that item is a KR run [e, f), the copy may run on through the run's forward: each
@@ -162,6 +185,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
 // runs through (Note [A copy through a kept run]): a wait_offloads right after a
 // fwd_keep, which no other item of the class emits.
 bool has_waiting_kept_run(const std::vector<Op>& ops);
+
+// Whether a plan has an offload_input, which in solve_offload's plans only a kept
+// item that moves its input emits (Note [A kept item that moves its input]).
+bool has_kept_input_move(const std::vector<Op>& ops);
 
 // Baseline: checkpoint every stage input, offload each (but the last stage's, and
 // those sharing carried bytes with a neighbour), and prefetch each one segment ahead.

@@ -24,13 +24,15 @@ enum class OffloadShapes {
   ThroughKeptRuns,
   // + KR runs that end waiting for the copy they run through (the same Note).
   WaitingKeptRuns,
+  // + K and KO items that move their input too (Note [A kept item that moves its input]).
+  MovingKeptInputs,
 };
 
 struct DpOptions {
   int slots = 500;            // memory discretisation: unit = budget / slots, sizes rounded up
   bool rotor_compat = false;  // keep branch checks x_{s+1} instead of x_{t+1}, as rotor does
   int num_threads = 0;        // 0: all cores
-  OffloadShapes offload_shapes = OffloadShapes::WaitingKeptRuns;  // the offload DP only
+  OffloadShapes offload_shapes = OffloadShapes::MovingKeptInputs;  // the offload DP only
 };
 
 // The ops of the fastest persistent schedule whose peak fits budget_bytes, or nullopt

@@ -284,13 +284,19 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
 // (2139.3 ms before) only at 2370.7. On the 128 points of the GPT-2 link reports,
 // every widening made some points slower when its class replaced the one before it
 // as a start (17 for the copies through a kept run, 4 more for the runs that end
-// waiting), and faster at others. So `optimal` runs its whole search from each
-// class's plans, widest first, and takes the fastest (the wider on a tie): never
-// slower than any class alone. Where no plan of the widest class's search has a run
-// that ends waiting, the class without such runs would return the very same plans
-// (its transitions are the others, in the same order, and none of the widest
-// class's chosen ones is missing; `OffloadDp.WithoutAWaitingRunItsPlanIsTheNarrower
-// ClasssPlan` checks it), so its search is skipped. So is every search once
+// waiting), and faster at others. So `optimal` runs its whole search from the
+// widest class's plans and from those of the three narrowest, and takes the fastest
+// (the wider on a tie): never slower than any of them alone. The class between, with
+// runs that end waiting but no kept item that moves its input, is not a start of its
+// own: on the oracle's small chains the four starts reach its plans' times. The
+// second class's search runs only where a plan of the widest class's search ends a
+// kept run waiting. Where none does and none moves a kept input either, it would
+// return the very same plans (its transitions are the others, in the same order, and
+// none of the widest class's chosen ones is missing; `OffloadDp.WithoutTheWidest
+// ShapesItsPlanIsTheNarrowerClasssPlan` checks it); where plans move kept inputs, it
+// is skipped too, to save a fourth search: running it there changed no result on the
+// oracle's small chains nor on the twelve GPT-2 small link reports of
+// results/2026-11-27-kept-input-items-op-links. So is every search once
 // the plan so far takes sum_fwd_bwd_ms, which nothing can beat. Otherwise `optimal`
 // costs four searches, each about one class's DPs and polishes (a plan two classes
 // share is polished once).
@@ -341,11 +347,11 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   Searches searches{Polisher(chain, budget_bytes), {}};
   if (chain.has_usable_link()) {
     for (const OffloadShapes shapes :
-         {OffloadShapes::WaitingKeptRuns, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+         {OffloadShapes::MovingKeptInputs, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
           OffloadShapes::Windowed}) {
       if (unbeatable(chain, best)) break;
-      // Where no plan of the widest class's search ends a kept run waiting, the next
-      // class's DP returns the very same plans (Note [Classes to start from]).
+      // Only where a plan of the widest class's search ends a kept run waiting (Note
+      // [Classes to start from]).
       if (shapes == OffloadShapes::ThroughKeptRuns && !searches.dp_waited_after_a_kept_run) continue;
       DpOptions one_class = dp;
       one_class.offload_shapes = shapes;

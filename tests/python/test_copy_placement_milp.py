@@ -7,8 +7,9 @@ simulator, and `optimal` against the MILP.
    less.
  - Every placement the MILP returns is valid, fits and takes the MILP's time in the
    simulator.
- - No placement of copies and waits around the compute ops of `optimal`'s plan, or of
-   the plans memopt makes at larger budgets, is faster than `optimal`'s plan.
+ - No placement of copies and waits without moves of a kept stage's input, around the
+   compute ops of `optimal`'s plan or of the plans memopt makes at larger budgets, is
+   faster than `optimal`'s plan.
 """
 import pathlib
 import random
@@ -94,9 +95,10 @@ def test_the_milp_times_and_measures_placements_as_the_simulator_does():
 
 def test_optimal_against_every_placement_around_memopts_compute_ops():
     """Random chains of 3 to 7 stages, a random budget each (docs/formats.md section
-    8.10), in the offload DP's vocabulary: without moves of a kept stage's input, which
-    only `optimal`'s pipelined family makes. Prints every point where a placement beats
-    `optimal`."""
+    8.10), against every placement without moves of a kept stage's input (the space
+    the exhaustive oracle covers on shorter chains; `optimal`'s own plan may move kept
+    inputs, and is then held to every placement that does not). Prints every point
+    where a placement beats `optimal`."""
     rng = random.Random(5)
     points, misses, with_inputs = 0, [], 0
     for length in range(3, 8):
@@ -107,25 +109,27 @@ def test_optimal_against_every_placement_around_memopts_compute_ops():
             # One slot per byte, as in the oracle's tests: the DPs round nothing up.
             plan = memopt.solve(profile, str(budget), "optimal", slots=budget)
             optimal_ms = memopt.simulate(profile, plan)["time_ms"]
+            moves_inputs = any(op[0] == "offload_input" for op in plan["ops"])
+            with_inputs += moves_inputs
+            points += 1
             sequences = compute_sequences(profile, plan, larger=True, byte_slots=True)
             best, proven = best_placement(profile, budget, sequences, TIME_LIMIT_S, kept_inputs=False)
             assert proven
-            # The MILP's placement is valid in the simulator, fits, and takes the MILP's
-            # time; around optimal's own compute ops it exists (optimal's copies are one,
-            # unless they move a kept stage's input), so it is never slower.
-            assert best is not None and best["fits"], best
+            # Around optimal's own compute ops a placement exists unless optimal moves
+            # a kept input (its copies are then outside the space); every placement the
+            # MILP returns is valid in the simulator, fits, and takes the MILP's time.
+            if not moves_inputs:
+                assert best is not None and best["fits"], best
+            if best is None:
+                continue
+            assert best["fits"], best
             assert best["sim_ms"] == pytest.approx(best["ms"], abs=1e-5)
             assert best["bound_ms"] == pytest.approx(best["ms"], abs=1e-5)
-            if any(op[0] == "offload_input" for op in plan["ops"]):
-                with_inputs += 1
-                continue
-            assert best["ms"] <= optimal_ms + 1e-5
-            points += 1
             if best["ms"] < optimal_ms - 1e-5:
                 misses.append((length, budget, optimal_ms, best["ms"], best["source"]))
-    print(f"{points + with_inputs} points ({with_inputs} where optimal moves a kept stage's input); "
+    print(f"{points} points ({with_inputs} where optimal moves a kept stage's input); "
           f"a placement beats optimal at {len(misses)}:")
     for length, budget, optimal_ms, best_ms, source in misses:
         print(f"  L={length} budget {budget} B: optimal {optimal_ms} ms, around {source}'s compute ops {best_ms:.3f} ms")
-    assert points + with_inputs == 40 and points >= 30
+    assert points == 40 and with_inputs >= 5
     assert not misses

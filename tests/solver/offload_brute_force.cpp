@@ -14,7 +14,9 @@ namespace {
 
 // One item of the forward sequence, as the class defines it.
 struct Item {
-  enum Kind { Keep, KeepOffload, Ckpt } kind;
+  // KeepInput, KeepOffloadInput: Keep, KeepOffload that also move the own bytes of
+  // their input, before the saved state.
+  enum Kind { Keep, KeepOffload, Ckpt, KeepInput, KeepOffloadInput } kind;
   int start, end;      // stages start..end-1
   bool offload = false;
   // Its prefetch is issued when the backward of item `lead` places later starts
@@ -24,7 +26,9 @@ struct Item {
   int lead = 0;
   // It starts with wait_offloads: the previous item's copy is still running then.
   bool wait = false;
-  bool offloads() const { return kind == KeepOffload || (kind == Ckpt && offload); }
+  bool offloads() const { return kind != Keep && (kind != Ckpt || offload); }
+  bool moves_input() const { return kind == KeepInput || kind == KeepOffloadInput; }
+  bool moves_saved() const { return kind == KeepOffload || kind == KeepOffloadInput; }
 };
 
 class Builder {
@@ -49,8 +53,11 @@ class Builder {
     items_.push_back({Item::Keep, e, e + 1});
     compose(e + 1);
     items_.pop_back();
-    if (chain_.xbar(e + 1) > chain_.x(e + 1)) {
-      items_.push_back({Item::KeepOffload, e, e + 1});
+    for (const Item::Kind kind : {Item::KeepOffload, Item::KeepInput, Item::KeepOffloadInput}) {
+      const Item item{kind, e, e + 1};
+      if (item.moves_saved() && chain_.xbar(e + 1) <= chain_.x(e + 1)) continue;
+      if (item.moves_input() && chain_.own_bytes(e) <= 0) continue;
+      items_.push_back(item);
       compose(e + 1);
       items_.pop_back();
     }
@@ -135,8 +142,11 @@ class Builder {
       } else {
         now += chain_.uf(it.start);
         first_op_end[k] = now;
-        if (it.kind == Item::KeepOffload)
-          copy_end[k] = now + 1000.0 * (chain_.xbar(it.start + 1) - chain_.x(it.start + 1)) / chain_.link->d2h_bytes_per_s;
+        // The input's copy first, then the saved state's, back to back.
+        copy_end[k] = now;
+        if (it.moves_input()) copy_end[k] += 1000.0 * chain_.own_bytes(it.start) / chain_.link->d2h_bytes_per_s;
+        if (it.moves_saved())
+          copy_end[k] += 1000.0 * (chain_.xbar(it.start + 1) - chain_.x(it.start + 1)) / chain_.link->d2h_bytes_per_s;
       }
     }
     if (tail_wait_) {
@@ -220,21 +230,24 @@ class Builder {
       } else {
         if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
         ops.push_back({OpKind::FwdKeep, it.start});
-        if (it.kind == Item::KeepOffload) ops.push_back({OpKind::OffloadSaved, it.start + 1});
+        if (it.moves_input()) ops.push_back({OpKind::OffloadInput, it.start});
+        if (it.moves_saved()) ops.push_back({OpKind::OffloadSaved, it.start + 1});
       }
     }
     // Backward: the tail, then the items right to left; item k's prefetch goes
     // before (lead: issued when the backward of item k+lead starts, the tail for the
     // last item) or after the backward of item k+1.
-    const auto prefetch_of = [&](const Item& it) {
-      return it.kind == Item::KeepOffload ? Op{OpKind::PrefetchSaved, it.start + 1} : Op{OpKind::Prefetch, it.start};
+    const auto push_prefetch_of = [&](const Item& it) {
+      if (it.kind == Item::Ckpt) ops.push_back({OpKind::Prefetch, it.start});
+      if (it.moves_saved()) ops.push_back({OpKind::PrefetchSaved, it.start + 1});
+      if (it.moves_input()) ops.push_back({OpKind::PrefetchInput, it.start});
     };
     for (size_t j = items_.size() + 1; j-- > 0;) {
       const Item* before = j > 0 ? &items_[j - 1] : nullptr;
       if (j == items_.size() && tail_wait_) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward
       for (size_t b = 0; b < j; ++b)
         if (items_[b].offloads() && items_[b].lead > 0 && b + static_cast<size_t>(items_[b].lead) == j)
-          ops.push_back(prefetch_of(items_[b]));
+          push_prefetch_of(items_[b]);
       if (j == items_.size()) {
         ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
       } else if (items_[j].kind == Item::Ckpt && before && before->lead == -1) {
@@ -242,14 +255,14 @@ class Builder {
         const auto first_bwd = std::find_if(picked[j]->begin(), picked[j]->end(),
                                             [](const Op& op) { return op.kind == OpKind::Bwd; });
         ops.insert(ops.end(), picked[j]->begin(), first_bwd);
-        ops.push_back(prefetch_of(*before));
+        push_prefetch_of(*before);
         ops.insert(ops.end(), first_bwd, picked[j]->end());
       } else if (items_[j].kind == Item::Ckpt) {
         ops.insert(ops.end(), picked[j]->begin(), picked[j]->end());
       } else {
         ops.push_back({OpKind::Bwd, items_[j].start});
       }
-      if (before && before->offloads() && before->lead == 0) ops.push_back(prefetch_of(*before));
+      if (before && before->offloads() && before->lead == 0) push_prefetch_of(*before);
     }
     const SimResult r = simulate_timeline(chain_, ops);
     if (!r.valid) throw std::logic_error("offload brute force built an invalid schedule: " + r.error);

@@ -82,7 +82,8 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   std::mt19937_64 rng(21);
   int num_compared = 0, num_offloading = 0, num_beating_recompute = 0, num_prefetching_across_a_run = 0;
   int num_waiting = 0, num_prefetching_inside_a_run = 0, num_through_a_kept_run = 0, num_waiting_after_a_run = 0;
-  int num_slower[3] = {0, 0, 0};  // the three narrower classes, slower than the widest
+  int num_moving_inputs = 0, num_moving_both = 0;
+  int num_slower[4] = {0, 0, 0, 0};  // the four narrower classes, slower than the widest
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
     // One chain in three with backwards that peak below their gradient (Note [A
@@ -121,6 +122,14 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       num_prefetching_inside_a_run += prefetches_inside_a_recomputed_run(*dp);
       num_through_a_kept_run += copies_through_a_kept_run(chain, *dp);
       num_waiting_after_a_run += has_waiting_kept_run(*dp);
+      // A kept item that moves its input, and one that moves its saved state too (its
+      // two copies back to back: Note [A kept item that moves its input] in offload.h).
+      for (size_t p = 0; p < dp->size(); ++p) {
+        if ((*dp)[p].kind != OpKind::OffloadInput) continue;
+        ++num_moving_inputs;
+        num_moving_both += p + 1 < dp->size() && (*dp)[p + 1].kind == OpKind::OffloadSaved;
+        break;
+      }
       num_waiting += std::find(dp->begin(), dp->end(), Op{OpKind::WaitOffloads, -1}) != dp->end();
       const auto rec = solve_recompute(chain, budget, {static_cast<int>(budget), false, 1});
       num_beating_recompute += !rec || simulate_sequential(chain, *rec).time_ms > r.time_ms;
@@ -129,15 +138,19 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
       double wider_ms = r.time_ms;
       int level = 0;
       for (const OffloadShapes shapes :
-           {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation, OffloadShapes::Windowed}) {
+           {OffloadShapes::WaitingKeptRuns, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+            OffloadShapes::Windowed}) {
         const auto narrow = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, shapes});
         if (!narrow) break;
         const SimResult n = simulate_timeline(chain, *narrow);
         ASSERT_TRUE(n.valid) << n.error;
         EXPECT_LE(n.peak_bytes, budget);
         EXPECT_GE(n.time_ms, wider_ms);
-        EXPECT_FALSE(has_waiting_kept_run(*narrow));
-        if (shapes != OffloadShapes::ThroughKeptRuns) {
+        EXPECT_FALSE(has_kept_input_move(*narrow));
+        if (shapes != OffloadShapes::WaitingKeptRuns) {
+          EXPECT_FALSE(has_waiting_kept_run(*narrow));
+        }
+        if (shapes != OffloadShapes::WaitingKeptRuns && shapes != OffloadShapes::ThroughKeptRuns) {
           EXPECT_FALSE(copies_through_a_kept_run(chain, *narrow));
         }
         if (shapes == OffloadShapes::Windowed) {
@@ -157,15 +170,20 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   EXPECT_GT(num_prefetching_inside_a_run, 0);  // and the CR items
   EXPECT_GT(num_through_a_kept_run, 0);  // and the copies through a KR run
   EXPECT_GT(num_waiting_after_a_run, 0);  // and the waits after one
+  EXPECT_GT(num_moving_inputs, 30);  // and the kept items that move their input
+  EXPECT_GT(num_moving_both, 0);  // with their saved state
   EXPECT_GT(num_slower[0], 0);  // the narrower classes are reached too, and they are narrower
   EXPECT_GT(num_slower[1], num_slower[0]);
   EXPECT_GT(num_slower[2], num_slower[1]);
+  EXPECT_GT(num_slower[3], num_slower[2]);
   std::printf("offload class: %d budgets, %d plans offload, %d prefetch across a run, %d inside a recomputed run, "
-              "%d wait for an offload, %d copy through a kept run, %d wait after one; without the waits after a "
-              "kept run, slower at %d, without the copies through one too, at %d, without the recomputed runs and "
+              "%d wait for an offload, %d copy through a kept run, %d wait after one, %d move a kept input (%d with "
+              "the saved state after it); without the kept input moves, slower at %d, without the waits after a "
+              "kept run too, at %d, without the copies through one too, at %d, without the recomputed runs and "
               "the copies through them too, at %d\n",
               num_compared, num_offloading, num_prefetching_across_a_run, num_prefetching_inside_a_run, num_waiting,
-              num_through_a_kept_run, num_waiting_after_a_run, num_slower[0], num_slower[1], num_slower[2]);
+              num_through_a_kept_run, num_waiting_after_a_run, num_moving_inputs, num_moving_both, num_slower[0],
+              num_slower[1], num_slower[2], num_slower[3]);
 }
 
 // The oracle's two exact cuts (Notes [Equal futures] and [Copies issued too early])

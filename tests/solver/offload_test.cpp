@@ -58,13 +58,13 @@ TEST(OffloadDp, WithoutABandwidthItIsTheRecomputeDp) {
 }
 
 // Note [Classes to start from] in solve.cpp skips the search from the class without
-// runs that end waiting wherever the widest class's plans have none, because that
-// class's DP would return the very same plans. Checked on small random chains at
-// budgets across their range, at byte and at coarse slots; not vacuous: both kinds
-// of plan occur.
-TEST(OffloadDp, WithoutAWaitingRunItsPlanIsTheNarrowerClasssPlan) {
+// runs that end waiting and kept items that move their input wherever the widest
+// class's plans have neither, because that class's DP would return the very same
+// plans. Checked on small random chains at budgets across their range, at byte and at
+// coarse slots; not vacuous: all three kinds of plan occur.
+TEST(OffloadDp, WithoutTheWidestShapesItsPlanIsTheNarrowerClasssPlan) {
   std::mt19937_64 rng(5);
-  int num_same = 0, num_waiting = 0;
+  int num_same = 0, num_waiting = 0, num_moving = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const Chain chain = testing::small_chain(rng, 1 + trial % 6, trial % 3 == 2 ? 0.5 : 0.0);
     const int64_t store_all = store_all_peak(chain);
@@ -72,14 +72,15 @@ TEST(OffloadDp, WithoutAWaitingRunItsPlanIsTheNarrowerClasssPlan) {
       for (const int slots : {static_cast<int>(budget), 7}) {
         SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget) + ", slots " +
                      std::to_string(slots));
-        const auto widest = solve_offload(chain, budget, {slots, false, 1, OffloadShapes::WaitingKeptRuns});
+        const auto widest = solve_offload(chain, budget, {slots, false, 1, OffloadShapes::MovingKeptInputs});
         const auto narrower = solve_offload(chain, budget, {slots, false, 1, OffloadShapes::ThroughKeptRuns});
         if (!widest) {
           EXPECT_FALSE(narrower.has_value());
           continue;
         }
-        if (has_waiting_kept_run(*widest)) {
-          ++num_waiting;
+        if (has_waiting_kept_run(*widest) || has_kept_input_move(*widest)) {
+          num_waiting += has_waiting_kept_run(*widest);
+          num_moving += has_kept_input_move(*widest);
           continue;
         }
         ASSERT_TRUE(narrower.has_value());
@@ -90,6 +91,7 @@ TEST(OffloadDp, WithoutAWaitingRunItsPlanIsTheNarrowerClasssPlan) {
   }
   EXPECT_GT(num_same, 1000);
   EXPECT_GT(num_waiting, 20);
+  EXPECT_GT(num_moving, 20);
 }
 
 TEST(OffloadDp, FitsTheBudgetAndIsNeverSlowerThanRecomputeOnly) {
@@ -147,7 +149,9 @@ TEST(OffloadDp, PlansAreValidWhenActivationsCarryBytes) {
     ASSERT_TRUE(r.valid) << r.error;
     EXPECT_LE(r.peak_bytes, budget);
     ++num_plans;
-    num_offloading += std::find_if(off->begin(), off->end(), [](const Op& op) { return op.kind == OpKind::Offload; }) != off->end();
+    num_offloading += std::find_if(off->begin(), off->end(), [](const Op& op) {
+                        return op.kind == OpKind::Offload || op.kind == OpKind::OffloadInput;
+                      }) != off->end();
   }
   EXPECT_GT(num_offloading, 10);  // not vacuous: the DP still offloads the inputs that may move
   std::printf("carried chains: %d plans, %d offload an input\n", num_plans, num_offloading);
@@ -193,7 +197,12 @@ TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
 // 33, after `bwd 1` it is exposed, 21 ms. Without copies running on through a kept
 // run, the best plan at 31 B checkpoints stage 1 and re-runs it after the loss, with
 // the prefetch inside that run (Note [A recomputed run]): 22 ms; at 29 B, and in the
-// windowed class at both, the plan waits for the link or recomputes: 27 ms.
+// windowed class at both, the plan waits for the link or recomputes: 27 ms. With
+// kept items that move their input (Note [A kept item that moves its input]), the
+// plan at 31 B keeps a_0 and moves a_1 (2 B, 4 ms) once stage 1 has run:
+//   fwd_ckpt 0  0-0   fwd_keep 1 0-4   offload_input 1 4-8   fwd_keep 2 4-9
+//   bwd 2 9-9   prefetch_input 1 9-13   bwd 1 13-15   fwd_keep 0 15-15   bwd 0 15-17
+// 17 ms; `bwd 2` then holds a_0 (4 B) where the plan above holds a_1 (2 B): 31 B.
 // Recompute-only needs a_0 on the device all along and does not fit at all.
 TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
   Chain chain;
@@ -220,6 +229,13 @@ TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
   std::vector<Op> just_in_time = by_hand;
   std::rotate(just_in_time.begin() + 6, just_in_time.begin() + 7, just_in_time.begin() + 8);  // after bwd 1
   EXPECT_EQ(simulate_timeline(chain, just_in_time).time_ms, 21);
+  const std::vector<Op> moving_a_1 = {{K::FwdCkpt, 0},      {K::FwdKeep, 1}, {K::OffloadInput, 1}, {K::FwdKeep, 2},
+                                      {K::Loss, -1},        {K::Bwd, 2},     {K::PrefetchInput, 1}, {K::Bwd, 1},
+                                      {K::FwdKeep, 0},      {K::Bwd, 0}};
+  const SimResult moving = simulate_timeline(chain, moving_a_1);
+  ASSERT_TRUE(moving.valid) << moving.error;
+  EXPECT_EQ(moving.time_ms, 17);
+  EXPECT_EQ(moving.peak_bytes, 31);
   const std::vector<Op> recomputed_run = {{K::FwdCkpt, 0}, {K::Offload, 0},  {K::FwdCkpt, 1}, {K::FwdKeep, 2},
                                           {K::Loss, -1},   {K::Bwd, 2},      {K::FwdKeep, 1}, {K::Prefetch, 0},
                                           {K::Bwd, 1},     {K::FwdKeep, 0},  {K::Bwd, 0}};
@@ -231,11 +247,14 @@ TEST(OffloadDp, LetsACopyRunThroughAKeptRunAndHidesItsPrefetchInsideIt) {
   for (const int64_t budget : {29, 31}) {
     SCOPED_TRACE("budget " + std::to_string(budget));
     EXPECT_FALSE(solve_recompute(chain, budget, {static_cast<int>(budget), false, 1}).has_value());
-    const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+    const auto dp = solve_offload(chain, budget, {static_cast<int>(budget), false, 1, OffloadShapes::WaitingKeptRuns});
     ASSERT_TRUE(dp.has_value());
     EXPECT_EQ(*dp, by_hand);
     EXPECT_EQ(*solve_offload(chain, budget, {static_cast<int>(budget), false, 1, OffloadShapes::ThroughKeptRuns}),
               by_hand);
+    const auto widest = solve_offload(chain, budget, {static_cast<int>(budget), false, 1});
+    ASSERT_TRUE(widest.has_value());
+    EXPECT_EQ(*widest, budget == 31 ? moving_a_1 : by_hand);
     const auto recomputing = solve_offload(chain, budget, {static_cast<int>(budget), false, 1,
                                                            OffloadShapes::ThroughRecomputation});
     ASSERT_TRUE(recomputing.has_value());
