@@ -207,6 +207,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const int64_t keep_units = n.uf_units[e] + n.ub_units[e];
     const int64_t ub_units = n.ub_units[e];
     for (int left = kFirstLeft; left < e; ++left) {
+      // An input moved by the item before e needs a stage before e.
+      if (e == 0 && (left == kLeftKeptMoved || left == kLeftHollowMoved)) continue;
       const Previous prev = previous_of(n, e, left);
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
