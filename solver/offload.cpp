@@ -18,6 +18,9 @@ constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
 // own bytes (Note [A kept item that moves its input]).
 enum Left : int { kLeftKeptMoved = -5, kLeftHollowMoved = -4, kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };
 constexpr int kFirstLeft = kLeftKeptMoved;
+// The previous item moved a_{e-1}'s own bytes; it left ā_e hollow.
+bool moved_input(int left) { return left == kLeftKeptMoved || left == kLeftHollowMoved; }
+bool hollow(int left) { return left == kLeftHollow || left == kLeftHollowMoved; }
 // KeepInput / KeepOffloadInput: K e / KO e that also move a_e's own bytes.
 enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, KeepInput, KeepOffloadInput };
 
@@ -128,19 +131,18 @@ struct Previous {
 
 Previous previous_of(const Numbers& n, int e, int left) {
   Previous p;
-  if (left == kLeftKept || left == kLeftHollow || left == kLeftKeptMoved || left == kLeftHollowMoved)
-    p.input_plain = false;
-  p.offloaded = left == kLeftHollow || left == kLeftKeptMoved || left == kLeftHollowMoved || left >= 0;
-  if (left == kLeftKeptMoved || left == kLeftHollowMoved) {
+  p.input_plain = left == kLeftPlain || left >= 0;  // not inside a kept ā_e
+  p.offloaded = hollow(left) || moved_input(left) || left >= 0;
+  if (moved_input(left)) {
     // Both copies start as e's first op does, the input's first (Note [A kept item
     // that moves its input]).
     const int64_t own = n.chain.own_bytes(e - 1);
-    const bool hollow = left == kLeftHollowMoved;
+    const bool saved = hollow(left);
     p.first_slots = n.own_slots[e - 1];
     p.first_ms = n.d2h_ms(own);
-    p.pending_slots = p.prefetch_slots = p.first_slots + (hollow ? n.hollow_slots(e) : 0);
-    p.pending_ms = p.first_ms + (hollow ? n.d2h_ms(n.hollow_bytes(e)) : 0);
-    p.prefetch_units = n.ceil_units(n.h2d_ms(own) + (hollow ? n.h2d_ms(n.hollow_bytes(e)) : 0));
+    p.pending_slots = p.prefetch_slots = p.first_slots + (saved ? n.hollow_slots(e) : 0);
+    p.pending_ms = p.first_ms + (saved ? n.d2h_ms(n.hollow_bytes(e)) : 0);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(own) + (saved ? n.h2d_ms(n.hollow_bytes(e)) : 0));
   } else if (left == kLeftHollow) {
     const int64_t bytes = n.hollow_bytes(e);
     p.prefetch_slots = p.pending_slots = n.hollow_slots(e);
@@ -208,7 +210,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const int64_t ub_units = n.ub_units[e];
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
-      if (e == 0 && (left == kLeftKeptMoved || left == kLeftHollowMoved)) continue;
+      if (e == 0 && moved_input(left)) continue;
       const Previous prev = previous_of(n, e, left);
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
@@ -460,8 +462,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     const Previous prev = previous_of(n, e, it.from_left);
     // The previous item's data coming back: both its copies where it moved two.
     std::vector<Op> prefetch;
-    if (it.from_left == kLeftHollow || it.from_left == kLeftHollowMoved) prefetch.push_back({OpKind::PrefetchSaved, e});
-    if (it.from_left == kLeftKeptMoved || it.from_left == kLeftHollowMoved) prefetch.push_back({OpKind::PrefetchInput, e - 1});
+    if (hollow(it.from_left)) prefetch.push_back({OpKind::PrefetchSaved, e});
+    if (moved_input(it.from_left)) prefetch.push_back({OpKind::PrefetchInput, e - 1});
     if (it.from_left >= 0) prefetch.push_back({OpKind::Prefetch, it.from_left});
     const auto push_prefetch = [&] { ops.insert(ops.end(), prefetch.begin(), prefetch.end()); };
     if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
