@@ -1,0 +1,199 @@
+// coarsen.cpp: the chain of a chain's blocks, and block plans written out on its stages.
+#include "solver/coarsen.h"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace memopt::solver {
+
+std::string_view block_of(std::string_view stage_name) {
+  size_t start = 0;
+  while (start < stage_name.size()) {
+    const size_t dot = stage_name.find('.', start);
+    if (dot == std::string_view::npos) return {};  // the last component: none before it
+    const std::string_view part = stage_name.substr(start, dot - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return stage_name.substr(0, dot);
+    start = dot + 1;
+  }
+  return {};
+}
+
+namespace {
+
+// Activations on the device, each as (index k, bytes of a_k or ā_k), counted as the
+// simulator counts them (Note [Carried bytes] in chain.h): each once, less the prefix
+// it shares with the next one present (sharing only shrinks with distance, so the
+// prefix shared with any further one is inside that one).
+class Resident {
+ public:
+  explicit Resident(const Chain& chain) : chain_(chain) {}
+  void add(int k, int64_t bytes) {
+    items_.insert(std::lower_bound(items_.begin(), items_.end(), std::pair<int, int64_t>{k, 0}), {k, bytes});
+  }
+  void remove(int k) {
+    std::erase_if(items_, [k](const auto& item) { return item.first == k; });
+  }
+  int64_t bytes() const {
+    int64_t total = 0;
+    for (size_t n = 0; n < items_.size(); ++n) {
+      total += items_[n].second;
+      if (n > 0) total -= chain_.shared(items_[n - 1].first, items_[n].first);
+    }
+    return total;
+  }
+
+ private:
+  const Chain& chain_;
+  std::vector<std::pair<int, int64_t>> items_;
+};
+
+// Stage `i .. j` of `fine` as one stage (Note [Plans made for the blocks]).
+Stage merged_stage(const Chain& fine, int i, int j, std::string name) {
+  Stage s;
+  s.name = std::move(name);
+  const int64_t carried = fine.shared(i, j + 1);  // what the block's output shares with its input
+  bool nograd = false;
+  double nograd_ms = 0;
+  for (int k = i; k <= j; ++k) {
+    s.fwd_ms += fine.uf(k);
+    s.bwd_ms += fine.ub(k);
+    nograd_ms += fine.uf_nograd(k);
+    nograd = nograd || fine.stages[k].fwd_nograd_ms.has_value();
+  }
+  if (nograd) s.fwd_nograd_ms = nograd_ms;
+  s.out_bytes = fine.x(j + 1);
+  s.carried_bytes = carried;
+
+  // fwd_keep of every stage, from the input alone.
+  Resident kept(fine);
+  kept.add(i, fine.x(i));
+  int64_t keep_peak = 0;
+  for (int k = i; k <= j; ++k) {
+    kept.add(k + 1, fine.xbar(k + 1));
+    keep_peak = std::max(keep_peak, kept.bytes() + fine.ftmp_keep(k));
+  }
+  const int64_t all_kept = kept.bytes();
+  s.saved_bytes = std::max(all_kept - fine.x(i) + carried, s.out_bytes);
+  s.fwd_keep_tmp_bytes = keep_peak - all_kept;
+
+  // fwd_ckpt of the first stage, fwd_drop of the others.
+  Resident plain(fine);
+  plain.add(i, fine.x(i));
+  int64_t plain_peak = 0;
+  for (int k = i; k <= j; ++k) {
+    plain.add(k + 1, fine.x(k + 1));
+    plain_peak = std::max(plain_peak, plain.bytes() + fine.ftmp(k));
+    if (k > i) plain.remove(k);
+  }
+  s.fwd_tmp_bytes = plain_peak - plain.bytes();
+
+  // bwd of every stage in reverse, from the kept state and the output's gradient.
+  Resident grads(fine);
+  grads.add(j + 1, fine.x(j + 1));
+  const int64_t before = kept.bytes() + grads.bytes();
+  int64_t bwd_peak = before;  // no op's is lower, and below it btmp would break validate()'s bound
+  for (int k = j; k >= i; --k) {
+    grads.add(k, fine.x(k));
+    bwd_peak = std::max(bwd_peak, kept.bytes() + grads.bytes() + fine.btmp(k));
+    grads.remove(k + 1);
+    kept.remove(k + 1);
+  }
+  s.bwd_tmp_bytes = bwd_peak - before - (fine.x(i) - carried);
+  return s;
+}
+
+}  // namespace
+
+Coarsening coarsen(const Chain& fine, std::vector<int> first) {
+  const int L = fine.length();
+  if (first.size() < 2 || first.front() != 0 || first.back() != L || !std::is_sorted(first.begin(), first.end()) ||
+      std::adjacent_find(first.begin(), first.end()) != first.end())
+    throw std::invalid_argument("coarsen: the groups must start at 0, increase, and end at the chain's length");
+  Coarsening c;
+  c.chain.input_bytes = fine.input_bytes;
+  c.chain.loss = fine.loss;
+  c.chain.link = fine.link;
+  for (size_t g = 0; g + 1 < first.size(); ++g) {
+    const int i = first[g], j = first[g + 1] - 1;
+    if (i == j) c.chain.stages.push_back(fine.stages[i]);
+    else c.chain.stages.push_back(merged_stage(fine, i, j, std::string(block_of(fine.stages[i].name))));
+  }
+  c.first = std::move(first);
+  return c;
+}
+
+std::optional<Coarsening> coarsen_by_name(const Chain& fine) {
+  std::vector<int> first{0};
+  for (int k = 1; k < fine.length(); ++k) {
+    const std::string_view block = block_of(fine.stages[k].name);
+    if (block.empty() || block != block_of(fine.stages[k - 1].name)) first.push_back(k);
+  }
+  if (static_cast<int>(first.size()) == fine.length()) return std::nullopt;  // no block of two
+  first.push_back(fine.length());
+  return coarsen(fine, std::move(first));
+}
+
+std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std::vector<Op>& coarse_ops) {
+  const auto& first = coarse.first;
+  // What a block's offload_saved moves, in issue order: each stage's input where it
+  // owns bytes (but the block's input, which the block keeps) and each stage's saved
+  // state beyond its output.
+  const auto moves = [&](int g) {
+    std::vector<Op> out;
+    for (int k = first[g]; k < first[g + 1]; ++k) {
+      if (k != first[g] && fine.own_bytes(k) > 0) out.push_back({OpKind::OffloadInput, k});
+      if (fine.xbar(k + 1) > fine.x(k + 1)) out.push_back({OpKind::OffloadSaved, k + 1});
+    }
+    return out;
+  };
+  const auto back = [](Op op) {
+    op.kind = op.kind == OpKind::OffloadInput ? OpKind::PrefetchInput : OpKind::PrefetchSaved;
+    return op;
+  };
+  std::vector<Op> ops;
+  for (const Op& op : coarse_ops) {
+    const int g = op.index;
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+      case OpKind::FwdDrop:
+        for (int k = first[g]; k < first[g + 1]; ++k) ops.push_back({op.kind, k});
+        break;
+      case OpKind::FwdCkpt:
+        ops.push_back({OpKind::FwdCkpt, first[g]});
+        for (int k = first[g] + 1; k < first[g + 1]; ++k) ops.push_back({OpKind::FwdDrop, k});
+        break;
+      case OpKind::Bwd:
+        for (int k = first[g + 1] - 1; k >= first[g]; --k) ops.push_back({OpKind::Bwd, k});
+        break;
+      case OpKind::Offload:
+      case OpKind::Prefetch:
+        ops.push_back({op.kind, first[g]});
+        break;
+      case OpKind::OffloadInput:
+      case OpKind::PrefetchInput:
+        if (fine.own_bytes(first[g]) > 0) ops.push_back({op.kind, first[g]});
+        break;
+      case OpKind::OffloadSaved: {
+        const std::vector<Op> m = moves(g - 1);
+        ops.insert(ops.end(), m.begin(), m.end());
+        break;
+      }
+      case OpKind::PrefetchSaved: {
+        const std::vector<Op> m = moves(g - 1);
+        std::transform(m.rbegin(), m.rend(), std::back_inserter(ops), back);
+        break;
+      }
+      case OpKind::Loss:
+      case OpKind::WaitOffloads:
+        ops.push_back(op);
+        break;
+    }
+  }
+  return ops;
+}
+
+}  // namespace memopt::solver

@@ -1,0 +1,60 @@
+// coarsen.h: a chain of operator stages seen as the chain of its blocks, and a plan
+// for the blocks written out on the operator stages (Note [Plans made for the blocks]).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+
+namespace memopt::solver {
+
+// Note [Plans made for the blocks]
+// At operator granularity a transformer block is a run of stages whose residual
+// stream is carried through all of them (Note [Carried bytes] in chain.h). A block
+// plan moves a block's whole saved state with one offload_saved; written out on the
+// operator stages it becomes a queue of copies, one per stage (each stage's input
+// where it owns bytes, each stage's saved state beyond its output), issued back to
+// back. The offload DP's items make at most two copies each, so that plan lies outside
+// every class it searches, and over a link at tight budgets it can be faster than the
+// DP's operator plans. So `optimal` also solves the chain of blocks (Note [Known
+// plans from the blocks] in solve.cpp) and writes its plan out here.
+//
+// The block chain is built from the operator chain alone, so that the numbers the
+// block plan is chosen by are the operator chain's: each block's forward runs its
+// stages' forwards, its backward their backwards in reverse, and its bytes are what
+// the operator chain holds. A block's saved state is everything its kept stages hold
+// beyond its input; its transients are the highest the operator stages reach above
+// what the block adds, found by replaying the stages' memory as the simulator counts
+// it. A plan without copies and without fwd_drop then has the same peak and time on
+// both chains; fwd_drop's block transient is its fwd_ckpt's, which holds the block's
+// input longer, so the block chain over-counts it, never under.
+
+// A chain and the groups of consecutive stages its coarse stages stand for.
+struct Coarsening {
+  Chain chain;             // one stage per group
+  std::vector<int> first;  // first[g]: the stage group g starts at; first.back() == the fine chain's length
+};
+
+// The block a stage's name puts it in: the name up to its first all-digit component
+// ("h.3.attn.c_attn" -> "h.3", "model.layers.7.mlp" -> "model.layers.7"), or empty
+// when it has none before its last component (a stage of its own: "embed", "h.3").
+std::string_view block_of(std::string_view stage_name);
+
+// The chain of `fine`'s blocks (consecutive stages of one block_of), or nullopt when
+// no block holds two stages. Only stages in one block are merged.
+std::optional<Coarsening> coarsen_by_name(const Chain& fine);
+
+// The chain whose stage g runs fine stages first[g] .. first[g+1]-1 (first[0] == 0,
+// increasing, ending at the fine length).
+Coarsening coarsen(const Chain& fine, std::vector<int> first);
+
+// `coarse_ops`, a plan for coarse.chain, written out on `fine`. A move of a block's
+// input that the fine chain cannot make (its bytes all carried to a neighbour) is left
+// out, with its prefetch: the plan then holds more than the block plan, and the
+// caller simulates it.
+std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std::vector<Op>& coarse_ops);
+
+}  // namespace memopt::solver
