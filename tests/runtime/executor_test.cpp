@@ -24,6 +24,7 @@
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
 #include "runtime/train_step.h"
+#include "solver/coarsen.h"
 #include "solver/offload.h"
 #include "solver/plan_edits.h"
 #include "solver/simulate.h"
@@ -304,6 +305,56 @@ TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPredi
     EXPECT_GE(num_input_moves, 3);
     EXPECT_GE(num_with_recomputation, 1);
   }
+}
+
+// Note [Plans made for the blocks] (solver/coarsen.h): `optimal` on the chain of the
+// blocks, written out on the half-block or operator stages, on seeded timings and
+// links. A block's saved-state move becomes a queue of copies, one or two per stage,
+// issued back to back and brought back in reverse: gradients bit for bit, peaks the
+// prediction on the stages.
+TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPrediction) {
+  TinyGpt2 tiny(GetParam());
+  if (!solver::coarsen_by_name(tiny.profile.chain)) GTEST_SKIP() << "block stages: nothing to write out";
+  const model::StagedModel& model = *tiny.model;
+  measure::CpuMemoryMeter meter;
+  PlainReference reference(model, tiny.batch, meter);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> log_rate(std::log(1e8), std::log(1e10));
+  std::set<std::vector<std::pair<int, int>>> seen;
+  int num_queued = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    solver::Chain chain = with_seeded_times(tiny.profile.chain, rng);
+    chain.link = solver::Link{std::exp(log_rate(rng)), std::exp(log_rate(rng))};
+    const solver::Coarsening blocks = *solver::coarsen_by_name(chain);
+    const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+    for (const double fraction : {0.6, 0.4}) {
+      const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
+      solver::Schedule block_plan;
+      try {
+        block_plan = solver::solve(blocks.chain, {budget, SolverKind::Optimal, 500, 1, /*find_min_budget=*/false});
+      } catch (const solver::InfeasibleBudget&) {
+        continue;
+      }
+      const std::vector<solver::Op> ops = solver::write_out(chain, blocks, block_plan.ops);
+      const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
+      ASSERT_TRUE(predicted.valid) << predicted.error;
+      if (!first_time(seen, ops)) continue;
+      SCOPED_TRACE("trial " + std::to_string(trial) + " at " + std::to_string(budget) + " B");
+      const EngineForOps copies(chain, ops);
+      const StepResult r = reference.scheduled(ops, copies.options);
+      EXPECT_EQ(r.activation_peak_bytes, predicted.peak_bytes);
+      EXPECT_EQ(r.copies.num_offloads, r.copies.num_prefetches);
+      // A queue: two copies out in a row, with no compute op between them.
+      for (size_t p = 1; p < ops.size(); ++p)
+        if (solver::is_offload(ops[p].kind) && solver::is_offload(ops[p - 1].kind)) {
+          ++num_queued;
+          break;
+        }
+    }
+  }
+  std::printf("%zu written-out plans, %d with queued copies\n", seen.size(), num_queued);
+  EXPECT_GE(seen.size(), 4u);
+  EXPECT_GE(num_queued, 2);
 }
 
 // Every stage kept; each saved state beyond its output (but the last stage's) moved to
