@@ -68,27 +68,26 @@ Stage merged_stage(const Chain& fine, int i, int j, std::string name) {
   s.out_bytes = fine.x(j + 1);
   s.carried_bytes = carried;
 
-  // fwd_keep of every stage, from the input alone.
+  // The forwards of every stage from the block's input alone, as `keep` (fwd_keep
+  // each) or not (fwd_ckpt the first, fwd_drop the others): the highest the stages
+  // reach, and `resident` left holding what they hold at the end.
+  const auto forwards = [&](Resident& resident, bool keep) {
+    resident.add(i, fine.x(i));
+    int64_t peak = 0;
+    for (int k = i; k <= j; ++k) {
+      resident.add(k + 1, keep ? fine.xbar(k + 1) : fine.x(k + 1));
+      peak = std::max(peak, resident.bytes() + (keep ? fine.ftmp_keep(k) : fine.ftmp(k)));
+      if (!keep && k > i) resident.remove(k);
+    }
+    return peak;
+  };
   Resident kept(fine);
-  kept.add(i, fine.x(i));
-  int64_t keep_peak = 0;
-  for (int k = i; k <= j; ++k) {
-    kept.add(k + 1, fine.xbar(k + 1));
-    keep_peak = std::max(keep_peak, kept.bytes() + fine.ftmp_keep(k));
-  }
+  const int64_t keep_peak = forwards(kept, /*keep=*/true);
   const int64_t all_kept = kept.bytes();
   s.saved_bytes = std::max(all_kept - fine.x(i) + carried, s.out_bytes);
   s.fwd_keep_tmp_bytes = keep_peak - all_kept;
-
-  // fwd_ckpt of the first stage, fwd_drop of the others.
   Resident plain(fine);
-  plain.add(i, fine.x(i));
-  int64_t plain_peak = 0;
-  for (int k = i; k <= j; ++k) {
-    plain.add(k + 1, fine.x(k + 1));
-    plain_peak = std::max(plain_peak, plain.bytes() + fine.ftmp(k));
-    if (k > i) plain.remove(k);
-  }
+  const int64_t plain_peak = forwards(plain, /*keep=*/false);
   s.fwd_tmp_bytes = plain_peak - plain.bytes();
 
   // bwd of every stage in reverse, from the kept state and the output's gradient.

@@ -147,6 +147,14 @@ solver::Chain with_seeded_times(solver::Chain chain, std::mt19937_64& rng) {
   return chain;
 }
 
+// with_seeded_times and a seeded link of 0.1-10 GB/s each way.
+solver::Chain with_seeded_times_and_link(const solver::Chain& chain, std::mt19937_64& rng) {
+  solver::Chain seeded = with_seeded_times(chain, rng);
+  std::uniform_real_distribution<double> log_rate(std::log(1e8), std::log(1e10));
+  seeded.link = solver::Link{std::exp(log_rate(rng)), std::exp(log_rate(rng))};
+  return seeded;
+}
+
 // Whether `ops` is a plan not met before in `seen` (which then remembers it).
 bool first_time(std::set<std::vector<std::pair<int, int>>>& seen, const std::vector<solver::Op>& ops) {
   std::vector<std::pair<int, int>> key;  // (op kind, index) per op
@@ -269,12 +277,10 @@ TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPredi
   measure::CpuMemoryMeter meter;
   PlainReference reference(model, tiny.batch, meter);
   std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> log_rate(std::log(1e8), std::log(1e10));
   std::set<std::vector<std::pair<int, int>>> seen;
   int num_input_moves = 0, num_with_recomputation = 0;
   for (int trial = 0; trial < 8; ++trial) {
-    solver::Chain chain = with_seeded_times(tiny.profile.chain, rng);
-    chain.link = solver::Link{std::exp(log_rate(rng)), std::exp(log_rate(rng))};
+    const solver::Chain chain = with_seeded_times_and_link(tiny.profile.chain, rng);
     const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
     for (const double fraction : {0.7, 0.5, 0.4, 0.3}) {
       const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
@@ -319,12 +325,10 @@ TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPr
   measure::CpuMemoryMeter meter;
   PlainReference reference(model, tiny.batch, meter);
   std::mt19937_64 rng(11);
-  std::uniform_real_distribution<double> log_rate(std::log(1e8), std::log(1e10));
   std::set<std::vector<std::pair<int, int>>> seen;
   int num_queued = 0;
   for (int trial = 0; trial < 6; ++trial) {
-    solver::Chain chain = with_seeded_times(tiny.profile.chain, rng);
-    chain.link = solver::Link{std::exp(log_rate(rng)), std::exp(log_rate(rng))};
+    const solver::Chain chain = with_seeded_times_and_link(tiny.profile.chain, rng);
     const solver::Coarsening blocks = *solver::coarsen_by_name(chain);
     const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
     for (const double fraction : {0.6, 0.4}) {
