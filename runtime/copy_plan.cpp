@@ -15,7 +15,8 @@ namespace memopt::runtime {
 // to HostArena::kAlignment: the profile gives their total, x̄_k - x_k, but not their
 // count, so each stage gets 64 KiB on top -- room for a thousand storages, far more
 // than any stage saves (a GPT-2 block saves a few dozen). An `offload_input k` moves
-// the storages of a_k's own tensors, with the same slack.
+// the storages of a_k's own tensors, an `offload_carried k` those of its ending carry,
+// with the same slack.
 std::optional<CopyPlan> plan_copies(const solver::Chain& chain, const std::vector<solver::Op>& ops,
                                     const std::string& source) {
   constexpr int64_t kSavedStorageSlackBytes = 64 << 10;
@@ -23,6 +24,8 @@ std::optional<CopyPlan> plan_copies(const solver::Chain& chain, const std::vecto
   for (const solver::Op& op : ops) {
     if (op.kind == solver::OpKind::Offload) offloaded_bytes.push_back(chain.x(op.index));
     if (op.kind == solver::OpKind::OffloadInput) offloaded_bytes.push_back(chain.own_bytes(op.index) + kSavedStorageSlackBytes);
+    if (op.kind == solver::OpKind::OffloadCarried)
+      offloaded_bytes.push_back(chain.ending_carried_bytes(op.index) + kSavedStorageSlackBytes);
     if (op.kind == solver::OpKind::OffloadSaved)
       offloaded_bytes.push_back(chain.xbar(op.index) - chain.x(op.index) + kSavedStorageSlackBytes);
   }

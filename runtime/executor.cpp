@@ -74,6 +74,7 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   due_before_.resize(ops_.size());
   outbound_.resize(ops_.size());
   input_move_.resize(L + 2);
+  carry_move_.resize(L + 2);
   carried_count_.assign(L + 2, 0);
   for (size_t p = 0; p < options_.offload_done_before.size() && p < ops_.size(); ++p) {
     const int q = options_.offload_done_before[p];
@@ -101,6 +102,10 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   }
 }
 
+std::vector<std::unique_ptr<StorageMove>>& ScheduleRunner::storage_moves(OpKind kind) {
+  return kind == OpKind::OffloadInput || kind == OpKind::PrefetchInput ? input_move_ : carry_move_;
+}
+
 model::Activation ScheduleRunner::input_of(int i) {
   if (!arriving_[i].empty()) {
     // The compute stream waits here for a prefetch still in flight: exposed copy time.
@@ -125,7 +130,8 @@ void ScheduleRunner::wait_offloads_due(size_t q) {
   for (const int p : due_before_[q]) {
     for (const OutboundCopy& c : outbound_[p]) c.transfer->wait();
     outbound_[p].clear();
-    if (const Op& op = ops_[p]; op.kind == OpKind::OffloadInput && input_move_[op.index]) input_move_[op.index]->release();
+    if (const Op& op = ops_[p]; op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried)
+      if (const auto& move = storage_moves(op.kind)[op.index]) move->release();
   }
   copy_stats_.stall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -158,24 +164,30 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
     }
     return;
   }
-  if (op.kind == OpKind::OffloadInput) {
-    // Note [Moving bytes from under their holders] (storage_move.h): the tensors of
-    // a_k that neither neighbour passes through.
+  if (op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried) {
+    // Note [Moving bytes from under their holders] (storage_move.h): the tensors of a_k
+    // that neither neighbour passes through, or those a_{k-1} passed in that a_{k+1}
+    // does not pass on (Note [Carried bytes may leave] in solver/simulate.h).
     const model::Activation& a = plain_[k].empty() ? saved_out_[k] : plain_[k];
     if (a.empty() || saved_out_[k + 1].empty())
-      throw std::logic_error("executor: offload_input " + std::to_string(k) + " without a_" + std::to_string(k) +
-                             " and ā_" + std::to_string(k + 1) + " resident");
-    const size_t first_own = std::min(a.size(), std::max(carried_count_[k], carried_count_[k + 1]));
-    input_move_[k] = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(first_own), a.end()),
-                                                   *options_.copy_engine);
-    for (const auto& t : input_move_[k]->transfers()) unwaited_offloads_.push_back(t);
-    if (!hold) input_move_[k]->release();  // else at its due op (wait_offloads_due)
+      throw std::logic_error("executor: " + solver::to_string(op) + " without a_" + std::to_string(k) + " and ā_" +
+                             std::to_string(k + 1) + " resident");
+    const size_t passed_in = std::min(a.size(), carried_count_[k]), passed_on = std::min(a.size(), carried_count_[k + 1]);
+    const size_t from = op.kind == OpKind::OffloadInput ? std::max(passed_in, passed_on) : passed_on;
+    const size_t to = op.kind == OpKind::OffloadInput ? a.size() : std::max(passed_in, passed_on);
+    auto& move = storage_moves(op.kind)[k];
+    move = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(from),
+                                                           a.begin() + static_cast<std::ptrdiff_t>(to)),
+                                         *options_.copy_engine);
+    for (const auto& t : move->transfers()) unwaited_offloads_.push_back(t);
+    if (!hold) move->release();  // else at its due op (wait_offloads_due)
     ++copy_stats_.num_offloads;
     return;
   }
-  if (op.kind == OpKind::PrefetchInput) {
-    if (!input_move_[k]) throw std::logic_error("executor: prefetch_input of a_" + std::to_string(k) + ", which is not on the host");
-    input_move_[k]->prefetch(*options_.copy_engine);
+  if (op.kind == OpKind::PrefetchInput || op.kind == OpKind::PrefetchCarried) {
+    const auto& move = storage_moves(op.kind)[k];
+    if (!move) throw std::logic_error("executor: " + solver::to_string(op) + ", but nothing of a_" + std::to_string(k) + " went to the host");
+    move->prefetch(*options_.copy_engine);
     ++copy_stats_.num_prefetches;
     return;
   }
@@ -259,11 +271,14 @@ void ScheduleRunner::backward_op(int i) {
   if (options_.hooks) options_.hooks->before_backward(i);
   // A prefetch_saved still in flight: the compute thread waits (exposed copy time).
   if (saved_state_[i + 1]) copy_stats_.stall_ms += saved_state_[i + 1]->wait_on_device();
-  // So does a prefetch_input of its input (ā_{i+1}'s came back before bwd i+1).
-  if (input_move_[i]) {
-    copy_stats_.stall_ms += input_move_[i]->restore();
-    for (const auto& t : input_move_[i]->transfers()) all_copies_.push_back(t);
-    input_move_[i].reset();
+  // So does a prefetch_input or prefetch_carried of its input (ā_{i+1}'s came back
+  // before bwd i+1).
+  for (auto* moves : {&input_move_, &carry_move_}) {
+    if (std::unique_ptr<StorageMove>& move = (*moves)[i]) {
+      copy_stats_.stall_ms += move->restore();
+      for (const auto& t : move->transfers()) all_copies_.push_back(t);
+      move.reset();
+    }
   }
   model::Activation d_in = model::backward_stage(out, leaves, grad_[i + 1]);
   out.clear();

@@ -130,8 +130,10 @@ class ScheduleRunner {
   std::vector<char> moves_saved_;
   std::shared_ptr<const std::unordered_set<const void*>> static_storages_;
   std::vector<std::unique_ptr<SavedState>> saved_state_;
-  // a_k's own storages on their way out or back (offload_input k).
-  std::vector<std::unique_ptr<StorageMove>> input_move_;
+  // a_k's own storages (offload_input k) and its ending carry's (offload_carried k) on
+  // their way out or back.
+  std::vector<std::unique_ptr<StorageMove>> input_move_, carry_move_;
+  std::vector<std::unique_ptr<StorageMove>>& storage_moves(solver::OpKind kind);
   // How many leading tensors of a_k are a_{k-1}'s, passed through (Note [Multi-tensor
   // activations]), as the last forward of stage k-1 returned them.
   std::vector<size_t> carried_count_;

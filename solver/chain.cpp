@@ -131,6 +131,13 @@ int64_t Chain::shared(int j, int k) const {
   return run;
 }
 
+int Chain::first_holder_of_ending_carry(int k) const {
+  const int64_t passed_on = carried(k + 1);
+  int s = k;
+  for (int64_t run = x(k); s > 0 && std::min(run, carried(s)) > passed_on; --s) run = std::min(run, carried(s));
+  return s;
+}
+
 const char* role_word(StageRole role) {
   for (const StageRoleInfo& info : kStageRoles)
     if (info.value == role) return info.word;

@@ -137,6 +137,13 @@ struct Chain {
   // The bytes of a_k that neither neighbour shares, what `offload_input k` moves (Note
   // [A kept stage's input may leave] in simulate.h): x_k less its longer carried prefix.
   int64_t own_bytes(int k) const { return x(k) - std::max(carried(k), carried(k + 1)); }
+  // The bytes a_k took over from a_{k-1} and does not pass on to a_{k+1}, c_k - c_{k+1}
+  // when positive: what `offload_carried k` moves (Note [Carried bytes may leave] in
+  // simulate.h).
+  int64_t ending_carried_bytes(int k) const { return std::max<int64_t>(0, carried(k) - carried(k + 1)); }
+  // The first activation holding some of them: the smallest s with sh(s, k) > c_{k+1}
+  // (k itself when there are none). a_s .. a_k hold them, no other activation does.
+  int first_holder_of_ending_carry(int k) const;
   bool has_role(StageRole role) const;  // any stage of it
   // A link with both bandwidths positive: data can move (validate() requires it of
   // every link in a file; chains built in code may lack one).

@@ -186,6 +186,10 @@ std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std
         std::transform(m.rbegin(), m.rend(), std::back_inserter(ops), back);
         break;
       }
+      case OpKind::OffloadCarried:
+      case OpKind::PrefetchCarried:
+        throw std::invalid_argument("write_out: " + to_string(op) + " in a plan for the chain of blocks: only the "
+                                    "offload DP's copies are written out, and it makes none of these");
       case OpKind::Loss:
       case OpKind::WaitOffloads:
         ops.push_back(op);

@@ -31,16 +31,21 @@ inline std::vector<Op> erased(std::vector<Op> ops, size_t at) {
   return ops;
 }
 
-// offload, offload_saved, offload_input: the copies that take data off the device.
+// offload, offload_saved, offload_input, offload_carried: the copies that take data
+// off the device.
 inline bool is_offload(OpKind kind) {
-  return kind == OpKind::Offload || kind == OpKind::OffloadSaved || kind == OpKind::OffloadInput;
+  return kind == OpKind::Offload || kind == OpKind::OffloadSaved || kind == OpKind::OffloadInput ||
+         kind == OpKind::OffloadCarried;
 }
 
 // The copy that brings back what `offload` (an is_offload kind) moved out.
 inline OpKind way_back(OpKind offload) {
-  return offload == OpKind::Offload ? OpKind::Prefetch
-         : offload == OpKind::OffloadSaved ? OpKind::PrefetchSaved
-                                           : OpKind::PrefetchInput;
+  switch (offload) {
+    case OpKind::Offload: return OpKind::Prefetch;
+    case OpKind::OffloadSaved: return OpKind::PrefetchSaved;
+    case OpKind::OffloadInput: return OpKind::PrefetchInput;
+    default: return OpKind::PrefetchCarried;
+  }
 }
 
 // The wait_offloads at `at` taken out, or the offload at `at` with the prefetch that

@@ -15,7 +15,7 @@ namespace memopt::solver {
 // stage index are defined once, in kOpKinds; everything else looks them up there.
 enum class OpKind {
   FwdKeep, FwdCkpt, FwdDrop, Loss, Bwd, Offload, Prefetch, OffloadSaved, PrefetchSaved, OffloadInput, PrefetchInput,
-  WaitOffloads
+  OffloadCarried, PrefetchCarried, WaitOffloads
 };
 
 struct OpKindInfo {
@@ -40,6 +40,11 @@ inline constexpr OpKindInfo kOpKinds[] = {
     // and back before anything reads them.
     {OpKind::OffloadInput, "offload_input", true, false, true},
     {OpKind::PrefetchInput, "prefetch_input", true, false, true},
+    // memopt's extension (Note [Carried bytes may leave] in simulate.h): move the
+    // bytes a_k took over from a_{k-1} and does not pass on, out once every stage
+    // holding them has run under autograd, and back before `bwd k`.
+    {OpKind::OffloadCarried, "offload_carried", true, false, true},
+    {OpKind::PrefetchCarried, "prefetch_carried", true, false, true},
     // memopt's extension (Note [Waiting for the offloads] in simulate.h): the
     // compute stream waits until every offload issued so far has ended.
     {OpKind::WaitOffloads, "wait_offloads", false, false, false},
@@ -50,7 +55,7 @@ std::optional<OpKind> op_kind_from_word(std::string_view word);
 
 struct Op {
   OpKind kind;
-  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch/*_input (ā_k for *_saved), -1 for loss
+  int index = -1;  // stage i for fwd_*/bwd, activation k for offload/prefetch/*_input/*_carried (ā_k for *_saved), -1 for loss
   friend bool operator==(const Op&, const Op&) = default;
   friend auto operator<=>(const Op&, const Op&) = default;  // so plans order, as map keys
 };

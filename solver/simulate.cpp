@@ -96,6 +96,8 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
     case OpKind::PrefetchSaved:
     case OpKind::OffloadInput:
     case OpKind::PrefetchInput:
+    case OpKind::OffloadCarried:
+    case OpKind::PrefetchCarried:
     case OpKind::WaitOffloads:
       return "";
   }
@@ -209,9 +211,29 @@ struct TimelineBuffers {
   std::vector<Place> place;
   std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms, op_start_ms, offload_end_ms;
   std::vector<char> hollow;
-  std::vector<char> input_out;  // a_k's own bytes on the host (Note [A kept stage's input may leave])
-  std::vector<double> input_ready_ms, input_on_host_ms;
   std::vector<MemEvent> events, frees;
+};
+
+// Bytes of a_k that leave while a_k stays: its own bytes (Note [A kept stage's input may
+// leave]) or its ending carry (Note [Carried bytes may leave]). Set up at the first such
+// op only: most plans have none, and the polish simulates thousands of them (Note [The
+// timeline's buffers]).
+struct MovedBytes {
+  bool used = false;
+  std::vector<char> out;                     // on the host
+  std::vector<double> ready_ms, on_host_ms;  // when last complete on the device / on the host
+  void use(int L) {
+    if (used) return;
+    used = true;
+    out.assign(L + 2, 0);
+    ready_ms.assign(L + 2, 0.0);
+    on_host_ms.assign(L + 2, 0.0);
+  }
+  bool is_out(int k) const { return used && out[k]; }
+  double ready(int k) const { return used ? ready_ms[k] : 0.0; }
+};
+struct MovedBytesBuffers {
+  MovedBytes inputs, carries;
 };
 
 }  // namespace
@@ -252,12 +274,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   hollow.assign(L + 2, 0);
   saved_ready_ms.assign(L + 2, 0.0);
   saved_on_host_ms.assign(L + 2, 0.0);
-  // Set up at the first offload_input only: most plans have none, and the polish
-  // simulates thousands of them (Note [The timeline's buffers]).
-  std::vector<char>& input_out = buffers.input_out;
-  std::vector<double>& input_ready_ms = buffers.input_ready_ms;
-  std::vector<double>& input_on_host_ms = buffers.input_on_host_ms;
-  bool inputs_move = false;
+  thread_local MovedBytesBuffers moved_buffers;  // Note [The timeline's buffers]
+  MovedBytes& inputs = moved_buffers.inputs;
+  MovedBytes& carries = moved_buffers.carries;
+  inputs.used = carries.used = false;
   std::vector<MemEvent>& events = buffers.events;  // in program order (Note [Events in time order])
   std::vector<MemEvent>& frees = buffers.frees;    // at the ends of offload copies
   events.clear();
@@ -350,34 +370,45 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       }
       continue;
     }
-    if (op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput) {
-      // Note [A kept stage's input may leave] (simulate.h).
+    if (op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput || op.kind == OpKind::OffloadCarried ||
+        op.kind == OpKind::PrefetchCarried) {
+      // Note [A kept stage's input may leave], Note [Carried bytes may leave] (simulate.h).
       if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
       if (i < 0 || i >= L)
         return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of no stage; inputs are a_0..a_" + std::to_string(L - 1));
-      const int64_t bytes = chain.own_bytes(i);
-      if (!inputs_move) {
-        inputs_move = true;
-        input_out.assign(L + 2, 0);
-        input_ready_ms.assign(L + 2, 0.0);
-        input_on_host_ms.assign(L + 2, 0.0);
-      }
-      if (op.kind == OpKind::OffloadInput) {
-        if (!r.saved[i + 1])
-          return fail(out, p, op_label(ops, p) + ": stage " + std::to_string(i) + " has not run fwd_keep, so a_" + std::to_string(i) +
-                                  " is no kept stage's input (use offload " + std::to_string(i) + ")");
-        if (input_out[i]) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + "'s own bytes are already on the host");
-        if (!(r.saved[i] || (r.plain[i] && place[i] == Place::Device)))
-          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not resident on the device");
+      const bool own = op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput;
+      const bool offload = op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried;
+      MovedBytes& moved = own ? inputs : carries;
+      const auto what_is = [&] { return "a_" + std::to_string(i) + (own ? "'s own bytes are" : "'s ending carry is"); };
+      const int64_t bytes = own ? chain.own_bytes(i) : chain.ending_carried_bytes(i);
+      // a_first .. a_i hold the bytes; each of stages first .. i must have run fwd_keep.
+      const int first = own ? i : chain.first_holder_of_ending_carry(i);
+      moved.use(L);
+      if (offload) {
+        if (moved.out[i]) return fail(out, p, op_label(ops, p) + ": " + what_is() + " already on the host");
+        double data_ms = moved.ready_ms[i];
+        for (int m = first; m <= i; ++m) {
+          if (!r.saved[m + 1])
+            return fail(out, p, op_label(ops, p) + ": stage " + std::to_string(m) + " has not run fwd_keep, so a_" + std::to_string(m) +
+                                    (own ? " is no kept stage's input (use offload " + std::to_string(m) + ")"
+                                         : ", which holds part of a_" + std::to_string(i) + "'s ending carry, may still be read; move it once stages " +
+                                               std::to_string(first) + ".." + std::to_string(i) + " have all run fwd_keep"));
+          if (!(r.saved[m] || (r.plain[m] && place[m] == Place::Device)))
+            return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(m) + " is not resident on the device");
+          data_ms = std::max(data_ms, ready_ms[m]);
+        }
         if (bytes <= 0)
-          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " shares all its bytes with a neighbour (docs/formats.md section 1.7); it has nothing of its own to move");
-        input_on_host_ms[i] = offload_copy(p, std::max(ready_ms[i], input_ready_ms[i]), bytes);
-        input_out[i] = 1;
+          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) +
+                                  (own ? " shares all its bytes with a neighbour (docs/formats.md section 1.7); it has nothing of its own to move"
+                                       : " passes on every byte it carries from a_" + std::to_string(i - 1) + " (c_" + std::to_string(i) +
+                                             " <= c_" + std::to_string(i + 1) + ", docs/formats.md section 1.7); it has no ending carry to move"));
+        moved.on_host_ms[i] = offload_copy(p, data_ms, bytes);
+        moved.out[i] = 1;
       } else {
-        if (!input_out[i])
-          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + "'s own bytes are not on the host (offload_input it first)");
-        input_ready_ms[i] = prefetch_copy(p, input_on_host_ms[i], bytes);
-        input_out[i] = 0;
+        if (!moved.out[i])
+          return fail(out, p, op_label(ops, p) + ": " + what_is() + " not on the host (" + (own ? "offload_input" : "offload_carried") + " it first)");
+        moved.ready_ms[i] = prefetch_copy(p, moved.on_host_ms[i], bytes);
+        moved.out[i] = 0;
       }
       continue;
     }
@@ -394,8 +425,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
       return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
     // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.
-    if (op.kind == OpKind::Bwd && inputs_move && input_out[i])
+    if (op.kind == OpKind::Bwd && inputs.is_out(i))
       return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(i) + ", whose own bytes are on the host (prefetch_input " + std::to_string(i) + " first)");
+    if (op.kind == OpKind::Bwd && carries.is_out(i))
+      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(i) + ", whose ending carry is on the host (prefetch_carried " + std::to_string(i) + " first)");
     if (op.kind == OpKind::Bwd && hollow[i + 1])
       return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
 
@@ -406,7 +439,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     wait_for(cost.reads);
     if (op.kind == OpKind::Bwd) {
       ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
-      if (inputs_move) ready = std::max(ready, input_ready_ms[i]);  // or a prefetch_input
+      ready = std::max({ready, inputs.ready(i), carries.ready(i)});  // or a prefetch_input / _carried
     }
     // What the new object shares with what is already there (Note [Carried bytes]).
     const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain, r, i)
@@ -468,8 +501,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (place[k] == Place::OnHost)
       return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
     if (hollow[k]) return fail(out, n, "the saved state of ā_" + std::to_string(k) + " was offloaded and never prefetched");
-    if (inputs_move && input_out[k])
-      return fail(out, n, "a_" + std::to_string(k) + "'s own bytes were offloaded and never prefetched");
+    if (inputs.is_out(k)) return fail(out, n, "a_" + std::to_string(k) + "'s own bytes were offloaded and never prefetched");
+    if (carries.is_out(k)) return fail(out, n, "a_" + std::to_string(k) + "'s ending carry was offloaded and never prefetched");
   }
   if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
 

@@ -90,6 +90,24 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // previous stage's output -- in place, empty until the bytes come back
 // (runtime/executor.cpp).
 
+// Note [Carried bytes may leave]
+// `offload_input` moves only bytes no neighbour holds, so a tensor carried through
+// several operator stages -- a block's residual stream beside its attention
+// sublayer, q, k and v beside the scores and softmax -- could not leave, though a
+// block's `offload_saved` moves it. Such bytes have one last holder: a_k holds bytes
+// of a_{k-1} that a_{k+1} does not (positions c_{k+1} .. c_k of both, when c_k >
+// c_{k+1}: Chain::ending_carried_bytes), and a_s .. a_k hold them
+// (s = Chain::first_holder_of_ending_carry(k)), no other activation. `offload_carried
+// k` copies them to the host once every stage s .. k has run `fwd_keep` (ā_{s+1} ..
+// ā_{k+1} resident) with a_s .. a_k on the device, and frees them when the copy
+// ends; `prefetch_carried k` brings them back. Nothing reads them meanwhile but what
+// the simulator refuses: stage m (s <= m <= k) cannot run again while ā_{m+1} is
+// resident, `bwd m` comes after `bwd k`, and `bwd k` waits until they are back, as for
+// `prefetch_input k`. The bytes are disjoint from a_k's own (positions c_k .. x_k
+// less what a_{k+1} carries) and from those of every other ending carry, so the
+// three moves of a kept run -- own bytes, ending carries, saved states -- together
+// move everything a block's `offload_input` and `offload_saved` move (solver/coarsen.h).
+
 // What a compute op costs at its start (docs/formats.md sections 4.2 and 5.3): the
 // object it adds, its transient, its time, and the plain activation it reads and so
 // may wait for (a_i, or a_L for the loss).

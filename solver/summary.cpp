@@ -17,7 +17,8 @@ std::vector<StageActivity> stage_activity(const Chain& chain, const std::vector<
       case OpKind::FwdCkpt: ++a.num_forwards; ++a.num_ckpts; break;
       case OpKind::FwdDrop: ++a.num_forwards; break;
       case OpKind::Offload:
-      case OpKind::OffloadInput: a.input_offloaded = true; break;
+      case OpKind::OffloadInput:
+      case OpKind::OffloadCarried: a.input_offloaded = true; break;
       default: break;
     }
   }

@@ -36,7 +36,7 @@ Schedule sample_schedule() {
            {OpKind::FwdKeep, 1}, {OpKind::Bwd, 1},      {OpKind::Bwd, 0},
            // IO only: the table's words, not a runnable order.
            {OpKind::WaitOffloads, -1}, {OpKind::OffloadSaved, 3}, {OpKind::PrefetchSaved, 3},
-           {OpKind::OffloadInput, 2}, {OpKind::PrefetchInput, 2}};
+           {OpKind::OffloadInput, 2}, {OpKind::PrefetchInput, 2}, {OpKind::OffloadCarried, 2}, {OpKind::PrefetchCarried, 2}};
   return s;
 }
 

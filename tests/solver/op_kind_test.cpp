@@ -20,7 +20,7 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
     EXPECT_EQ(op_kind_from_word(k.word), k.kind);
     EXPECT_TRUE(words.insert(k.word).second) << "duplicate word " << k.word;
   }
-  EXPECT_EQ(words.size(), 12u);
+  EXPECT_EQ(words.size(), 14u);
   for (const OpKindInfo& k : kOpKinds) EXPECT_FALSE(k.is_compute && k.is_copy) << k.word;
   EXPECT_FALSE(info(OpKind::OffloadSaved).is_compute);
   EXPECT_FALSE(info(OpKind::PrefetchSaved).is_compute);
@@ -28,6 +28,9 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
   EXPECT_EQ(op_kind_from_word("offload_input"), OpKind::OffloadInput);
   EXPECT_TRUE(is_copy(OpKind::OffloadInput));
   EXPECT_TRUE(is_copy(OpKind::PrefetchInput));
+  EXPECT_EQ(op_kind_from_word("offload_carried"), OpKind::OffloadCarried);
+  EXPECT_TRUE(is_copy(OpKind::OffloadCarried));
+  EXPECT_TRUE(is_copy(OpKind::PrefetchCarried));
   EXPECT_TRUE(info(OpKind::PrefetchInput).has_index);
   EXPECT_FALSE(info(OpKind::Loss).has_index);
   EXPECT_FALSE(info(OpKind::Offload).is_compute);

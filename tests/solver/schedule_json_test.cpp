@@ -60,7 +60,7 @@ TEST(ScheduleJson, WriterPutsOneOpPerLine) {
   EXPECT_TRUE(Contains(text, "  \"ops\": [\n    [\"fwd_ckpt\", 0],\n    [\"offload\", 0],\n"));
   EXPECT_TRUE(Contains(text, "    [\"loss\"],\n"));
   EXPECT_TRUE(Contains(text, "    [\"bwd\", 0],\n    [\"wait_offloads\"],\n    [\"offload_saved\", 3],\n    [\"prefetch_saved\", 3],\n"
-                             "    [\"offload_input\", 2],\n    [\"prefetch_input\", 2]\n  ]\n}"));
+                             "    [\"offload_input\", 2],\n    [\"prefetch_input\", 2],\n    [\"offload_carried\", 2],\n    [\"prefetch_carried\", 2]\n  ]\n}"));
 }
 
 TEST(ScheduleJson, WrittenTextIsTheDocumentedLayout) {

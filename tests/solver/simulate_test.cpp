@@ -477,7 +477,13 @@ class TensorLevelReplay {
     for (int k = 1; k <= L; ++k) saved_extra_[k] = fresh(chain.xbar(k) - chain.x(k));
   }
 
-  // The peak of a valid sequential schedule.
+  // The peak of a valid schedule: section 4's ops, and the moves of a_k's own bytes
+  // and ending carry (Note [Carried bytes may leave] in solver/simulate.h), taken as
+  // instant -- as a timeline with a fast link and a wait_offloads after each offload
+  // counts them. A move takes the bytes at a_k's positions [lo, hi) off the device
+  // whoever holds them; which activations do is recorded in `moves`.
+  struct Move { Op op; std::vector<int> holders; bool every_holder_kept = true; };
+  std::vector<Move> moves;
   int64_t peak(const std::vector<Op>& ops) {
     const int L = chain_.length();
     std::vector<char> plain(L + 2, 0), saved(L + 2, 0);
@@ -508,6 +514,24 @@ class TensorLevelReplay {
           hold(grad_[i], +1);
           tmp = chain_.btmp(i);
           break;
+        case OpKind::OffloadInput:
+        case OpKind::OffloadCarried:
+        case OpKind::PrefetchInput:
+        case OpKind::PrefetchCarried: {
+          const bool own = op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput;
+          const int64_t hi = own ? chain_.x(i) : chain_.carried(i);
+          const int64_t lo = own ? std::max(chain_.carried(i), chain_.carried(i + 1)) : chain_.carried(i + 1);
+          const bool out = op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried;
+          Move m{op, {}, true};
+          for (int h = 0; h <= L; ++h) {
+            if (!reaches(act_[h], act_[i], lo, hi)) continue;
+            m.holders.push_back(h);
+            m.every_holder_kept = m.every_holder_kept && saved[h + 1];
+          }
+          if (out) moves.push_back(m);
+          mark(act_[i], lo, hi, out);
+          break;
+        }
         default:
           break;
       }
@@ -529,6 +553,7 @@ class TensorLevelReplay {
   struct Range { int buffer; int64_t bytes; };  // the first `bytes` of a buffer
   Range fresh(int64_t bytes) {
     sizes_.push_back(bytes);
+    on_host_.emplace_back(static_cast<size_t>(bytes), 0);
     return {static_cast<int>(sizes_.size()) - 1, bytes};
   }
   static std::vector<Range> prefix(const std::vector<Range>& of, int64_t bytes) {
@@ -557,9 +582,32 @@ class TensorLevelReplay {
       else v.erase(std::find(v.begin(), v.end(), h.bytes));
     }
     int64_t total = 0;
-    for (const auto& v : live)
-      if (!v.empty()) total += *std::max_element(v.begin(), v.end());
+    for (size_t b = 0; b < live.size(); ++b) {
+      if (live[b].empty()) continue;
+      const int64_t used = *std::max_element(live[b].begin(), live[b].end());
+      for (int64_t o = 0; o < used; ++o) total += on_host_[b][static_cast<size_t>(o)] ? 0 : 1;
+    }
     return total;
+  }
+  // Calls f(buffer, offset) for each byte at positions [lo, hi) of an activation.
+  template <typename F>
+  static void for_each_byte(const std::vector<Range>& act, int64_t lo, int64_t hi, F f) {
+    int64_t position = 0;
+    for (const Range& r : act) {
+      for (int64_t o = 0; o < r.bytes; ++o, ++position)
+        if (position >= lo && position < hi) f(r.buffer, o);
+    }
+  }
+  void mark(const std::vector<Range>& act, int64_t lo, int64_t hi, bool out) {
+    for_each_byte(act, lo, hi, [&](int b, int64_t o) { on_host_[static_cast<size_t>(b)][static_cast<size_t>(o)] = out; });
+  }
+  // Whether `holder` holds any byte at positions [lo, hi) of `act`.
+  static bool reaches(const std::vector<Range>& holder, const std::vector<Range>& act, int64_t lo, int64_t hi) {
+    bool found = false;
+    for_each_byte(act, lo, hi, [&](int b, int64_t o) {
+      for (const Range& r : holder) found = found || (r.buffer == b && o < r.bytes);
+    });
+    return found;
   }
 
   struct Held { int buffer; int64_t bytes; int delta; };
@@ -567,6 +615,7 @@ class TensorLevelReplay {
   std::vector<std::vector<Range>> act_, grad_;
   std::vector<Range> saved_extra_;
   std::vector<int64_t> sizes_;
+  std::vector<std::vector<char>> on_host_;  // per buffer and byte
   std::vector<Held> held_;
 };
 
@@ -596,6 +645,73 @@ TEST(SimulateSequential, CountsCarriedBytesOnceAsTensorsDo) {
   }
   EXPECT_EQ(num_checked, 7500);
   EXPECT_GT(num_below_twice, 2000);
+}
+// The moves of a kept stage's own input bytes and of an ending carry, against the
+// tensor-level model: the timeline (a fast link, a wait after each offload) has its
+// peak; the bytes each move takes are held by a_k alone (own) or by a_s .. a_k with s
+// = first_holder_of_ending_carry(k) (ending carry), and the simulator accepts a move
+// exactly when each of those holders' stages has run fwd_keep.
+TEST(SimulateTimeline, MovesOfOwnBytesAndEndingCarriesFreeWhatTensorsDo) {
+  std::mt19937_64 rng(1807);
+  int num_accepted = 0, num_refused = 0, num_carried = 0, num_carried_from_several = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 2 + trial % 7;
+    o.unit_bytes = 1 + static_cast<int64_t>(rng() % 20);
+    o.max_units = 10;
+    o.carry_probability = 0.8;
+    Chain chain = testing::random_chain(rng, o);
+    chain.link = Link{1e15, 1e15};
+    const std::vector<Op> plain = testing::random_persistent_schedule(o.length, rng);
+    // After some fwd_keep k: offload a_k's own bytes and/or its ending carry, wait,
+    // and bring them back just before bwd k.
+    std::vector<Op> ops;
+    std::vector<std::vector<Op>> backs(static_cast<size_t>(o.length));
+    for (const Op& op : plain) {
+      if (op.kind == OpKind::Bwd) {
+        for (auto it = backs[op.index].rbegin(); it != backs[op.index].rend(); ++it) ops.push_back(*it);
+        backs[op.index].clear();
+      }
+      ops.push_back(op);
+      if (op.kind != OpKind::FwdKeep || rng() % 3 == 0) continue;
+      const int k = op.index;
+      for (const auto& [out, back, bytes] : {std::tuple{OpKind::OffloadInput, OpKind::PrefetchInput, chain.own_bytes(k)},
+                                            std::tuple{OpKind::OffloadCarried, OpKind::PrefetchCarried, chain.ending_carried_bytes(k)}}) {
+        if (bytes <= 0 || rng() % 4 == 0) continue;
+        ops.push_back({out, k});
+        ops.push_back({OpKind::WaitOffloads, -1});
+        backs[k].push_back({back, k});
+      }
+    }
+    TensorLevelReplay replay(chain);
+    const int64_t replay_peak = replay.peak(ops);
+    bool holders_kept = true;
+    for (const auto& m : replay.moves) {
+      const int k = m.op.index;
+      ASSERT_FALSE(m.holders.empty());
+      EXPECT_EQ(m.holders.back(), k) << "trial " << trial;
+      EXPECT_EQ(m.holders.front(), m.op.kind == OpKind::OffloadInput ? k : chain.first_holder_of_ending_carry(k)) << "trial " << trial;
+      EXPECT_EQ(static_cast<int>(m.holders.size()), m.holders.back() - m.holders.front() + 1) << "trial " << trial;
+      holders_kept = holders_kept && m.every_holder_kept;
+      if (m.op.kind == OpKind::OffloadCarried) {
+        ++num_carried;
+        num_carried_from_several += m.holders.size() > 2;
+      }
+    }
+    const SimResult sim = simulate_timeline(chain, ops);
+    EXPECT_EQ(sim.valid, holders_kept) << "trial " << trial << ": " << sim.error;
+    if (!sim.valid) {
+      EXPECT_NE(sim.error.find("has not run fwd_keep"), std::string::npos) << sim.error;
+      ++num_refused;
+      continue;
+    }
+    EXPECT_EQ(sim.peak_bytes, replay_peak) << "trial " << trial;
+    ++num_accepted;
+  }
+  EXPECT_GT(num_accepted, 500);
+  EXPECT_GT(num_refused, 100);
+  EXPECT_GT(num_carried, 500);
+  EXPECT_GT(num_carried_from_several, 50);
 }
 
 // An activation that shares carried bytes with another one on the device cannot move:
