@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "solver/plan_edits.h"
+
 namespace memopt::solver {
 
 std::string_view block_of(std::string_view stage_name) {
@@ -138,20 +140,47 @@ std::optional<Coarsening> coarsen_by_name(const Chain& fine) {
 
 std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std::vector<Op>& coarse_ops) {
   const auto& first = coarse.first;
-  // What a block's offload_saved moves, in issue order: each stage's input where it
-  // owns bytes (but the block's input, which the block keeps) and each stage's saved
-  // state beyond its output.
-  const auto moves = [&](int g) {
+  // What a block's offload_input / offload_saved moves, as fine copies in issue order
+  // (Note [Carried bytes may leave] in simulate.h). An ending carry that starts inside
+  // the block goes with the saved state; one whose first holder is the block's input
+  // goes with the input -- or with the saved state when the plan never moves the
+  // input, for it may hold bytes that start inside the block too. One that starts
+  // before the block stays, as on the chain of blocks.
+  std::vector<char> input_moves_of(coarse.chain.length() + 1, 0);
+  for (const Op& op : coarse_ops)
+    if (op.kind == OpKind::OffloadInput && op.index >= 0 && op.index < coarse.chain.length()) input_moves_of[op.index] = 1;
+  const auto carry_goes_with_input = [&](int g, int k) {
+    const int holder = fine.first_holder_of_ending_carry(k);
+    return holder == first[g] && input_moves_of[g];
+  };
+  const auto carry_goes_with_saved = [&](int g, int k) {
+    const int holder = fine.first_holder_of_ending_carry(k);
+    return holder > first[g] || (holder == first[g] && !input_moves_of[g]);
+  };
+  const auto input_moves = [&](int g) {
+    std::vector<Op> out;
+    if (fine.own_bytes(first[g]) > 0) out.push_back({OpKind::OffloadInput, first[g]});
+    for (int k = first[g] + 1; k < first[g + 1]; ++k)
+      if (fine.ending_carried_bytes(k) > 0 && carry_goes_with_input(g, k)) out.push_back({OpKind::OffloadCarried, k});
+    return out;
+  };
+  const auto saved_moves = [&](int g) {
     std::vector<Op> out;
     for (int k = first[g]; k < first[g + 1]; ++k) {
       if (k != first[g] && fine.own_bytes(k) > 0) out.push_back({OpKind::OffloadInput, k});
+      if (k != first[g] && fine.ending_carried_bytes(k) > 0 && carry_goes_with_saved(g, k))
+        out.push_back({OpKind::OffloadCarried, k});
       if (fine.xbar(k + 1) > fine.x(k + 1)) out.push_back({OpKind::OffloadSaved, k + 1});
     }
     return out;
   };
-  const auto back = [](Op op) {
-    op.kind = op.kind == OpKind::OffloadInput ? OpKind::PrefetchInput : OpKind::PrefetchSaved;
-    return op;
+  // Out in order, back in reverse.
+  const auto emit = [](std::vector<Op>& ops, const std::vector<Op>& moves, bool out) {
+    if (out) {
+      ops.insert(ops.end(), moves.begin(), moves.end());
+      return;
+    }
+    std::transform(moves.rbegin(), moves.rend(), std::back_inserter(ops), [](Op op) { return Op{way_back(op.kind), op.index}; });
   };
   std::vector<Op> ops;
   for (const Op& op : coarse_ops) {
@@ -174,18 +203,12 @@ std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std
         break;
       case OpKind::OffloadInput:
       case OpKind::PrefetchInput:
-        if (fine.own_bytes(first[g]) > 0) ops.push_back({op.kind, first[g]});
+        emit(ops, input_moves(g), op.kind == OpKind::OffloadInput);
         break;
-      case OpKind::OffloadSaved: {
-        const std::vector<Op> m = moves(g - 1);
-        ops.insert(ops.end(), m.begin(), m.end());
+      case OpKind::OffloadSaved:
+      case OpKind::PrefetchSaved:
+        emit(ops, saved_moves(g - 1), op.kind == OpKind::OffloadSaved);
         break;
-      }
-      case OpKind::PrefetchSaved: {
-        const std::vector<Op> m = moves(g - 1);
-        std::transform(m.rbegin(), m.rend(), std::back_inserter(ops), back);
-        break;
-      }
       case OpKind::OffloadCarried:
       case OpKind::PrefetchCarried:
         throw std::invalid_argument("write_out: " + to_string(op) + " in a plan for the chain of blocks: only the "

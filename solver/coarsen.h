@@ -51,10 +51,13 @@ std::optional<Coarsening> coarsen_by_name(const Chain& fine);
 // increasing, ending at the fine length).
 Coarsening coarsen(const Chain& fine, std::vector<int> first);
 
-// `coarse_ops`, a plan for coarse.chain, written out on `fine`. A move of a block's
-// input that the fine chain cannot make (its bytes all carried to a neighbour) is left
-// out, with its prefetch: the plan then holds more than the block plan, and the
-// caller simulates it.
+// `coarse_ops`, a plan for coarse.chain, written out on `fine`. A block's
+// `offload_input` becomes the moves of its input's own bytes and of the ending carries
+// (Note [Carried bytes may leave] in simulate.h) whose first holder is that input; its
+// `offload_saved` the moves of every stage's own input bytes, ending carries and saved
+// state inside the block. Bytes carried in from before the block stay, as they do on
+// the chain of blocks, and a move with nothing to move is left out with its prefetch;
+// the caller simulates the plan.
 std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std::vector<Op>& coarse_ops);
 
 }  // namespace memopt::solver

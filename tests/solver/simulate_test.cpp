@@ -619,15 +619,21 @@ class TensorLevelReplay {
   std::vector<Held> held_;
 };
 
+// Random chains where most stages pass part of their input on (Note [Carried bytes]).
+testing::RandomChainOptions carrying(int length, int64_t unit_bytes, int64_t max_units) {
+  testing::RandomChainOptions o;
+  o.length = length;
+  o.unit_bytes = unit_bytes;
+  o.max_units = max_units;
+  o.carry_probability = 0.8;
+  return o;
+}
+
 TEST(SimulateSequential, CountsCarriedBytesOnceAsTensorsDo) {
   std::mt19937_64 rng(606);
   int num_checked = 0, num_below_twice = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    testing::RandomChainOptions o;
-    o.length = 1 + trial % 7;
-    o.unit_bytes = 1 + static_cast<int64_t>(rng() % 100);
-    o.max_units = 12;
-    o.carry_probability = 0.8;
+    const testing::RandomChainOptions o = carrying(1 + trial % 7, 1 + static_cast<int64_t>(rng() % 100), 12);
     const Chain chain = testing::random_chain(rng, o);
     Chain counted_twice = chain;
     for (Stage& st : counted_twice.stages) st.carried_bytes = 0;
@@ -655,11 +661,7 @@ TEST(SimulateTimeline, MovesOfOwnBytesAndEndingCarriesFreeWhatTensorsDo) {
   std::mt19937_64 rng(1807);
   int num_accepted = 0, num_refused = 0, num_carried = 0, num_carried_from_several = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    testing::RandomChainOptions o;
-    o.length = 2 + trial % 7;
-    o.unit_bytes = 1 + static_cast<int64_t>(rng() % 20);
-    o.max_units = 10;
-    o.carry_probability = 0.8;
+    const testing::RandomChainOptions o = carrying(2 + trial % 7, 1 + static_cast<int64_t>(rng() % 20), 10);
     Chain chain = testing::random_chain(rng, o);
     chain.link = Link{1e15, 1e15};
     const std::vector<Op> plain = testing::random_persistent_schedule(o.length, rng);
