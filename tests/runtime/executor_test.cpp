@@ -362,7 +362,9 @@ TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPr
               num_carrying);
   EXPECT_GE(seen.size(), 4u);
   EXPECT_GE(num_queued, 2);
-  if (chain_carries) EXPECT_GE(num_carrying, 1);
+  if (chain_carries) {
+    EXPECT_GE(num_carrying, 1);
+  }
 }
 
 // Every stage kept; each saved state beyond its output (but the last stage's) moved to
