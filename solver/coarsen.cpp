@@ -149,27 +149,25 @@ std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std
   std::vector<char> input_moves_of(coarse.chain.length() + 1, 0);
   for (const Op& op : coarse_ops)
     if (op.kind == OpKind::OffloadInput && op.index >= 0 && op.index < coarse.chain.length()) input_moves_of[op.index] = 1;
-  const auto carry_goes_with_input = [&](int g, int k) {
+  enum class Goes { WithInput, WithSaved, Stays };
+  const auto ending_carry = [&](int g, int k) {
+    if (fine.ending_carried_bytes(k) == 0) return Goes::Stays;
     const int holder = fine.first_holder_of_ending_carry(k);
-    return holder == first[g] && input_moves_of[g];
-  };
-  const auto carry_goes_with_saved = [&](int g, int k) {
-    const int holder = fine.first_holder_of_ending_carry(k);
-    return holder > first[g] || (holder == first[g] && !input_moves_of[g]);
+    if (holder < first[g]) return Goes::Stays;  // always so for the block's input itself
+    return holder == first[g] && input_moves_of[g] ? Goes::WithInput : Goes::WithSaved;
   };
   const auto input_moves = [&](int g) {
     std::vector<Op> out;
     if (fine.own_bytes(first[g]) > 0) out.push_back({OpKind::OffloadInput, first[g]});
     for (int k = first[g] + 1; k < first[g + 1]; ++k)
-      if (fine.ending_carried_bytes(k) > 0 && carry_goes_with_input(g, k)) out.push_back({OpKind::OffloadCarried, k});
+      if (ending_carry(g, k) == Goes::WithInput) out.push_back({OpKind::OffloadCarried, k});
     return out;
   };
   const auto saved_moves = [&](int g) {
     std::vector<Op> out;
     for (int k = first[g]; k < first[g + 1]; ++k) {
       if (k != first[g] && fine.own_bytes(k) > 0) out.push_back({OpKind::OffloadInput, k});
-      if (k != first[g] && fine.ending_carried_bytes(k) > 0 && carry_goes_with_saved(g, k))
-        out.push_back({OpKind::OffloadCarried, k});
+      if (ending_carry(g, k) == Goes::WithSaved) out.push_back({OpKind::OffloadCarried, k});
       if (fine.xbar(k + 1) > fine.x(k + 1)) out.push_back({OpKind::OffloadSaved, k + 1});
     }
     return out;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
 #include "runtime/train_step.h"
+#include "solver/budget.h"
 #include "solver/coarsen.h"
 #include "solver/offload.h"
 #include "solver/plan_edits.h"
@@ -95,6 +97,16 @@ struct PlainReference {
   }
 };
 
+// `kind`'s plan for `chain` at `budget_bytes` (500 slots, one thread), or nullopt when
+// no plan of it fits.
+std::optional<solver::Schedule> plan_at(const solver::Chain& chain, int64_t budget_bytes, SolverKind kind) {
+  try {
+    return solver::solve(chain, {budget_bytes, kind, 500, 1, /*find_min_budget=*/false});
+  } catch (const solver::InfeasibleBudget&) {
+    return std::nullopt;
+  }
+}
+
 // Note [Scheduled equals plain, bit for bit]
 // On one thread every kernel is deterministic, a recomputed forward sees the same
 // input and (Note [Recompute RNG]) the same dropout mask, and each stage's backward
@@ -107,7 +119,7 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
   PlainReference reference(model, tiny.batch, meter);
 
   const solver::Chain& chain = tiny.profile.chain;
-  const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
   const int64_t minimum = solver::min_feasible_budget(chain, {0, SolverKind::Optimal});
   ASSERT_GT(minimum, 0);
   int num_runs = 0;
@@ -116,12 +128,9 @@ TEST_P(ExecutorTest, EverySolverAtEveryBudgetMatchesPlainTrainingAndItsPredictio
     if (!solver::solver_needs(kind.kind, chain).empty()) continue;  // roles the block profile has not
     for (const double fraction : {1.0, 0.7, 0.5, 0.35, 0.0}) {
       const int64_t budget = fraction > 0 ? static_cast<int64_t>(fraction * static_cast<double>(store_all)) : minimum;
-      solver::Schedule schedule;
-      try {
-        schedule = solver::solve(chain, {budget, kind.kind, 500, 1, /*find_min_budget=*/false});
-      } catch (const solver::InfeasibleBudget&) {
-        continue;
-      }
+      const std::optional<solver::Schedule> found = plan_at(chain, budget, kind.kind);
+      if (!found) continue;
+      const solver::Schedule& schedule = *found;
       SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
       const StepResult r = reference.scheduled(schedule.ops);
       EXPECT_LE(r.activation_peak_bytes, schedule.budget_bytes);
@@ -177,16 +186,13 @@ TEST_P(ExecutorTest, PlansOfManyTimingsMatchPlainTrainingAndTheirPrediction) {
   std::set<std::vector<std::pair<int, int>>> seen;
   for (int trial = 0; trial < 24; ++trial) {
     const solver::Chain chain = with_seeded_times(tiny.profile.chain, rng);
-    const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+    const int64_t store_all = solver::store_all_peak_bytes(chain);
     for (const SolverKind kind : {SolverKind::Optimal, SolverKind::RecomputeOnly}) {
       for (const double fraction : {0.7, 0.5, 0.35}) {
         const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
-        solver::Schedule schedule;
-        try {
-          schedule = solver::solve(chain, {budget, kind, 500, 1, /*find_min_budget=*/false});
-        } catch (const solver::InfeasibleBudget&) {
-          continue;
-        }
+        const std::optional<solver::Schedule> found = plan_at(chain, budget, kind);
+        if (!found) continue;
+        const solver::Schedule& schedule = *found;
         if (!first_time(seen, schedule.ops)) continue;
         SCOPED_TRACE("trial " + std::to_string(trial) + ", " + std::string(solver::info(kind).word) + " at " +
                      std::to_string(budget) + " B");
@@ -226,19 +232,16 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
   chain.link = solver::Link{1e9, 1e9};
 
   PlainReference reference(model, tiny.batch, meter);
-  const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
   int num_offloading = 0, num_saved_moves = 0, num_input_moves = 0, num_runs = 0;
   for (const auto& kind : solver::kSolverKinds) {
     if (kind.kind == SolverKind::RotorCompat) continue;  // may exceed its budget by design
     if (!solver::solver_needs(kind.kind, chain).empty()) continue;  // roles the block profile has not
     for (const double fraction : {1.0, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}) {
       const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
-      solver::Schedule schedule;
-      try {
-        schedule = solver::solve(chain, {budget, kind.kind, 500, 1, false});
-      } catch (const solver::InfeasibleBudget&) {
-        continue;
-      }
+      const std::optional<solver::Schedule> found = plan_at(chain, budget, kind.kind);
+      if (!found) continue;
+      const solver::Schedule& schedule = *found;
       SCOPED_TRACE(std::string(kind.word) + " at " + std::to_string(budget) + " B");
       const EngineForOps copies(chain, schedule.ops);
       const StepResult r = reference.scheduled(schedule.ops, copies.options);
@@ -281,15 +284,12 @@ TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPredi
   int num_input_moves = 0, num_with_recomputation = 0;
   for (int trial = 0; trial < 8; ++trial) {
     const solver::Chain chain = with_seeded_times_and_link(tiny.profile.chain, rng);
-    const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+    const int64_t store_all = solver::store_all_peak_bytes(chain);
     for (const double fraction : {0.7, 0.5, 0.4, 0.3}) {
       const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
-      solver::Schedule schedule;
-      try {
-        schedule = solver::solve(chain, {budget, SolverKind::Optimal, 500, 1, /*find_min_budget=*/false});
-      } catch (const solver::InfeasibleBudget&) {
-        continue;
-      }
+      const std::optional<solver::Schedule> found = plan_at(chain, budget, SolverKind::Optimal);
+      if (!found) continue;
+      const solver::Schedule& schedule = *found;
       if (!first_time(seen, schedule.ops)) continue;
       SCOPED_TRACE("trial " + std::to_string(trial) + " at " + std::to_string(budget) + " B");
       const EngineForOps copies(chain, schedule.ops);
@@ -331,15 +331,12 @@ TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPr
   for (int trial = 0; trial < 6; ++trial) {
     const solver::Chain chain = with_seeded_times_and_link(tiny.profile.chain, rng);
     const solver::Coarsening blocks = *solver::coarsen_by_name(chain);
-    const int64_t store_all = solver::solve(chain, {1LL << 50, SolverKind::StoreAll}).predicted.peak_bytes;
+    const int64_t store_all = solver::store_all_peak_bytes(chain);
     for (const double fraction : {0.6, 0.4}) {
       const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));
-      solver::Schedule block_plan;
-      try {
-        block_plan = solver::solve(blocks.chain, {budget, SolverKind::Optimal, 500, 1, /*find_min_budget=*/false});
-      } catch (const solver::InfeasibleBudget&) {
-        continue;
-      }
+      const std::optional<solver::Schedule> found = plan_at(blocks.chain, budget, SolverKind::Optimal);
+      if (!found) continue;
+      const solver::Schedule& block_plan = *found;
       const std::vector<solver::Op> ops = solver::write_out(chain, blocks, block_plan.ops);
       const solver::SimResult predicted = solver::simulate_timeline(chain, ops);
       ASSERT_TRUE(predicted.valid) << predicted.error;
