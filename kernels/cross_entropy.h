@@ -70,8 +70,11 @@ void cross_entropy_lse_block(const LogitsBlock& block, const int64_t* targets, i
 void cross_entropy_finish(int64_t rows, const float* running_max, const float* running_sum,
                           const float* target_logit, const int64_t* targets, int64_t ignore_index, float* lse,
                           float* loss, void* stream);
+// Note [The loss scale stays on the device]: `scale` points to one float on the
+// device, the loss's incoming gradient over the target count, which a backward
+// computes on the device; reading it on the host would wait for the whole step.
 void cross_entropy_grad_block(float* logits, int64_t rows, int64_t cols, int64_t row_stride, int64_t col0,
-                              const int64_t* targets, int64_t ignore_index, const float* lse, float scale,
+                              const int64_t* targets, int64_t ignore_index, const float* lse, const float* scale,
                               void* stream);
 }  // namespace cuda
 

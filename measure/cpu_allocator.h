@@ -24,8 +24,10 @@ namespace memopt::measure {
 // a freed block for a request of its rounded size: from the second step of a
 // repeated schedule on, no allocation reaches the system.
 // Allocated bytes (current_bytes, peak_bytes) are what tensors asked for, to the
-// byte, as CUDA's allocated_bytes statistic counts them before rounding; plans and
-// the simulator count those. Reserved bytes are the rounded sizes of every block
+// byte -- on CUDA that is the caching allocator's requested_bytes statistic, not
+// allocated_bytes, which counts whole blocks (the request rounded up, plus any unsplit
+// remainder of a large block, which depends on the cache's state); plans and the
+// simulator count requested bytes. Reserved bytes are the rounded sizes of every block
 // the allocator holds, in use or cached: what the system has given it.
 // Not modelled: CUDA splits large segments and merges neighbours, so its reserved
 // bytes can be below the sum of distinct size classes seen; here a class's blocks

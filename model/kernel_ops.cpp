@@ -50,8 +50,8 @@ void cross_entropy_finish(int64_t, const float*, const float*, const float*, con
                           void*) {
   no_cuda();
 }
-void cross_entropy_grad_block(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*, int64_t, const float*, float,
-                              void*) {
+void cross_entropy_grad_block(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*, int64_t, const float*,
+                              const float*, void*) {
   no_cuda();
 }
 }  // namespace device_kernels
@@ -218,8 +218,10 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
     const int64_t ignore_index = ctx->saved_data["ignore_index"].toInt();
     const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt(), vocab_block = ctx->saved_data["vocab_block"].toInt();
     const int64_t N = h.size(0), V = w.size(0);
-    // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row.
-    const float scale = (grads[0] / count).item<float>();
+    // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row,
+    // read on the host only on the CPU (Note [The loss scale stays on the device]).
+    const at::Tensor scale_t = (grads[0] / count).to(at::kFloat).contiguous();
+    const float scale = h.is_cuda() ? 0.0f : scale_t.item<float>();
     const at::Tensor into = ctx->needs_input_grad(1) ? grad_to_add_into(weight) : at::Tensor();
     at::Tensor dh = at::zeros_like(h), dw = into;
     if (!dw.defined() && ctx->needs_input_grad(1)) dw = at::zeros_like(w);
@@ -235,7 +237,7 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
         const float* lp = lse.const_data_ptr<float>() + r0;
         if (h.is_cuda())
           device_kernels::cross_entropy_grad_block(logits.mutable_data_ptr<float>(), n, k, k, c0, tp, ignore_index, lp,
-                                                  scale, cuda_stream_of(h));
+                                                  scale_t.const_data_ptr<float>(), cuda_stream_of(h));
         else
           kernels::cpu::cross_entropy_grad_block(logits.mutable_data_ptr<float>(), n, k, k, c0, tp, ignore_index, lp,
                                                  scale);

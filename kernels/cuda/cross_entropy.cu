@@ -66,7 +66,9 @@ __global__ void finish_kernel(int64_t rows, const float* running_max, const floa
 }
 
 __global__ void grad_block_kernel(float* logits, int64_t rows, int64_t cols, int64_t row_stride, int64_t col0,
-                                  const int64_t* targets, int64_t ignore_index, const float* lse, float scale) {
+                                  const int64_t* targets, int64_t ignore_index, const float* lse,
+                                  const float* scale_on_device) {
+  const float scale = *scale_on_device;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float* x = logits + r * row_stride;
     const bool ignored = targets[r] == ignore_index;
@@ -99,7 +101,7 @@ void cross_entropy_finish(int64_t rows, const float* running_max, const float* r
 }
 
 void cross_entropy_grad_block(float* logits, int64_t rows, int64_t cols, int64_t row_stride, int64_t col0,
-                              const int64_t* targets, int64_t ignore_index, const float* lse, float scale,
+                              const int64_t* targets, int64_t ignore_index, const float* lse, const float* scale,
                               void* stream) {
   if (rows <= 0 || cols <= 0) return;
   grad_block_kernel<<<row_grid(rows), kThreads, 0, as_stream(stream)>>>(logits, rows, cols, row_stride, col0, targets,

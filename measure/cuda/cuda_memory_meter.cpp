@@ -2,6 +2,9 @@
 #include "measure/cuda/cuda_memory_meter.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 
 namespace memopt::measure::cuda {
 namespace {
@@ -11,18 +14,27 @@ constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType:
 class CudaMemoryMeter final : public MemoryMeter {
  public:
   explicit CudaMemoryMeter(c10::DeviceIndex device) : device_(device) {}
-  int64_t current_bytes() const override { return allocated().current; }
-  int64_t peak_bytes() const override { return allocated().peak; }
+  int64_t current_bytes() const override { return requested().current; }
+  int64_t peak_bytes() const override { return requested().peak; }
   int64_t reserved_bytes() const override { return reserved().current; }
   void release_cached() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
   int64_t peak_reserved_bytes() const override { return reserved().peak; }
-  // Resets the allocated and reserved peaks (and the active one, which memopt does
-  // not read).
+  // What the driver has free plus the cache's blocks that no tensor occupies.
+  int64_t available_bytes() const override {
+    c10::cuda::CUDAGuard guard(device_);
+    size_t free_bytes = 0, total_bytes = 0;
+    C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
+    return static_cast<int64_t>(free_bytes) + stats.reserved_bytes[kAggregate].current -
+           stats.allocated_bytes[kAggregate].current;
+  }
+  // Resets the requested and reserved peaks (and the others, which memopt does not
+  // read).
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
 
  private:
-  c10::CachingAllocator::Stat allocated() const {
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).allocated_bytes[kAggregate];
+  c10::CachingAllocator::Stat requested() const {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).requested_bytes[kAggregate];
   }
   c10::CachingAllocator::Stat reserved() const {
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device_).reserved_bytes[kAggregate];

@@ -1,6 +1,7 @@
 // cuda_memory_meter.h: the MemoryMeter on the CUDA caching allocator's statistics:
-// allocated bytes (what live tensors occupy) for plans, reserved bytes (what the
-// cache holds from the driver) beside them. reset_peak() resets the allocator's peak, so each measurement starts at
+// requested bytes (what live tensors asked for, to the byte -- Note [A caching testbed
+// allocator] in measure/cpu_allocator.h says why not allocated_bytes) for plans,
+// reserved bytes (what the cache holds from the driver) beside them. reset_peak() resets the allocator's peak, so each measurement starts at
 // the current bytes. Blind to cuBLAS/cuDNN workspaces outside the allocator, as
 // the CPU counter is to oneDNN's scratch (Note [Stage byte accounting]).
 #pragma once

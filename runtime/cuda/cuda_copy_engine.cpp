@@ -6,8 +6,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -19,14 +18,21 @@
 namespace memopt::runtime::cuda {
 namespace {
 
-// Note [recordStream discipline]
-// The caching allocator ties each block to the stream it was allocated on and hands
-// it out again as soon as it is freed, in that stream's order. A block a copy stream
-// reads (offload) or writes (prefetch) must therefore be recorded with
-// recordStream(copy stream): freed by the executor while the copy is still queued, it
-// is then not reused until the copy stream has passed that point. And a prefetch's
-// fresh block, handed out in compute-stream order, may still be read by compute work
-// queued before it: the copy stream first waits for the compute stream.
+// Note [Copies hold their tensors]
+// The caching allocator ties each block to the stream it was allocated on (compute)
+// and hands it out again as soon as it is freed, in that stream's order. A copy
+// stream reading (offload) or writing (prefetch) a block must therefore keep it
+// alive until the copy has ended, as the CPU engine's worker does. recordStream
+// would do it too, but it defers the free behind everything queued on the copy
+// stream by the time the tensor is freed -- later copies included -- so reserved
+// memory and, with it, what the device can hold drift from the plan; and the
+// executor already holds each offloaded tensor until the op the simulator finished
+// its copy by (Note [Offloads end when the simulator says] in executor.h). So a
+// transfer holds its device tensor itself and lets go of it once it has seen the
+// copy end (wait(), done(), or its own end, which first waits for the copy); no
+// block is ever recorded on a copy stream. A prefetch's fresh block is allocated on
+// the compute stream, so the copy stream first waits for the compute stream, and
+// the compute stream waits for the copy before it reads the block.
 
 // One pinned allocation for the engine's life: pinning is slow (page-locking) and
 // per-tensor pinning stalls the step; pageable memory would make copies synchronous.
@@ -49,8 +55,22 @@ class PinnedBuffer {
 class CudaTransfer final : public Transfer {
  public:
   explicit CudaTransfer(c10::DeviceIndex device) : device_index_(device) {}
-  void wait() const override { done_.synchronize(); }
-  bool done() const override { return done_.query(); }
+  // Never frees a block a copy may still read or write (Note [Copies hold their tensors]).
+  ~CudaTransfer() override {
+    try {
+      if (device_.defined()) done_.synchronize();
+    } catch (...) {  // a destructor must not throw; a failed device is reported elsewhere
+    }
+  }
+  void wait() const override {
+    done_.synchronize();
+    if (releases_at_end_) device_ = at::Tensor();
+  }
+  bool done() const override {
+    const bool finished = done_.query();
+    if (finished && releases_at_end_) device_ = at::Tensor();
+    return finished;
+  }
   double copy_ms() const override { return done() ? start_.elapsed_time(done_) : 0.0; }
   at::Tensor take_device_tensor() override {
     // The compute stream waits for the copy; the host does not.
@@ -59,9 +79,12 @@ class CudaTransfer final : public Transfer {
   }
 
   c10::DeviceIndex device_index_;
-  c10::cuda::CUDAEvent start_{cudaEventDefault};  // timing enabled: copy_ms
-  c10::cuda::CUDAEvent done_{cudaEventDefault};
-  at::Tensor device_;  // prefetch: the tensor being filled, until taken
+  at::cuda::CUDAEvent start_{cudaEventDefault};  // timing enabled: copy_ms
+  at::cuda::CUDAEvent done_{cudaEventDefault};
+  // Offload: the source, until the copy is seen to have ended (releases_at_end_);
+  // prefetch: the tensor being filled, until taken.
+  mutable at::Tensor device_;
+  bool releases_at_end_ = false;
   std::byte* host_ = nullptr;
   int64_t num_bytes_ = 0;
   at::TensorOptions options_;
@@ -70,7 +93,7 @@ class CudaTransfer final : public Transfer {
 
 // `stream` waits (on the device) for everything queued so far on `before`.
 void order_after(const c10::cuda::CUDAStream& stream, const c10::cuda::CUDAStream& before) {
-  c10::cuda::CUDAEvent ready;
+  at::cuda::CUDAEvent ready;
   ready.record(before);
   ready.block(stream);
 }
@@ -108,7 +131,8 @@ class CudaCopyEngine final : public CopyEngine {
     C10_CUDA_CHECK(cudaMemcpyAsync(t->host_, device_tensor.data_ptr(), static_cast<size_t>(t->num_bytes_),
                                    cudaMemcpyDeviceToHost, d2h_.stream()));
     t->done_.record(d2h_);
-    c10::cuda::CUDACachingAllocator::recordStream(device_tensor.storage().data_ptr(), d2h_);  // Note [recordStream discipline]
+    t->device_ = device_tensor;  // Note [Copies hold their tensors]
+    t->releases_at_end_ = true;
     return t;
   }
 
@@ -120,13 +144,12 @@ class CudaCopyEngine final : public CopyEngine {
     t->num_bytes_ = offloaded->num_bytes_;
     t->host_ = offloaded->host_;
     t->device_ = at::empty(offloaded->sizes_, offloaded->options_);  // allocated at issue, on the compute stream
-    order_after(h2d_, c10::cuda::getCurrentCUDAStream(device_));    // Note [recordStream discipline]
+    order_after(h2d_, c10::cuda::getCurrentCUDAStream(device_));    // Note [Copies hold their tensors]
     offloaded->done_.block(h2d_);                                   // the host bytes are there
     t->start_.record(h2d_);
     C10_CUDA_CHECK(cudaMemcpyAsync(t->device_.data_ptr(), t->host_, static_cast<size_t>(t->num_bytes_),
                                    cudaMemcpyHostToDevice, h2d_.stream()));
     t->done_.record(h2d_);
-    c10::cuda::CUDACachingAllocator::recordStream(t->device_.storage().data_ptr(), h2d_);
     return t;
   }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 
 #include "runtime/copy_engine.h"
 #include "runtime/cuda/cuda_copy_engine.h"
@@ -51,9 +52,10 @@ TEST(CudaCopyEngine, RoundTripsAndTimesItsCopies) {
   engine->finish_step();
 }
 
-// Note [recordStream discipline] in cuda_copy_engine.cpp: the offloaded tensor is
-// dropped at once and its block immediately reused by the compute stream, which
-// overwrites it. Without recordStream the queued copy could read the new values.
+// Note [Copies hold their tensors] in cuda_copy_engine.cpp: the caller drops the
+// offloaded tensor at once and the compute stream allocates and fills a block of the
+// same size. The transfer still holds the source, so the block is not reused before
+// the queued copy has read it.
 TEST(CudaCopyEngine, AFreedOffloadIsNotReusedBeforeItsCopyHasReadIt) {
   MEMOPT_REQUIRE_GPU();
   const int64_t n = 16 << 20;
@@ -68,6 +70,32 @@ TEST(CudaCopyEngine, AFreedOffloadIsNotReusedBeforeItsCopyHasReadIt) {
   const at::Tensor b = back->take_device_tensor();
   EXPECT_TRUE(at::equal(b, at::full({n}, 1.0f, kCuda)));
   engine->finish_step();
+}
+
+// Once a copy has been waited for and its tensor dropped, the block is free for the
+// compute stream at once, even with later copies still queued on the copy stream: no
+// block waits behind the copy stream (which recordStream would make it do), so
+// reserved memory follows the plan.
+TEST(CudaCopyEngine, AWaitedOffloadFreesItsBlockAtOnceDespiteLaterCopies) {
+  MEMOPT_REQUIRE_GPU();
+  const int64_t n = 16 << 20;
+  auto engine = make_cuda_copy_engine(0, {0, 0, HostArena::bytes_for(std::vector<int64_t>{4 * n, 4 * 4 * n})});
+  at::Tensor a = at::full({n}, 1.0f, kCuda);
+  const at::Tensor big = at::full({4 * n}, 3.0f, kCuda);
+  auto out_a = engine->offload(a);
+  auto out_big = engine->offload(big);  // queued behind a's copy on the same stream
+  out_a->wait();
+  const auto reserved = [] {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(0)
+        .reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .current;
+  };
+  const int64_t before = reserved();
+  a.reset();
+  const at::Tensor reuse = at::full({n}, 2.0f, kCuda);  // takes a's block, not a new segment
+  EXPECT_EQ(reserved(), before);
+  engine->finish_step();
+  EXPECT_TRUE(out_big->done());
 }
 
 TEST(CudaCopyEngine, RefusesTensorsOfAnotherDeviceAndTransfersOfAnotherEngine) {
