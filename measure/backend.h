@@ -1,6 +1,7 @@
 // backend.h: which device memopt measures on, and one factory per measuring
 // interface (Timer, MemoryMeter, StageTracer). backend.cpp holds the only #if of
 // measure/ (the GPU layer stays thin and optional); the CUDA versions live in measure/cuda/.
+#pragma once
 
 #include <memory>
 #include <string>

@@ -27,6 +27,7 @@ TraceReport StageTracer::collect() {
   std::vector<CorrelationLink> links;
   drain(records, links);
   TraceReport report = attribute(records, links, ranges_);
+  report.num_lost_records = num_lost_records();
   ranges_.clear();
   return report;
 }

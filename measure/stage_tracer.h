@@ -30,6 +30,8 @@ class StageTracer {
   virtual void on_end(uint64_t external_id) {}
   // Appends every record and link the device completed since the last call.
   virtual void drain(std::vector<ActivityRecord>& records, std::vector<CorrelationLink>& links) {}
+  // Records lost so far (TraceReport::num_lost_records).
+  virtual int64_t num_lost_records() { return 0; }
 
  private:
   std::vector<TraceRange> ranges_;

@@ -165,7 +165,8 @@ nlohmann::json trace_report_json(const TraceReport& report) {
   return {{"ranges", ranges},
           {"unattributed", one(report.unattributed)},
           {"device_busy_ms", report.device_busy_ms},
-          {"num_malformed", report.num_malformed}};
+          {"num_malformed", report.num_malformed},
+          {"num_lost_records", report.num_lost_records}};
 }
 
 std::string format_trace_report(const TraceReport& report) {
@@ -184,6 +185,11 @@ std::string format_trace_report(const TraceReport& report) {
   std::snprintf(line, sizeof line, "device busy %.3f ms; %d incomplete records ignored\n", report.device_busy_ms,
                 report.num_malformed);
   out += line;
+  if (report.num_lost_records > 0) {
+    std::snprintf(line, sizeof line, "WARNING: the tracer lost %lld records; the times above miss that work\n",
+                  static_cast<long long>(report.num_lost_records));
+    out += line;
+  }
   return out;
 }
 

@@ -91,6 +91,9 @@ struct TraceReport {
   RangeReport unattributed;         // records no range claims (label "")
   double device_busy_ms = 0;        // union of every kernel and copy, attributed or not
   int num_malformed = 0;            // records with end < start (incomplete), ignored
+  // Records the device tracer lost (CUPTI: no buffer space, or a range it could not
+  // push on some thread): the figures above then miss work. Set by StageTracer.
+  int64_t num_lost_records = 0;
 };
 
 // Attributes each record to the range its launching call ran under (through

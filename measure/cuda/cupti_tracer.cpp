@@ -1,6 +1,8 @@
 // cupti_tracer.cpp: CUPTI activity buffers -> ActivityRecord / CorrelationLink.
 #include "measure/cuda/cupti_tracer.h"
 
+#include "measure/thread_ranges.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include <cupti.h>
+#include <memory>
 #include <nvtx3/nvToolsExt.h>
 
 namespace memopt::measure::cuda {
@@ -21,8 +24,11 @@ namespace {
 // external correlation ids, and MARKER stays disabled.
 constexpr CUpti_ExternalCorrelationKind kKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 constexpr size_t kBufferBytes = size_t{8} << 20;
+// CUPTI makes an external correlation record for each CUDA API call it records, so
+// the runtime and driver API kinds are on too (their own records are dropped here).
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
 
 void check(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
@@ -36,6 +42,7 @@ struct Sink {
   std::mutex mutex;
   std::vector<ActivityRecord> records;
   std::vector<CorrelationLink> links;
+  int64_t num_dropped = 0;  // records CUPTI had no buffer space for
 };
 Sink& sink() {
   static Sink* s = new Sink;  // outlives late callbacks at exit
@@ -58,7 +65,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_num_r
   *max_num_records = 0;  // as many as fit
 }
 
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_bytes) {
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid_bytes) {
   std::vector<ActivityRecord> records;
   std::vector<CorrelationLink> links;
   CUpti_Activity* raw = nullptr;
@@ -93,10 +100,25 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     }
   }
   std::free(buffer);
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) != CUPTI_SUCCESS) dropped = 0;
   std::lock_guard<std::mutex> lock(sink().mutex);
   Sink& s = sink();
+  s.num_dropped += static_cast<int64_t>(dropped);
   s.records.insert(s.records.end(), records.begin(), records.end());
   s.links.insert(s.links.end(), links.begin(), links.end());
+}
+
+// Pushes on the calling thread's external correlation stack, from any thread (Note
+// [Ranges on every thread]); a failure there cannot be thrown through ATen's callback,
+// so it is counted and reported.
+std::atomic<int64_t> g_thread_push_failures{0};
+void push_on_this_thread(uint64_t id) {
+  if (cuptiActivityPushExternalCorrelationId(kKind, id) != CUPTI_SUCCESS) ++g_thread_push_failures;
+}
+void pop_on_this_thread() {
+  uint64_t popped = 0;
+  if (cuptiActivityPopExternalCorrelationId(kKind, &popped) != CUPTI_SUCCESS) ++g_thread_push_failures;
 }
 
 class CuptiTracer final : public StageTracer {
@@ -106,17 +128,21 @@ class CuptiTracer final : public StageTracer {
     try {
       check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "registering buffers");
       for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "enabling an activity kind");
+      thread_ranges_ = std::make_unique<ThreadRanges>(push_on_this_thread, pop_on_this_thread);
     } catch (...) {
+      for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
       g_active = false;
       throw;
     }
   }
   ~CuptiTracer() override {
+    thread_ranges_.reset();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
     std::lock_guard<std::mutex> lock(sink().mutex);
     sink().records.clear();
     sink().links.clear();
+    sink().num_dropped = 0;
     g_active = false;
   }
 
@@ -124,11 +150,17 @@ class CuptiTracer final : public StageTracer {
   void on_begin(uint64_t external_id, const std::string& label) override {
     check(cuptiActivityPushExternalCorrelationId(kKind, external_id), "pushing an external correlation id");
     nvtxRangePushA(label.c_str());
+    thread_ranges_->set_open(external_id);
   }
   void on_end(uint64_t) override {
+    thread_ranges_->set_open(0);
     nvtxRangePop();
     uint64_t popped = 0;
     check(cuptiActivityPopExternalCorrelationId(kKind, &popped), "popping an external correlation id");
+  }
+  int64_t num_lost_records() override {
+    std::lock_guard<std::mutex> lock(sink().mutex);
+    return sink().num_dropped + g_thread_push_failures.load();
   }
   void drain(std::vector<ActivityRecord>& records, std::vector<CorrelationLink>& links) override {
     // Forced: also hands over buffers still being filled, so a report right after a
@@ -141,6 +173,9 @@ class CuptiTracer final : public StageTracer {
     s.records.clear();
     s.links.clear();
   }
+
+ private:
+  std::unique_ptr<ThreadRanges> thread_ranges_;
 };
 
 }  // namespace

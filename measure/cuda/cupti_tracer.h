@@ -1,8 +1,10 @@
 // cupti_tracer.h: the StageTracer (measure/stage_tracer.h) on CUPTI's activity API
-// and NVTX. Around each stage op it pushes a CUPTI external correlation id (so every
-// kernel and copy that op launched can be attributed to it) and an NVTX range
-// named memopt/<op>/<stage> (so an Nsight Systems timeline reads like the
-// schedule). It only converts CUPTI's records into measure/trace.h's structs;
+// and NVTX. Around each stage op it pushes a CUPTI external correlation id -- on its
+// own thread, and around every ATen op any other thread runs meanwhile (Note [Ranges
+// on every thread]: autograd's device thread runs the backward) -- so every kernel and
+// copy that op launched can be attributed to it, and an NVTX range named
+// memopt/<op>/<stage> (so an Nsight Systems timeline reads like the schedule). Records
+// CUPTI drops are counted (TraceReport::num_lost_records). It only converts CUPTI's records into measure/trace.h's structs;
 // attribution and the report are device-neutral.
 #pragma once
 

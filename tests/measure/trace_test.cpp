@@ -255,5 +255,21 @@ TEST(StageTracer, BaseClassIsTheCpuTracerRangesWithoutActivity) {
   EXPECT_NE(format_trace_report(r).find("memopt/fwd_keep/s"), std::string::npos);
 }
 
+// Records the device lost reach the report, its JSON and a warning line; none, no line.
+TEST(StageTracer, LostRecordsAreReportedAndWarnedAbout) {
+  class Lossy final : public StageTracer {
+   protected:
+    int64_t num_lost_records() override { return 3; }
+  } lossy;
+  lossy.begin("bwd", "s");
+  lossy.end();
+  const TraceReport r = lossy.collect();
+  EXPECT_EQ(r.num_lost_records, 3);
+  EXPECT_EQ(trace_report_json(r)["num_lost_records"], 3);
+  EXPECT_NE(format_trace_report(r).find("WARNING: the tracer lost 3 records"), std::string::npos);
+  StageTracer whole;
+  EXPECT_EQ(format_trace_report(whole.collect()).find("WARNING"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace memopt::measure
