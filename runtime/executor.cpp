@@ -3,12 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Context.h>
 #include <ATen/core/grad_mode.h>
 
 namespace memopt::runtime {
@@ -16,18 +13,6 @@ namespace {
 
 using solver::Op;
 using solver::OpKind;
-
-// Swaps a stage's first-run RNG state in and puts the current one back on exit.
-class RngStateScope {
- public:
-  explicit RngStateScope(const CpuRngState& state) : saved_(cpu_rng_state()) { set_cpu_rng_state(state); }
-  ~RngStateScope() { set_cpu_rng_state(saved_); }
-  RngStateScope(const RngStateScope&) = delete;
-  RngStateScope& operator=(const RngStateScope&) = delete;
-
- private:
-  CpuRngState saved_;
-};
 
 // The leading tensors of `output` that are `input`'s, passed through (Note
 // [Multi-tensor activations]): they share their storages.
@@ -44,22 +29,6 @@ std::string op_text(const Op& op, size_t p) {
 }
 
 }  // namespace
-
-CpuRngState cpu_rng_state() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  auto* impl = at::check_generator<at::CPUGeneratorImpl>(gen);
-  return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
-}
-
-void set_cpu_rng_state(const CpuRngState& state) {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  auto* impl = at::check_generator<at::CPUGeneratorImpl>(gen);
-  impl->set_engine(state.engine);
-  impl->set_next_float_normal_sample(state.next_float_normal);
-  impl->set_next_double_normal_sample(state.next_double_normal);
-}
 
 ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> ops, ExecutorOptions options)
     : model_(model), ops_(std::move(ops)), options_(options) {
@@ -225,7 +194,7 @@ model::Activation ScheduleRunner::run_stage_unhooked(int i, const model::Activat
   at::AutoGradMode grad_mode(with_grad);
   if (!options_.restore_rng) return model_.forward_stage(i, input, batch_);
   if (!rng_state_[i]) {
-    rng_state_[i] = cpu_rng_state();
+    rng_state_[i] = rng_state(compute_device_);
     return model_.forward_stage(i, input, batch_);
   }
   RngStateScope scope(*rng_state_[i]);
@@ -241,7 +210,7 @@ void ScheduleRunner::forward_op(const Op& op) {
     if (moves_saved_[i + 1]) {
       // Capture what this stage saves, so offload_saved can move it (its input and
       // output stay: the hollow ā_{i+1} keeps a_{i+1}).
-      saved_state_[i + 1] = std::make_unique<SavedState>(static_storages_);
+      saved_state_[i + 1] = std::make_unique<SavedState>(static_storages_, compute_device_);
       {
         CaptureScope capture(*saved_state_[i + 1]);
         saved_out_[i + 1] = run_stage(i, leaves, /*with_grad=*/true);
@@ -312,6 +281,7 @@ void ScheduleRunner::run_op(const Op& op) {
 
 at::Tensor ScheduleRunner::run_forward(model::Batch batch) {
   batch_ = std::move(batch);
+  compute_device_ = batch_.input.device();
   plain_[0] = {std::move(batch_.input)};  // leaves batch_.input undefined
   for (; next_op_ < ops_.size() && ops_[next_op_].kind != OpKind::Loss; ++next_op_) {
     const Op& op = ops_[next_op_];

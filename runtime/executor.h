@@ -9,29 +9,17 @@
 #include <string>
 #include <vector>
 
-#include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/Tensor.h>
 
 #include "measure/stage_tracer.h"
 #include "model/staged_model.h"
 #include "runtime/copy_engine.h"
+#include "runtime/rng_state.h"
 #include "runtime/saved_state.h"
 #include "runtime/storage_move.h"
 #include "solver/schedule.h"
 
 namespace memopt::runtime {
-
-// The default CPU generator's state (dropout draws from it), to capture and restore.
-// Kept in a host struct rather than get_state()'s tensor so that the counting
-// allocator, which plays device memory on this testbed, never sees it -- as on a
-// GPU, where a generator's seed and offset are host values too.
-struct CpuRngState {
-  at::mt19937 engine;
-  std::optional<float> next_float_normal;
-  std::optional<double> next_double_normal;
-};
-CpuRngState cpu_rng_state();
-void set_cpu_rng_state(const CpuRngState& state);
 
 // Called around every stage's forward (first run and recomputations alike) and
 // backward, so that an engine can bring in what the stage needs and release it after
@@ -48,7 +36,8 @@ class StageHooks {
 
 struct ExecutorOptions {
   // Note [Recompute RNG]: a recomputed forward must draw the same dropout masks as
-  // its first run, so the CPU generator's state is captured before each stage's
+  // its first run, so the state of every generator it may draw from (rng_state.h:
+  // the CPU's, and the compute device's on a GPU) is captured before each stage's
   // first forward and restored (then put back) around every recomputation. Only
   // tests turn this off, to show that it matters.
   bool restore_rng = true;
@@ -115,13 +104,14 @@ class ScheduleRunner {
   std::vector<solver::Op> ops_;
   ExecutorOptions options_;
   size_t next_op_ = 0;
+  c10::Device compute_device_{c10::kCPU};  // the batch input's, set by run_forward
   model::Batch batch_;  // targets for the loss stage; its input moves to plain_[0]
   // Note [Multi-tensor activations] in model/staged_model.h: each a_k is a list.
   std::vector<model::Activation> plain_;       // a_k
   std::vector<model::Activation> saved_leaf_;  // ā_k: the detached input of stage k-1, requiring grad
   std::vector<model::Activation> saved_out_;   // ā_k: a_k with its graph
   std::vector<model::Activation> grad_;        // d_k
-  std::vector<std::optional<CpuRngState>> rng_state_;  // per stage, from its first forward
+  std::vector<std::optional<RngState>> rng_state_;  // per stage, from its first forward
   std::vector<std::vector<std::shared_ptr<Transfer>>> offloaded_;  // a_k on the host, a copy per tensor
   std::vector<std::vector<std::shared_ptr<Transfer>>> arriving_;   // a_k being prefetched
   std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats

@@ -1,16 +1,20 @@
 // measured_run.cpp: the measured training steps behind `memopt run` and `memopt tradeoff --run`.
 #include "runtime/measured_run.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "common/stats.h"
+#include "measure/backend.h"
 #include "measure/cpu_allocator.h"
+#include "model/device.h"
 #include "model/gpt2.h"
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
@@ -22,34 +26,60 @@
 namespace memopt::runtime {
 
 struct ProfiledModel::Impl {
+  measure::Backend backend;
+  c10::Device device;
   gpt2::Gpt2Spec spec;
   model::Gpt2 gpt2;
   model::StagedModel model;
   model::Batch batch;
   int threads;
-  Impl(const solver::Profile& profile, int threads_flag)
-      : spec(gpt2::gpt2_spec_from_json(profile.model)),
+  std::unique_ptr<measure::MemoryMeter> meter;
+  std::unique_ptr<measure::Timer> timer;
+  Impl(const solver::Profile& profile, int threads_flag, measure::Backend backend_)
+      : backend(backend_),
+        device(backend_ == measure::Backend::Cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU)),
+        spec(gpt2::gpt2_spec_from_json(profile.model)),
         gpt2(model::make_gpt2(spec)),
         model(model::stage_gpt2(gpt2)),
         batch(model::make_gpt2_batch(spec)),
-        threads(threads_flag > 0 ? threads_flag : profile.device.value("threads", 1)) {}
+        threads(threads_flag > 0 ? threads_flag : profile.device.value("threads", 1)) {
+    // Built on the CPU with the profile's seed, then moved: the same weights and
+    // batch on every device.
+    if (!device.is_cpu()) model::move_to(model, batch, device);
+    meter = measure::make_memory_meter(backend);
+    timer = measure::make_timer(backend);
+  }
 };
 
-ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads, int64_t device_memory_bytes) {
+measure::Backend profile_backend(const solver::Profile& profile) {
+  const std::string kind = profile.device.value("kind", std::string("cpu"));
+  if (kind == "cpu" || kind == "cuda") return measure::parse_backend(kind);
+  // A modeled profile (the roofline's) names a GPU it was never measured on.
+  return measure::Backend::Cpu;
+}
+
+ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads, int64_t device_memory_bytes,
+                             std::optional<measure::Backend> backend_choice) {
+  const measure::Backend backend = backend_choice.value_or(profile_backend(profile));
+  measure::require_backend(backend);
   const std::string dtype = profile.model.value("dtype", std::string("float32"));
   if (dtype != "float32")
     throw std::invalid_argument("the profile's model is " + dtype +
-                                "; this testbed trains float32 only (a modeled GPU profile cannot be run here)");
+                                "; memopt run trains float32 only (a modeled GPU profile cannot be run here)");
+  if (device_memory_bytes > 0 && backend != measure::Backend::Cpu)
+    throw std::invalid_argument("--device-memory: emulates a device's capacity on the CPU; on " +
+                                std::string(measure::backend_word(backend)) + " the device's own memory counts");
   // Installed before the model is built, so that its parameters and the batch count
   // against the device like everything else.
   if (device_memory_bytes > 0) measure::counting_cpu_allocator();
-  impl_ = std::make_unique<Impl>(profile, threads);
+  impl_ = std::make_unique<Impl>(profile, threads, backend);
   if (device_memory_bytes > 0) measure::counting_cpu_allocator().set_limit_bytes(device_memory_bytes);
 }
 ProfiledModel::~ProfiledModel() = default;
 
 int ProfiledModel::num_stages() const { return impl_->model.num_stages(); }
 int ProfiledModel::threads() const { return impl_->threads; }
+measure::Backend ProfiledModel::backend() const { return impl_->backend; }
 
 void ProfiledModel::check_fits(const solver::Schedule& schedule, const std::string& source) const {
   check_schedule_fits_model(schedule, impl_->model, source);
@@ -63,27 +93,49 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   if (options.warmup_steps < 0) throw std::invalid_argument("--warmup-steps: must be at least 0");
   if (sources.size() != schedules.size()) throw std::invalid_argument("measure_interleaved: one source per schedule");
   model::StagedModel& model = impl_->model;
-  measure::CpuMemoryMeter meter;
+  measure::MemoryMeter& meter = *impl_->meter;
   at::set_num_threads(impl_->threads);
+  // Note [Checked steps are deterministic]
+  // A checked step is compared with plain training bit for bit, which on a GPU holds
+  // only with deterministic kernels: cuBLAS picks its reduction order per call
+  // unless its workspace is fixed (before its first handle, so here, before any
+  // step), and some ATen kernels accumulate with atomics unless asked not to. Only
+  // checked runs pay for this; timed runs use the kernels training uses.
+  const bool deterministic_before = at::globalContext().deterministicAlgorithms();
+  const bool warn_only_before = at::globalContext().deterministicAlgorithmsWarnOnly();
+  if (options.check) {
+    if (impl_->device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  }
+  struct RestoreDeterminism {
+    bool on, warn_only;
+    ~RestoreDeterminism() { at::globalContext().setDeterministicAlgorithms(on, warn_only); }
+  } restore_determinism{deterministic_before, warn_only_before};
   // Everything a schedule needs is set up, and checked, before the first step of any.
-  struct Prepared {
-    std::unique_ptr<CopyEngine> engine;
-    ExecutorOptions executor;
-  };
-  std::vector<Prepared> prepared(schedules.size());
+  // Note [One copy engine per run]: the schedules share one engine on the chain's
+  // link, its host pool sized for the largest of them; pinned memory is slow to take
+  // and a pool per schedule would hold the sum of them.
+  std::vector<ExecutorOptions> executors(schedules.size());
+  std::vector<char> copies(schedules.size(), 0);
+  std::optional<CopyEngineOptions> engine_options;
   for (size_t k = 0; k < schedules.size(); ++k) {
     check_schedule_fits_model(schedules[k], model, sources[k]);
-    // Offloading schedules copy through an engine that emulates the chain's link.
-    if (const std::optional<CopyPlan> copies = plan_copies(chain, schedules[k].ops, sources[k])) {
-      prepared[k].engine = make_copy_engine(c10::Device(c10::kCPU), copies->engine);
-      prepared[k].executor.copy_engine = prepared[k].engine.get();
-      prepared[k].executor.offload_done_before = copies->offload_done_before;
+    // Offloading schedules copy through an engine on the chain's link (emulated on the CPU).
+    if (const std::optional<CopyPlan> plan = plan_copies(chain, schedules[k].ops, sources[k])) {
+      copies[k] = 1;
+      if (!engine_options) engine_options = plan->engine;
+      engine_options->host_pool_bytes = std::max(engine_options->host_pool_bytes, plan->engine.host_pool_bytes);
+      executors[k].offload_done_before = plan->offload_done_before;
     }
     // Can the device really hold this plan? AdamW's two moments per parameter are
     // allocated at its first step.
     check_device_memory(meter, solver::simulate_timeline(chain, schedules[k].ops).peak_bytes,
                         unallocated_state_bytes(model, /*optimizer_moments=*/2), sources[k]);
   }
+  std::unique_ptr<CopyEngine> engine;
+  if (engine_options) engine = make_copy_engine(impl_->device, *engine_options);
+  for (size_t k = 0; k < schedules.size(); ++k)
+    if (copies[k]) executors[k].copy_engine = engine.get();
   torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(options.lr));
   model.train(true);
   std::vector<ScheduleMeasurement> out(schedules.size());
@@ -91,10 +143,10 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   for (int round = 0; round < num_rounds; ++round) {
     for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
-      const CpuRngState rng_before = cpu_rng_state();
-      const StepResult r =
-          run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, prepared[k].executor, sources[k]);
-      if (prepared[k].engine) prepared[k].engine->finish_step();
+      const RngState rng_before = rng_state(impl_->batch.input.device());
+      const StepResult r = run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, executors[k],
+                                               sources[k], impl_->timer.get());
+      if (executors[k].copy_engine) executors[k].copy_engine->finish_step();
       StepMeasurement m;
       m.step = round + 1;
       m.warmup = round < options.warmup_steps;
@@ -104,9 +156,9 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
       m.time_ms = r.time_ms;
       if (options.check) {
         const auto scheduled = gradients(model);
-        set_cpu_rng_state(rng_before);  // the plain step draws the same dropout masks
+        set_rng_state(rng_before);  // the plain step draws the same dropout masks
         zero_grads_in_place(model);
-        const StepResult plain = run_plain_step(model, impl_->batch, meter);
+        const StepResult plain = run_plain_step(model, impl_->batch, meter, impl_->timer.get());
         const GradientDiff diff = compare_gradients(scheduled, gradients(model));
         m.checked = true;
         m.max_abs_grad_diff = diff.max_abs_diff;

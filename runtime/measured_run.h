@@ -1,6 +1,6 @@
 // measured_run.h: rebuild the GPT-2 a profile describes and train a few steps along a
 // schedule, measuring each step's activation peak and time -- what `memopt run` and
-// `memopt tradeoff --run` share. MEASURED numbers, on this machine.
+// `memopt tradeoff --run` share. MEASURED numbers, on this machine's CPU or GPU.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/stats.h"
+#include "measure/backend.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/simulate.h"
@@ -47,7 +48,9 @@ struct StepMeasurement {
 struct MeasureOptions {
   int warmup_steps = 2;  // per schedule, unmeasured
   int steps = 5;         // measured steps per schedule: one per round
-  bool check = false;    // also run each step by plain autograd and compare gradients
+  // Also run each step by plain autograd and compare gradients, with deterministic
+  // algorithms on (Note [Checked steps are deterministic] in measured_run.cpp).
+  bool check = false;
   double lr = 1e-4;      // AdamW
   // Progress, printing: the schedule's index in the list measured, and its step.
   std::function<void(int, const StepMeasurement&)> on_step;
@@ -62,26 +65,32 @@ struct ScheduleMeasurement {
 };
 
 // The model of a profile, built once (its "model" object: gpt2::gpt2_spec_from_json),
-// with the compute threads the profile was measured with unless `threads` > 0.
-// Schedules with offload ops run through a CPU copy engine emulating the chain's
-// link (Chain::link); without a link they are refused. With `device_memory_bytes` > 0
+// with the compute threads the profile was measured with unless `threads` > 0, on
+// the device `backend` names -- by default the profile's "device.kind" (a modeled
+// profile's, and one without it, the CPU). Its memory meter and clock are that
+// device's (measure/backend.h): on CUDA, requested bytes and CUDA events. Schedules
+// with offload ops run through that device's copy engine on the chain's link
+// (emulated on the CPU); without a link they are refused. With `device_memory_bytes` > 0
 // the CPU plays a device of that capacity (Note [Device memory limit]): the model's
 // parameters and batch count against it, and a plan that does not fit is refused
 // before its first step.
 class ProfiledModel {
  public:
-  explicit ProfiledModel(const solver::Profile& profile, int threads = 0, int64_t device_memory_bytes = 0);
+  explicit ProfiledModel(const solver::Profile& profile, int threads = 0, int64_t device_memory_bytes = 0,
+                         std::optional<measure::Backend> backend = std::nullopt);
   ~ProfiledModel();
   ProfiledModel(const ProfiledModel&) = delete;
   ProfiledModel& operator=(const ProfiledModel&) = delete;
 
   int num_stages() const;
   int threads() const;
+  measure::Backend backend() const;
   // Throws std::invalid_argument when the schedule was not made for this model.
   void check_fits(const solver::Schedule& schedule, const std::string& schedule_source) const;
   // Note [Measurement protocol] over `schedules`, one result each, in order;
   // `sources[k]` names schedule k in errors. One AdamW per call, stepped after every
-  // step. Each schedule that copies gets its own copy engine on the chain's link.
+  // step. The schedules that copy share one copy engine on the chain's link (Note
+  // [One copy engine per run] in measured_run.cpp).
   std::vector<ScheduleMeasurement> measure_interleaved(const solver::Chain& chain,
                                                        const std::vector<solver::Schedule>& schedules,
                                                        const MeasureOptions& options,

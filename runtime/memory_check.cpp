@@ -61,15 +61,15 @@ int64_t unallocated_state_bytes(const model::StagedModel& model, int optimizer_m
 
 StepResult run_step_or_restore(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
                                measure::MemoryMeter& meter, const ExecutorOptions& options,
-                               const std::string& plan_source) {
-  const CpuRngState rng = cpu_rng_state();
+                               const std::string& plan_source, measure::Timer* timer) {
+  const RngState rng = rng_state(batch.input.device());
   const int64_t free_at_start = meter.available_bytes();
   const auto restore = [&] {
-    set_cpu_rng_state(rng);  // the dropout masks drawn so far must be drawn again by the next step
+    set_rng_state(rng);  // the dropout masks drawn so far must be drawn again by the next step
     zero_grads_in_place(model);
   };
   try {
-    return run_scheduled_step(model, ops, batch, meter, options);
+    return run_scheduled_step(model, ops, batch, meter, options, timer);
   } catch (const c10::OutOfMemoryError& e) {
     restore();
     // The plan's prediction was too low for this device (or the device is shared):

@@ -40,13 +40,13 @@ void check_device_memory(measure::MemoryMeter& meter, int64_t activation_peak_by
 // parameter (2 for AdamW before its first step, 0 after).
 int64_t unallocated_state_bytes(const model::StagedModel& model, int optimizer_moments);
 
-// run_scheduled_step, except that if it throws (out of memory above all) the CPU RNG
-// is put back and the gradients zeroed before the exception leaves: parameters and
+// run_scheduled_step, except that if it throws (out of memory above all) the generators
+// (rng_state.h) are put back and the gradients zeroed before the exception leaves: parameters and
 // optimizer state were never touched (the optimizer steps after a step succeeds), so
 // the next step -- along a smaller plan -- trains exactly as if the failed one had
 // never been tried. Out of memory comes out as InsufficientDeviceMemory.
 StepResult run_step_or_restore(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
                                measure::MemoryMeter& meter, const ExecutorOptions& options,
-                               const std::string& plan_source);
+                               const std::string& plan_source, measure::Timer* timer = nullptr);
 
 }  // namespace memopt::runtime

@@ -22,6 +22,7 @@ struct Slot {
 
 struct SavedState::Impl {
   std::shared_ptr<const std::unordered_set<const void*>> static_storages;
+  c10::Device compute_device{c10::kCPU};
   std::unordered_map<const void*, std::shared_ptr<Slot>> by_storage;
   std::vector<std::shared_ptr<Slot>> slots;  // in capture order
   std::vector<std::shared_ptr<Transfer>> transfers;
@@ -33,7 +34,12 @@ struct SavedState::Impl {
     auto slot = std::make_shared<Slot>();
     const int64_t nbytes = static_cast<int64_t>(t.storage().nbytes());
     slot->device = at::empty({0}, t.options().dtype(at::kByte)).set_(t.storage(), 0, {nbytes}, {1});
-    slot->stays = static_storages && static_storages->count(key) > 0;
+    // Note [Host scalars stay]
+    // On a GPU, sdpa's memory-efficient and flash kernels save their Philox seed and
+    // offset as CPU scalars. They are not device memory (the budget never counted
+    // them) and a copy engine moves device tensors only, so whatever a graph saved
+    // off its compute device stays where it is.
+    slot->stays = (static_storages && static_storages->count(key) > 0) || t.device() != compute_device;
     by_storage.emplace(key, slot);
     slots.push_back(slot);
     return slot;
@@ -100,9 +106,11 @@ void install_saved_state_engine() {
   });
 }
 
-SavedState::SavedState(std::shared_ptr<const std::unordered_set<const void*>> static_storages)
+SavedState::SavedState(std::shared_ptr<const std::unordered_set<const void*>> static_storages,
+                       c10::Device compute_device)
     : impl_(std::make_shared<Impl>()) {
   impl_->static_storages = std::move(static_storages);
+  impl_->compute_device = compute_device;
 }
 
 SavedState::~SavedState() = default;

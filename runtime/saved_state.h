@@ -16,7 +16,9 @@
 // they hold views (sizes, strides, offset) into per-storage slots, which SavedState
 // owns and can swap between the device and a host copy. Storages that must stay --
 // parameters and buffers (static memory), the stage's input and output (a_i and
-// a_{i+1}, which stay on the device) -- are left in place.
+// a_{i+1}, which stay on the device) -- are left in place, and so are tensors the
+// graph saved on another device than the one it computes on (Note [Host scalars
+// stay]).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "runtime/copy_engine.h"
 
@@ -36,8 +39,9 @@ void install_saved_state_engine();
 class SavedState {
  public:
   // `static_storages`: storages never to move (parameters, buffers), keyed by
-  // StorageImpl address (see static_storages_of).
-  explicit SavedState(std::shared_ptr<const std::unordered_set<const void*>> static_storages);
+  // StorageImpl address (see static_storages_of). `compute_device`: the device the
+  // stage computes on; only saved tensors there move.
+  SavedState(std::shared_ptr<const std::unordered_set<const void*>> static_storages, c10::Device compute_device);
   ~SavedState();
   SavedState(const SavedState&) = delete;
   SavedState& operator=(const SavedState&) = delete;

@@ -62,7 +62,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
     throw std::invalid_argument("stage timing: needs rounds >= 1, warmup_rounds >= 0, threads >= 1");
   const int threads_before = at::get_num_threads();
   at::set_num_threads(options.threads);
-  const CpuRngState rng_before = cpu_rng_state();
+  const RngState rng_before = rng_state(batch.input.device());
   const bool was_training = model.is_training();
   model.train(true);
   std::vector<at::Tensor> params_before, grads_before;
@@ -113,7 +113,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
       else g.reset();
     }
   }
-  set_cpu_rng_state(rng_before);
+  set_rng_state(rng_before);
   model.train(was_training);
   at::set_num_threads(threads_before);
   return t;

@@ -2,7 +2,6 @@
 #include "runtime/train_step.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -10,9 +9,31 @@
 namespace memopt::runtime {
 namespace {
 
-double elapsed_ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+// The caller's timer, or the host's clock.
+measure::Timer& timer_or_host(measure::Timer* timer, measure::CpuTimer& host) {
+  return timer ? *timer : host;
 }
+
+// Note [Reading the loss without a sync]
+// On a GPU, .item() waits for the whole forward before the backward can be queued,
+// which leaves the device idle while the host launches it. The loss is copied into
+// pinned host memory instead (not device memory, so not counted), queued on the
+// compute stream, and read once the step's timer has waited for the stream.
+struct LossReading {
+  at::Tensor host;
+  void take(const at::Tensor& a_L, double& loss) {
+    if (a_L.numel() != 1) return;
+    if (a_L.is_cpu()) {
+      loss = a_L.item<double>();
+      return;
+    }
+    host = at::empty({}, a_L.options().device(c10::kCPU).pinned_memory(true).requires_grad(false));
+    host.copy_(a_L.detach(), /*non_blocking=*/true);
+  }
+  void finish(double& loss) const {
+    if (host.defined()) loss = host.item<double>();
+  }
+};
 
 // a_0 exists before a plain step starts, yet the budget counts it.
 int64_t input_bytes(const model::Batch& batch) { return static_cast<int64_t>(batch.input.nbytes()); }
@@ -28,11 +49,14 @@ void zero_grads_in_place(const model::StagedModel& model) {
 }
 
 StepResult run_scheduled_step(const model::StagedModel& model, const std::vector<solver::Op>& ops, const model::Batch& batch,
-                              measure::MemoryMeter& meter, const ExecutorOptions& options) {
+                              measure::MemoryMeter& meter, const ExecutorOptions& options, measure::Timer* timer) {
   StepResult r;
   const int64_t baseline = meter.current_bytes();
   meter.reset_peak();
-  const auto start = std::chrono::steady_clock::now();
+  measure::CpuTimer host;
+  measure::Timer& clock = timer_or_host(timer, host);
+  LossReading loss;
+  clock.start();
   {
     ScheduleRunner runner(model, ops, options);
     // Note [The step owns a_0]
@@ -43,27 +67,33 @@ StepResult run_scheduled_step(const model::StagedModel& model, const std::vector
     // needs only d_L: holding a_L through it would keep 4 bytes the plan freed.
     {
       const at::Tensor a_L = runner.run_forward(model::Batch{batch.input.clone(), batch.targets});
-      if (a_L.numel() == 1) r.loss = a_L.item<double>();
+      loss.take(a_L, r.loss);
     }
     runner.run_backward();
     r.copies = runner.copy_stats();
   }
-  r.time_ms = elapsed_ms(start);
+  r.time_ms = clock.stop_ms();
+  loss.finish(r.loss);
   r.activation_peak_bytes = meter.peak_bytes() - baseline;
   return r;
 }
 
-StepResult run_plain_step(const model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter) {
+StepResult run_plain_step(const model::StagedModel& model, const model::Batch& batch, measure::MemoryMeter& meter,
+                          measure::Timer* timer) {
   StepResult r;
   const int64_t baseline = meter.current_bytes();
   meter.reset_peak();
-  const auto start = std::chrono::steady_clock::now();
+  measure::CpuTimer host;
+  measure::Timer& clock = timer_or_host(timer, host);
+  LossReading loss;
+  clock.start();
   {
     at::Tensor out = model.forward(batch);
-    if (out.numel() == 1) r.loss = out.item<double>();
+    loss.take(out, r.loss);
     torch::autograd::backward({out}, {at::ones_like(out)});
   }
-  r.time_ms = elapsed_ms(start);
+  r.time_ms = clock.stop_ms();
+  loss.finish(r.loss);
   r.activation_peak_bytes = meter.peak_bytes() - baseline + input_bytes(batch);
   return r;
 }

@@ -1,5 +1,5 @@
-// cmd_missing.cpp: the subcommands this build of memopt leaves out -- profile and run
-// without LibTorch, train without LibTorch or Gloo -- registered anyway, so that
+// cmd_missing.cpp: the subcommands this build of memopt leaves out -- profile, run and
+// link without LibTorch, train without LibTorch or Gloo -- registered anyway, so that
 // `memopt profile ...` says how to build it rather than "unexpected argument".
 #include <stdexcept>
 #include <string>
@@ -23,6 +23,7 @@ void add_missing_commands(CLI::App& app) {
   const std::string no_torch = "this memopt was built without LibTorch; rebuild with MEMOPT_TORCH=ON (scripts/build.sh)";
   add_missing(app, "profile", "Measure a model's stages into profile.json", no_torch);
   add_missing(app, "run", "Train a few steps along a schedule", no_torch);
+  add_missing(app, "link", "Measure the copy engine", no_torch);
   add_missing(app, "train", "Distributed training under a launcher", no_torch);
 #elif !defined(MEMOPT_WITH_DISTRIBUTED)
   add_missing(app, "train", "Distributed training under a launcher",

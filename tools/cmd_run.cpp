@@ -2,10 +2,12 @@
 // (AdamW) along a schedule, and print measured next to predicted peak and time.
 //   memopt run --profile P.json --schedule S.json --steps 3 --check
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
+#include "measure/backend.h"
 #include "runtime/measured_run.h"
 #include "solver/atomic_file.h"
 #include "solver/profile_json.h"
@@ -24,6 +26,7 @@ struct RunArgs {
   std::string profile_path, schedule_path, summary_path;
   std::string device_memory;  // the CPU testbed's device capacity (Note [Device memory limit])
   std::string emulate;        // the copy link at a GPU's ratio (tools/profile_flags.h)
+  std::string device;         // cpu|cuda; empty: the profile's device.kind
   int steps = 5;
   int warmup_steps = 2;
   int threads = 0;  // 0: what the profile was measured with
@@ -48,13 +51,16 @@ void run_run(const RunArgs& args) {
   }
   // Checked against the profile before the model is built: a bad schedule costs nothing.
   const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
-  runtime::ProfiledModel model(profile, args.threads, device_limit);
+  std::optional<measure::Backend> backend;
+  if (!args.device.empty()) backend = measure::parse_backend(args.device);
+  runtime::ProfiledModel model(profile, args.threads, device_limit, backend);
   model.check_fits(schedule, args.schedule_path);
 
   // The kernels are the profile's (Note [Kernel choice]): its saved bytes depend on them.
-  std::printf("model    %s (%s kernels), %d stages, %d thread(s); schedule %s (%s, budget %s)\n",
+  std::printf("model    %s (%s kernels), %d stages, on %s (%d thread(s)); schedule %s (%s, budget %s)\n",
               profile.model.value("name", std::string("?")).c_str(),
-              profile.model.value("kernels", std::string("aten")).c_str(), model.num_stages(), model.threads(),
+              profile.model.value("kernels", std::string("aten")).c_str(), model.num_stages(),
+              measure::backend_word(model.backend()), model.threads(),
               args.schedule_path.c_str(), schedule.solver.c_str(), format_bytes(schedule.budget_bytes).c_str());
   std::printf("predicted: peak %s, time %.2f ms\n\n", format_bytes(sim.peak_bytes).c_str(), sim.time_ms);
   std::printf("%7s %10s %12s %8s %12s %10s %8s%s\n", "step", "loss", "peak", "/pred", "reserved", "time (ms)", "/pred",
@@ -110,6 +116,8 @@ void add_run_command(CLI::App& app) {
                   "emulate a device of this capacity on the CPU (e.g. 256MiB): a plan that does not fit is refused "
                   "with the budget to solve for");
   cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
+  cmd->add_option("--device", args->device,
+                  "cpu|cuda: where to train (default: the profile's device; cuda needs the `cuda` build and a GPU)");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
   cmd->callback([args] { run_run(*args); });
 }

@@ -18,11 +18,12 @@ void add_estimate_command(CLI::App& app, const std::string& command_line);
 #ifdef MEMOPT_WITH_TORCH
 void add_profile_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_link_command(CLI::App& app);
 #endif
 #ifdef MEMOPT_WITH_DISTRIBUTED
 void add_train_command(CLI::App& app);
 #endif
-// The commands this build leaves out (profile, run, train), each failing with the
+// The commands this build leaves out (profile, run, link, train), each failing with the
 // option that builds it instead of a parse error.
 void add_missing_commands(CLI::App& app);
 

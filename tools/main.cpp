@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
 #ifdef MEMOPT_WITH_TORCH
   memopt::tools::add_profile_command(app);
   memopt::tools::add_run_command(app);
+  memopt::tools::add_link_command(app);
 #endif
 #ifdef MEMOPT_WITH_DISTRIBUTED
   memopt::tools::add_train_command(app);

@@ -49,6 +49,15 @@ elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir
   cat "$dir/cuda.txt" >&2
   exit 1
 fi
+# So does `run --device cuda`; and a CPU profile's run says it trains on the CPU.
+grep -q "on cpu (" "$dir/run.txt" || { echo "FAIL: memopt run does not say it trains on the cpu" >&2; exit 1; }
+if "$memopt" run --device cuda --profile "$dir/p.json" --schedule "$dir/s.json" --steps 1 > "$dir/cuda_run.txt" 2>&1; then
+  echo "note: run --device cuda ran (a GPU is visible)"
+elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir/cuda_run.txt"; then
+  echo "FAIL: run --device cuda failed without naming the fix:" >&2
+  cat "$dir/cuda_run.txt" >&2
+  exit 1
+fi
 "$memopt" profile --preset tiny --batch 2 --seq 32 --repeat 1 --trace-out "$dir/trace.json" >/dev/null
 # A model whose dimensions differ from its preset's is not titled with the preset.
 "$memopt" profile --preset tiny --n-layer 2 --batch 2 --seq 32 --repeat 1 --out "$dir/p2.json" > "$dir/p2.txt"

@@ -24,6 +24,7 @@
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "runtime/host_arena.h"
+#include "tests/runtime/hand_plans.h"
 #include "runtime/train_step.h"
 #include "solver/budget.h"
 #include "solver/coarsen.h"
@@ -34,6 +35,9 @@
 
 namespace memopt::runtime {
 namespace {
+
+using testing::keep_and_move_every_saved_state;
+using testing::with_waits;
 
 using solver::SolverKind;
 
@@ -364,44 +368,6 @@ TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPr
   }
 }
 
-// Every stage kept; each saved state beyond its output (but the last stage's) moved to
-// the host right after its forward and back just before its backward, with `inputs`
-// each stage's own input bytes too (offload_input), and with `carries` each input's
-// ending carry (offload_carried). `moved[k]`: ā_k moves.
-std::vector<solver::Op> keep_and_move_every_saved_state(const solver::Chain& chain, std::vector<bool>& moved,
-                                                        bool inputs = false, bool carries = false) {
-  const int L = chain.length();
-  std::vector<solver::Op> ops;
-  moved.assign(L + 1, false);
-  for (int i = 0; i < L; ++i) {
-    ops.push_back({solver::OpKind::FwdKeep, i});
-    if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::OffloadInput, i});
-    if (carries && chain.ending_carried_bytes(i) > 0) ops.push_back({solver::OpKind::OffloadCarried, i});
-    if (i + 1 < L && chain.xbar(i + 1) > chain.x(i + 1)) {
-      ops.push_back({solver::OpKind::OffloadSaved, i + 1});
-      moved[i + 1] = true;
-    }
-  }
-  ops.push_back({solver::OpKind::Loss, -1});
-  for (int i = L - 1; i >= 0; --i) {
-    if (moved[i + 1]) ops.push_back({solver::OpKind::PrefetchSaved, i + 1});
-    if (carries && chain.ending_carried_bytes(i) > 0) ops.push_back({solver::OpKind::PrefetchCarried, i});
-    if (inputs && chain.own_bytes(i) > 0) ops.push_back({solver::OpKind::PrefetchInput, i});
-    ops.push_back({solver::OpKind::Bwd, i});
-  }
-  return ops;
-}
-
-// `ops` with a wait_offloads after every offload.
-std::vector<solver::Op> with_waits(const std::vector<solver::Op>& ops) {
-  std::vector<solver::Op> out;
-  for (const solver::Op& op : ops) {
-    out.push_back(op);
-    if (solver::is_offload(op.kind)) out.push_back({solver::OpKind::WaitOffloads, -1});
-  }
-  return out;
-}
-
 // Every stage kept, and each saved state moved to the host right after its forward
 // and brought back just before its backward -- written by hand, so that saved-state
 // moves run at every granularity whatever the solvers choose on this machine's
@@ -541,7 +507,7 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
   model::Activation input{tiny.batch.input};
   for (int i = 0; i < model.num_stages(); ++i) {
     const model::Activation leaves = model::detached_leaves(input);
-    SavedState state(statics);
+    SavedState state(statics, c10::Device(c10::kCPU));
     model::Activation out;
     {
       CaptureScope capture(state);
@@ -555,6 +521,33 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
     EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
     input = model::detached_leaves(out, /*with_grad=*/false);
   }
+}
+
+// Note [Host scalars stay]: a graph computing on one device that saved tensors on
+// another (sdpa's CPU seed and offset on a GPU) moves only what is on its compute
+// device. Here the whole graph is on the CPU: for a state that computes on the CPU
+// everything the hooks captured moves; for one that computes on a GPU, nothing does.
+TEST(SavedState, MovesOnlyWhatWasSavedOnTheComputeDevice) {
+  install_saved_state_engine();
+  const at::Tensor w = at::randn({8, 8}).requires_grad_(true);
+  const auto statics = static_storages_of({w});
+  const auto capture = [&](SavedState& state) {
+    const at::Tensor x = at::randn({4, 8});
+    at::Tensor y;
+    {
+      CaptureScope scope(state);
+      y = at::tanh(at::matmul(x, w));  // saves x (matmul) and tanh's output
+    }
+    state.keep_on_device(y);  // a stage's output stays
+    return y;
+  };
+  SavedState on_cpu(statics, c10::Device(c10::kCPU));
+  const at::Tensor y_cpu = capture(on_cpu);
+  EXPECT_EQ(on_cpu.movable_bytes(), 4 * 8 * 4);  // x alone: w is static, y stays
+  SavedState on_gpu(statics, c10::Device(c10::kCUDA, 0));
+  const at::Tensor y_gpu = capture(on_gpu);
+  EXPECT_EQ(on_gpu.movable_bytes(), 0);
+  EXPECT_EQ(on_gpu.num_movable_storages(), 0);
 }
 
 // The ranges a tracer sees (NVTX + CUPTI attribution on CUDA) are the schedule's ops,

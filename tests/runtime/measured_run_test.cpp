@@ -8,6 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Context.h>
+
+#include "measure/backend.h"
 #include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
 #include "solver/baselines.h"
@@ -78,6 +81,23 @@ TEST(MeasurementProtocol, RefusesNonsenseCounts) {
   options.steps = 1;
   options.warmup_steps = -1;
   EXPECT_THROW(model.measure(profile.chain, s, options), std::invalid_argument);
+}
+
+// A profile measured on a GPU trains on a GPU by default: where none can run, the
+// run is refused before anything is built, naming the fix -- never trained silently
+// on the CPU. Asked for explicitly, the CPU trains it.
+TEST(MeasurementProtocol, ACudaProfileRunsOnCudaOrSaysWhyNot) {
+  solver::Profile profile = testing::TinyTrainer().profile();
+  EXPECT_EQ(ProfiledModel(profile).backend(), measure::Backend::Cpu);
+  profile.device["kind"] = "cuda";
+  if (measure::cuda_backend_built() && at::hasCUDA()) GTEST_SKIP() << "a CUDA device is visible";
+  try {
+    ProfiledModel model(profile);
+    FAIL() << "a cuda profile was accepted without a GPU";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ProfiledModel(profile, 0, 0, measure::Backend::Cpu).backend(), measure::Backend::Cpu);
 }
 
 }  // namespace
