@@ -37,21 +37,9 @@ function(memopt_add_benchmark)
 endfunction()
 
 # memopt_add_to_cuda_ci(target ...): what CI builds in the `cuda` preset (the
-# memopt_cuda_ci target, build preset cuda-ci): the CUDA targets and their tests,
-# so that a CUDA compile or link error fails CI without building everything twice.
+# memopt_cuda_ci target, build preset cuda-ci): the CUDA libraries, the CLI that
+# links them with every other library, and the CUDA tests -- so that a CUDA compile
+# or link error fails CI, without building the CPU-only tests a second time.
 function(memopt_add_to_cuda_ci)
   set_property(GLOBAL APPEND PROPERTY MEMOPT_CUDA_CI_TARGETS ${ARGN})
-endfunction()
-
-# memopt_add_cuda_check(NAME name SOURCES a.cpp ...): compiles (never links) sources
-# of a CPU library with MEMOPT_WITH_CUDA=1 -- the factories' CUDA branches -- against
-# headers only, so the lean CUDA CI build need not build that library's dependencies.
-function(memopt_add_cuda_check)
-  cmake_parse_arguments(C "" "NAME" "SOURCES" ${ARGN})
-  add_library(${C_NAME} OBJECT ${C_SOURCES})
-  target_include_directories(${C_NAME} PRIVATE ${CMAKE_SOURCE_DIR})
-  target_compile_definitions(${C_NAME} PRIVATE MEMOPT_WITH_CUDA=1)
-  target_compile_options(${C_NAME} PRIVATE ${MEMOPT_WARNINGS})
-  # Imported and header-only targets: usage requirements, nothing to build first.
-  target_link_libraries(${C_NAME} PRIVATE ${TORCH_LIBRARIES} nlohmann_json::nlohmann_json)
 endfunction()

@@ -2,6 +2,8 @@
 # setup_cuda.sh: installs what the `cuda` CMake preset needs, idempotently, then returns.
 #   .venv-cuda (git-ignored): the CUDA build of PyTorch (torch==2.14.1, CUDA 13; about
 #   5.5 GB with its nvidia-* wheels), whose LibTorch the CUDA backends link against.
+#   MEMOPT_CUDA_TORCH=VERSION installs that torch instead, into a venv of its own
+#   whose path it prints, and leaves .venv-cuda alone (scripts/check_torch_compat.sh).
 #   It is a venv of its own so that the CPU build keeps the small CPU wheel in .venv;
 #   a link to one venv per machine ($MEMOPT_CUDA_VENV, default ~/.cache/memopt/...).
 # Checks, and names the fix when missing: nvcc 13 with CUPTI and NVTX 3 headers
@@ -14,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { echo "[setup_cuda] $*" >&2; }
-torch_version=2.14.1
+torch_version=${MEMOPT_CUDA_TORCH:-2.14.1}
 
 cuda_root=""
 for root in "${CUDA_HOME:-}" /usr/local/cuda-13.0 /usr/local/cuda; do
@@ -44,13 +46,17 @@ mkdir -p "$(dirname "$shared")"
 exec 9>"$(dirname "$shared")/.venv-cuda.lock"
 flock 9  # two clones setting up at once: one installs, the other waits and reuses
 venv=.venv-cuda
-if [ -L .venv-cuda ] || [ ! -e .venv-cuda ]; then venv=$shared; fi
+if [ -L .venv-cuda ] || [ ! -e .venv-cuda ] || [ -n "${MEMOPT_CUDA_TORCH:-}" ]; then venv=$shared; fi
 if [ ! -x "$venv/bin/python" ]; then
   log "creating the CUDA venv at $venv"
   python3 -m venv "$venv"
 fi
-[ "$venv" = .venv-cuda ] || ln -sfn "$venv" .venv-cuda
-py=.venv-cuda/bin/python
+if [ -n "${MEMOPT_CUDA_TORCH:-}" ]; then
+  py=$venv/bin/python  # another version, for a compatibility check: .venv-cuda stays as it is
+else
+  [ "$venv" = .venv-cuda ] || ln -sfn "$venv" .venv-cuda
+  py=.venv-cuda/bin/python
+fi
 # A CUDA build of the right version, with the C++ headers LibTorch's config needs.
 torch_ok() {
   "$py" - "$torch_version" <<'PY' 2>/dev/null
@@ -62,9 +68,9 @@ raise SystemExit(0 if ok else 1)
 PY
 }
 if ! torch_ok; then
-  log "installing torch==$torch_version (CUDA build, ~5.5 GB) into .venv-cuda"
+  log "installing torch==$torch_version (CUDA build, ~5.5 GB) into $venv"
   start=$(date +%s)
   "$py" -m pip install -q "torch==$torch_version"
   log "installed in $(( $(date +%s) - start )) s"
-  torch_ok || { log "torch $torch_version in .venv-cuda is not a CUDA build with C++ headers"; exit 1; }
+  torch_ok || { log "torch $torch_version in $venv is not a CUDA build with C++ headers"; exit 1; }
 fi

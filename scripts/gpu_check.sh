@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# gpu_check.sh: what memopt checks on a real GPU, as one command of about 7 minutes, the
+# build included. Each step runs under its own time limit and a failed step does not stop
+# the ones that do not need it; everything lands in one folder, packed as
+# RESULT_DIR/gpu_check.tar.gz beside RESULT_DIR/summary.txt (docs/cuda.md, "The GPU check").
+#   scripts/gpu_check.sh RESULT_DIR
+# Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
+# default python3). Needs no registry: the other build dependencies travel in .deps/,
+# made beforehand by scripts/vendor_deps.sh on a machine with Debian's packages.
+# MEMOPT_GPU_PRESET (default small), MEMOPT_GPU_BATCH (8) and MEMOPT_GPU_SEQ (1024) set the
+# GPT-2 that is profiled, solved and run.
+set -uo pipefail
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR}
+mkdir -p "$result"
+result=$(cd "$result" && pwd)
+cd "$(dirname "$0")/.."
+py=${MEMOPT_GPU_PYTHON:-$(command -v python3)}
+preset=${MEMOPT_GPU_PRESET:-small}
+batch=${MEMOPT_GPU_BATCH:-8}
+seq=${MEMOPT_GPU_SEQ:-1024}
+build=build-gpu
+work=$(mktemp -d)/gpu_check
+mkdir -p "$work"
+summary=$result/summary.txt
+: > "$summary"
+memopt=$build/tools/memopt
+began=$(date +%s)
+
+# step NAME SECONDS COMMAND...: runs COMMAND with its output in NAME.log, under a time
+# limit; one summary line per step.
+step() {
+  local name=$1 secs=$2
+  shift 2
+  local start rc
+  start=$(date +%s)
+  timeout --kill-after=10 "$secs" "$@" > "$work/$name.log" 2>&1
+  rc=$?
+  local verdict=ok
+  [ "$rc" = 0 ] || verdict="FAILED (exit $rc$([ "$rc" = 124 ] && echo ", past its ${secs} s"))"
+  printf '%-26s %4d s  %s\n' "$name" "$(( $(date +%s) - start ))" "$verdict" | tee -a "$summary"
+  return "$rc"
+}
+
+pack() {
+  printf 'total %d s\n' "$(( $(date +%s) - began ))" | tee -a "$summary"
+  cp "$summary" "$work/"
+  tar -C "$(dirname "$work")" -czf "$result/gpu_check.tar.gz" gpu_check
+}
+trap pack EXIT
+
+# 1. The machine.
+step facts 30 bash -c "nvidia-smi; nvcc --version; cmake --version | head -1; nproc; free -g;
+  '$py' -c 'import torch; p = torch.cuda.get_device_properties(0); print(torch.__version__, torch.version.cuda, p.name, p.total_memory, p.multi_processor_count)'"
+
+# 2. The build: the cuda-ci set (CUDA libraries, the whole CLI, the CUDA tests) against
+#    the machine's own torch, for Hopper.
+if [ ! -d .deps ]; then
+  echo "no .deps/: run scripts/vendor_deps.sh on a machine with Debian's packages first, and carry .deps" | tee -a "$summary"
+  exit 1
+fi
+step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT_DEPS_DIR=.deps \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DMEMOPT_BENCHMARKS=OFF || exit 1
+step build 300 cmake --build "$build" --target memopt_cuda_ci -j "$(nproc)" || exit 1
+
+# 3. Every CUDA test, each running its body on the GPU.
+step cuda_tests 180 ctest --test-dir "$build" -L cuda --output-on-failure --timeout 150 -j 4
+
+# 4. The copy engine: pinned H2D and D2H alone, both at once, both beside matrix products.
+step link 60 "$memopt" link --device cuda --bytes 256MiB --repeat 10 --out "$work/link.json"
+
+# 5. GPT-2 profiled on the GPU: CUDA events, requested bytes, CUPTI kernels per stage op.
+step profile 150 "$memopt" profile --device cuda --preset "$preset" --batch "$batch" --seq "$seq" --repeat 3 \
+  --out "$work/profile.json" --trace-out "$work/trace.json"
+step trace_covers_stages 20 "$py" - "$work/profile.json" "$work/trace.json" <<'PY'
+import json, sys
+profile, trace = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+stages = [s["name"] for s in profile["stages"]]
+kernels = {r["label"]: r["num_kernels"] for r in trace["ranges"]}
+missing = [f"memopt/{op}/{s}" for s in stages for op in ("fwd_keep", "bwd") if kernels.get(f"memopt/{op}/{s}", 0) == 0]
+print(f"{len(stages)} stages; {len(kernels)} ranges; unattributed kernels: {trace['unattributed']['num_kernels']}")
+print("ranges with no kernel:", missing or "none")
+sys.exit(1 if missing else 0)
+PY
+
+# 6. Plans at four budgets, each trained with its gradients checked against plain
+#    training (deterministic kernels), measured against predicted.
+for budget in 100% 60% 40% min; do
+  name=${budget%\%}
+  step "solve_$name" 60 "$memopt" solve --profile "$work/profile.json" --budget "$budget" \
+    --out "$work/schedule_$name.json" &&
+  step "run_check_$name" 120 "$memopt" run --device cuda --profile "$work/profile.json" \
+    --schedule "$work/schedule_$name.json" --warmup-steps 1 --steps 3 --check --summary-out "$work/runs_checked.jsonl"
+done
+
+# 7. The same budgets measured interleaved, timed with CUDA events (no check: the kernels
+#    training uses), with the trade-off figure.
+step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,min \
+  --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
