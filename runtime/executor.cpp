@@ -38,6 +38,7 @@ ScheduleRunner::ScheduleRunner(const model::StagedModel& model, std::vector<Op> 
   saved_out_.resize(L + 2);
   grad_.resize(L + 2);
   rng_state_.resize(L);
+  autocast_.resize(L);
   offloaded_.resize(L + 2);
   arriving_.resize(L + 2);
   due_before_.resize(ops_.size());
@@ -195,9 +196,11 @@ model::Activation ScheduleRunner::run_stage_unhooked(int i, const model::Activat
   if (!options_.restore_rng) return model_.forward_stage(i, input, batch_);
   if (!rng_state_[i]) {
     rng_state_[i] = rng_state(compute_device_);
+    autocast_[i] = autocast_state();
     return model_.forward_stage(i, input, batch_);
   }
   RngStateScope scope(*rng_state_[i]);
+  AutocastScope autocast(autocast_[i]);
   return model_.forward_stage(i, input, batch_);
 }
 

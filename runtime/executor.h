@@ -14,6 +14,7 @@
 #include "measure/stage_tracer.h"
 #include "model/staged_model.h"
 #include "runtime/copy_engine.h"
+#include "runtime/autocast_state.h"
 #include "runtime/rng_state.h"
 #include "runtime/saved_state.h"
 #include "runtime/storage_move.h"
@@ -112,6 +113,7 @@ class ScheduleRunner {
   std::vector<model::Activation> saved_out_;   // ā_k: a_k with its graph
   std::vector<model::Activation> grad_;        // d_k
   std::vector<std::optional<RngState>> rng_state_;  // per stage, from its first forward
+  std::vector<AutocastState> autocast_;              // likewise (Note [Recompute under the forward's autocast])
   std::vector<std::vector<std::shared_ptr<Transfer>>> offloaded_;  // a_k on the host, a copy per tensor
   std::vector<std::vector<std::shared_ptr<Transfer>>> arriving_;   // a_k being prefetched
   std::vector<std::shared_ptr<Transfer>> all_copies_;  // for the step's CopyStats

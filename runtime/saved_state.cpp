@@ -94,6 +94,24 @@ class MemoptEngine final : public torch::autograd::Engine {
     if (t_capturing) return std::make_unique<Hooks>(t_capturing);
     return replaced()->get_default_saved_variable_hooks();
   }
+  // Note [One engine runs every graph]
+  // This engine only answers for hooks; graphs run in the engine it replaced.
+  // Engines keep their worker threads and per-thread state apart, so a backward that
+  // memopt's executor starts from inside another engine's backward (Python's
+  // loss.backward() reaching the schedule's custom function, on a GPU on that
+  // engine's device thread) would wait, as a reentrant call on a thread this engine
+  // never started, for work queued to threads of its own: possibly for ever. Run by
+  // the engine that owns the calling thread, the nested backward is an ordinary
+  // reentrant one.
+  torch::autograd::variable_list execute(const torch::autograd::edge_list& roots,
+                                         const torch::autograd::variable_list& inputs, bool keep_graph,
+                                         bool create_graph, bool accumulate_grad,
+                                         const torch::autograd::edge_list& outputs) override {
+    return replaced()->execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+  }
+  std::unique_ptr<torch::autograd::AnomalyMetadata> make_anomaly_metadata() override {
+    return replaced()->make_anomaly_metadata();
+  }
 };
 
 }  // namespace

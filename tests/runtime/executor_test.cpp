@@ -6,6 +6,8 @@
 // gradients equal plain training bit for bit, peaks equal the prediction to the byte.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "runtime/host_arena.h"
 #include "tests/runtime/hand_plans.h"
 #include "runtime/train_step.h"
+#include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/coarsen.h"
 #include "solver/offload.h"
@@ -521,6 +524,43 @@ TEST_P(ExecutorTest, CapturedSavedStateIsWhatTheProfileCounts) {
     EXPECT_EQ(state.movable_bytes(), st.saved_bytes - st.out_bytes) << "stage " << i << " (" << st.name << ")";
     input = model::detached_leaves(out, /*with_grad=*/false);
   }
+}
+
+// Note [Recompute under the forward's autocast]: the forward runs under CPU autocast
+// to bfloat16 and the backward, which recomputes every checkpointed stage, outside
+// it, as users write `with torch.autocast(...): loss = model(x)` then backward().
+// The scheduled step equals plain training under the same split bit for bit; with
+// the restoration off, the recomputations run in float32 and the gradients differ.
+// Dropout is off (evaluation mode), so that only autocast tells the two apart.
+TEST(ExecutorAutocast, RecomputationsRunUnderTheFirstForwardsAutocast) {
+  at::set_num_threads(1);
+  TinyGpt2 tiny({gpt2::Granularity::Block, gpt2::Kernels::Aten, gpt2::Loss::Aten});
+  model::StagedModel& model = *tiny.model;
+  model.train(false);
+  const std::vector<solver::Op> ops = solver::recompute_blocks_ops(tiny.profile.chain);
+  const auto step = [&](bool scheduled, bool restore) {
+    zero_grads_in_place(model);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    if (scheduled) {
+      ExecutorOptions options;
+      options.restore_rng = restore;
+      ScheduleRunner runner(model, ops, options);
+      runner.run_forward(model::Batch{tiny.batch.input.clone(), tiny.batch.targets});
+      at::autocast::set_autocast_enabled(at::kCPU, false);
+      runner.run_backward();
+    } else {
+      const at::Tensor loss = model.forward(tiny.batch);
+      at::autocast::set_autocast_enabled(at::kCPU, false);
+      torch::autograd::backward({loss}, {at::ones_like(loss)});
+    }
+    at::autocast::clear_cache();
+    return gradients(model);
+  };
+  const std::vector<at::Tensor> plain = step(false, true);
+  EXPECT_EQ(compare_gradients(step(true, true), plain).max_abs_diff, 0.0);
+  EXPECT_GT(compare_gradients(step(true, false), plain).max_abs_diff, 0.0);
+  model.train(true);
 }
 
 // Note [Host scalars stay]: a graph computing on one device that saved tensors on
