@@ -52,10 +52,10 @@ struct ProfiledModel::Impl {
 };
 
 measure::Backend profile_backend(const solver::Profile& profile) {
-  const std::string kind = profile.device.value("kind", std::string("cpu"));
-  if (kind == "cpu" || kind == "cuda") return measure::parse_backend(kind);
-  // A modeled profile (the roofline's) names a GPU it was never measured on.
-  return measure::Backend::Cpu;
+  // A modeled profile (the roofline's) names a GPU it was never measured on: it runs
+  // where it always did, on the CPU testbed.
+  if (!profile.measured) return measure::Backend::Cpu;
+  return profile.device.value("kind", std::string("cpu")) == "cuda" ? measure::Backend::Cuda : measure::Backend::Cpu;
 }
 
 ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads, int64_t device_memory_bytes,

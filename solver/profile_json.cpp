@@ -79,6 +79,13 @@ ordered_json stage_to_json(const Stage& s) {
 
 }  // namespace
 
+ProfiledOn profiled_on(const Profile& p) {
+  std::string device = p.device.is_object() ? p.device.value("kind", std::string()) : std::string();
+  if (!p.measured && p.device.is_object()) device = "modeled " + p.device.value("name", device);
+  const std::string dtype = p.model.is_object() ? p.model.value("dtype", std::string("float32")) : "float32";
+  return {device, dtype};
+}
+
 Profile profile_from_json(const ordered_json& j, const std::string& source) {
   const JsonReader r(source, profile_fix(source));
   r.check_header(j, kProfileFormat, kScheduleFormat, "memopt profile",

@@ -11,6 +11,7 @@
 
 #include "solver/chain.h"
 #include "solver/format_error.h"
+#include "solver/schedule.h"
 
 namespace memopt::solver {
 
@@ -24,6 +25,11 @@ struct Profile {
   bool measured = true;
   int64_t static_bytes = 0;
 };
+
+// The device kind and model dtype a profile records, for its schedules
+// (Schedule::profiled_on): "device.kind" ("cpu", "cuda", or a modeled GPU's "name"),
+// and "model.dtype" ("float32" when absent).
+ProfiledOn profiled_on(const Profile& p);
 
 // `source` names the file in error messages.
 Profile profile_from_json(const nlohmann::ordered_json& j, const std::string& source);

@@ -72,12 +72,21 @@ struct Prediction {
   double time_ms = 0;
 };
 
+// Where the profile a schedule was solved for was measured: its device's kind
+// ("cpu", "cuda", or a modeled GPU's name) and the model's dtype. Empty: not known
+// (a schedule solved for a bare chain, or written before these were recorded).
+struct ProfiledOn {
+  std::string device;
+  std::string dtype;
+};
+
 struct Schedule {
   std::string solver;
   int64_t budget_bytes = 0;
   int chain_length = 0;
   Prediction predicted;
   std::vector<Op> ops;
+  ProfiledOn profiled_on;
 };
 
 }  // namespace memopt::solver

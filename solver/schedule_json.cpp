@@ -71,6 +71,11 @@ Schedule schedule_from_json(const ordered_json& j, const std::string& source) {
     s.predicted.peak_bytes = r.non_negative_bytes(r.required(*v, "/predicted", "peak_bytes"), "/predicted/peak_bytes");
     s.predicted.time_ms = r.non_negative_ms(r.required(*v, "/predicted", "time_ms"), "/predicted/time_ms");
   }
+  if (const ordered_json* v = r.optional(j, "profiled_on")) {
+    r.expect_object(*v, "/profiled_on");
+    if (const ordered_json* d = r.optional(*v, "device")) s.profiled_on.device = r.string(*d, "/profiled_on/device");
+    if (const ordered_json* d = r.optional(*v, "dtype")) s.profiled_on.dtype = r.string(*d, "/profiled_on/dtype");
+  }
   const ordered_json& ops = r.required(j, "", "ops");
   r.expect_array(ops, "/ops");
   s.ops.reserve(ops.size());
@@ -92,6 +97,8 @@ ordered_json schedule_to_json(const Schedule& s) {
   j["budget_bytes"] = s.budget_bytes;
   j["chain_length"] = s.chain_length;
   j["predicted"] = {{"peak_bytes", s.predicted.peak_bytes}, {"time_ms", s.predicted.time_ms}};
+  if (!s.profiled_on.device.empty() || !s.profiled_on.dtype.empty())
+    j["profiled_on"] = {{"device", s.profiled_on.device}, {"dtype", s.profiled_on.dtype}};
   j["ops"] = std::move(ops);
   return j;
 }

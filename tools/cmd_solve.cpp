@@ -58,7 +58,7 @@ void run_solve(const SolveArgs& args) {
   print_solver_comparison(chain, options);
 
   // The solver names quantities; say which flag sets them.
-  const Schedule schedule = [&] {
+  Schedule schedule = [&] {
     try {
       return solve(chain, options);
     } catch (const InfeasibleBudget& e) {
@@ -74,6 +74,7 @@ void run_solve(const SolveArgs& args) {
       throw std::runtime_error(std::string(e.what()) + " (--solver optimal)");
     }
   }();
+  schedule.profiled_on = profiled_on(profile);
   std::printf("\nstages under %s:\n", schedule.solver.c_str());
   print_stage_activity(chain, schedule.ops);
   if (!args.out_path.empty()) {

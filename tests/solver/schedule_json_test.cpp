@@ -99,6 +99,34 @@ TEST(ScheduleJson, PredictedAndSolverAreOptional) {
   EXPECT_EQ(s.ops, sample_schedule().ops);
 }
 
+// Where the schedule's profile was measured travels with it when known, and an old
+// schedule without it still reads.
+TEST(ScheduleJson, ProfiledOnRoundTripsAndIsOptional) {
+  Schedule s = sample_schedule();
+  EXPECT_FALSE(valid_schedule().contains("profiled_on"));
+  s.profiled_on = {"cuda", "bfloat16"};
+  const json j = schedule_to_json(s);
+  EXPECT_EQ(j.at("profiled_on").at("device"), "cuda");
+  const Schedule back = schedule_from_json(j, "s.json");
+  EXPECT_EQ(back.profiled_on.device, "cuda");
+  EXPECT_EQ(back.profiled_on.dtype, "bfloat16");
+  json bad = j;
+  bad["profiled_on"]["device"] = 3;
+  EXPECT_TRUE(ScheduleRejected(bad, "/profiled_on/device", "string"));
+}
+
+TEST(ScheduleJson, ProfiledOnNamesTheProfilesDeviceAndDtype) {
+  Profile p = sample_profile(/*with_link=*/false);
+  p.device = {{"kind", "cpu"}};
+  EXPECT_EQ(profiled_on(p).device, "cpu");
+  EXPECT_EQ(profiled_on(p).dtype, "float32");  // absent: float32
+  p.device = {{"kind", "cuda"}, {"name", "h100-sxm"}};
+  p.model["dtype"] = "bfloat16";
+  p.measured = false;
+  EXPECT_EQ(profiled_on(p).device, "modeled h100-sxm");
+  EXPECT_EQ(profiled_on(p).dtype, "bfloat16");
+}
+
 // ---- one test per class of bad input ----
 
 TEST(ScheduleErrors, WrongFormatOrVersion) {
