@@ -1,7 +1,7 @@
 // cuda_timer.cpp: two timing events on the current stream.
 #include "measure/cuda/cuda_timer.h"
 
-#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -21,8 +21,8 @@ class CudaTimer final : public Timer {
 
  private:
   c10::DeviceIndex device_;
-  at::cuda::CUDAEvent start_{cudaEventDefault};  // the default flags disable timing
-  at::cuda::CUDAEvent end_{cudaEventDefault};
+  c10::cuda::CUDAEvent start_{cudaEventDefault};  // the default flags disable timing
+  c10::cuda::CUDAEvent end_{cudaEventDefault};
 };
 
 }  // namespace

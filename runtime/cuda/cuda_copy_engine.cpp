@@ -6,7 +6,10 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAEvent.h>
+// c10's event, not ATen's: ATen/cuda/CUDAEvent.h pulls in cuBLAS and cuSPARSE headers
+// through CUDAContext.h, which a toolkit without those libraries lacks; c10's is in
+// every torch memopt supports (scripts/check_torch_compat.sh builds against 2.11).
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -79,8 +82,8 @@ class CudaTransfer final : public Transfer {
   }
 
   c10::DeviceIndex device_index_;
-  at::cuda::CUDAEvent start_{cudaEventDefault};  // timing enabled: copy_ms
-  at::cuda::CUDAEvent done_{cudaEventDefault};
+  c10::cuda::CUDAEvent start_{cudaEventDefault};  // timing enabled: copy_ms
+  c10::cuda::CUDAEvent done_{cudaEventDefault};
   // Offload: the source, until the copy is seen to have ended (releases_at_end_);
   // prefetch: the tensor being filled, until taken.
   mutable at::Tensor device_;
@@ -93,7 +96,7 @@ class CudaTransfer final : public Transfer {
 
 // `stream` waits (on the device) for everything queued so far on `before`.
 void order_after(const c10::cuda::CUDAStream& stream, const c10::cuda::CUDAStream& before) {
-  at::cuda::CUDAEvent ready;
+  c10::cuda::CUDAEvent ready;
   ready.record(before);
   ready.block(stream);
 }
