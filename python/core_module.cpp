@@ -14,6 +14,7 @@
 #include <torch/nn/module.h>
 
 #include "gpt2/link_emulation.h"
+#include "measure/backend.h"
 #include "measure/cpu_allocator.h"
 #include "model/staged_model.h"
 #include "optimize/optimize.h"
@@ -108,9 +109,30 @@ std::string profile_chain(const Chain& chain, const at::Tensor& input, const std
   }
   py::gil_scoped_release no_gil;
   const model::Batch batch{input, targets.value_or(at::Tensor())};
-  const profiler::MeasuredProfile measured = profiler::profile_cpu_detailed(
-      *chain.staged, batch, nlohmann::ordered_json::parse(model_json), options);
-  return solver::format_json(profiler::profile_json(measured));
+  // Measured where the model is: CUDA events and the caching allocator on a GPU, the
+  // counting testbed allocator on the CPU (installed by its first use, here).
+  const measure::Backend backend = input.is_cuda() ? measure::Backend::Cuda : measure::Backend::Cpu;
+  const profiler::DeviceProfile traced = profiler::profile_on(backend, *chain.staged, batch,
+                                                              nlohmann::ordered_json::parse(model_json), options);
+  return solver::format_json(profiler::profile_json(traced.measured));
+}
+
+// The profile's device (its "device.kind"), where its plans run.
+c10::Device profile_device(const solver::Profile& profile) {
+  return profile.device.value("kind", std::string("cpu")) == "cuda" ? c10::Device(c10::kCUDA, 0)
+                                                                     : c10::Device(c10::kCPU);
+}
+
+// The copy engine's link on the profile's device, each direction measured alone
+// through the engine a plan will copy with (runtime/link_check.h says how it behaves
+// otherwise).
+std::string set_measured_link(const std::string& profile_text) {
+  solver::Profile profile = solver::parse_profile(profile_text, "the profile");
+  py::gil_scoped_release no_gil;
+  const runtime::LinkBandwidth bw =
+      runtime::measure_copy_bandwidth(0, 0, int64_t{64} << 20, 5, profile_device(profile));
+  profile.chain.link = solver::Link{bw.d2h_bytes_per_s, bw.h2d_bytes_per_s};
+  return solver::format_json(solver::profile_to_json(profile));
 }
 
 std::string set_link(const std::string& profile_text, const std::string& link) {
@@ -128,7 +150,9 @@ std::string solve(const std::string& profile_text, const std::string& budget, co
   options.budget_bytes = solver::budget_from_text(budget, profile.chain, options);
   py::gil_scoped_release no_gil;
   try {
-    return solver::format_json(solver::schedule_to_json(solver::solve(profile.chain, options)));
+    solver::Schedule schedule = solver::solve(profile.chain, options);
+    schedule.profiled_on = solver::profiled_on(profile);
+    return solver::format_json(solver::schedule_to_json(schedule));
   } catch (const solver::InfeasibleBudget& e) {
     if (e.min_budget_bytes <= 0) throw;
     throw solver::InfeasibleBudget(std::string(e.what()) + " Pass budget=\"" + std::to_string(e.min_budget_bytes) +
@@ -169,7 +193,7 @@ class Runner {
     runtime::check_schedule_fits_model(schedule_, *chain_.staged);
     solver::check_schedule_for_chain(schedule_, profile_.chain, "the schedule", "the profile");
     if (const auto copies = runtime::plan_copies(profile_.chain, schedule_.ops, "the schedule")) {
-      engine_ = runtime::make_copy_engine(c10::Device(c10::kCPU), copies->engine);
+      engine_ = runtime::make_copy_engine(profile_device(profile_), copies->engine);
       options_.copy_engine = engine_.get();
       options_.offload_done_before = copies->offload_done_before;
     }
@@ -220,6 +244,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("profile", &profile_chain, py::arg("chain"), py::arg("input"), py::arg("targets"), py::arg("model_json"),
         py::arg("repeat"), py::arg("warmup"), py::arg("threads"), py::arg("on_progress"));
   m.def("set_link", &set_link, py::arg("profile"), py::arg("link"));
+  m.def("set_measured_link", &set_measured_link, py::arg("profile"));
+  m.def("cuda_built", &measure::cuda_backend_built);
   m.def("solve", &solve, py::arg("profile"), py::arg("budget"), py::arg("solver"), py::arg("slots"),
         py::arg("threads"));
   m.def("simulate", &simulate, py::arg("profile"), py::arg("schedule"));
@@ -235,8 +261,7 @@ PYBIND11_MODULE(_core, m) {
       .def("run", &Runner::run, py::arg("input"), py::arg("targets"));
 
   // The testbed's device memory: the counting allocator (Note [A caching testbed
-  // allocator]) that every memopt measurement reads.
-  m.def("install_testbed_allocator", [] { measure::counting_cpu_allocator(); });
+  // allocator]) that every CPU measurement reads, installed by its first use.
   m.def("current_bytes", [] { return measure::counting_cpu_allocator().current_bytes(); });
   m.def("peak_bytes", [] { return measure::counting_cpu_allocator().peak_bytes(); });
   m.def("reset_peak", [] { measure::counting_cpu_allocator().reset_peak(); });

@@ -74,3 +74,9 @@ if ! torch_ok; then
   log "installed in $(( $(date +%s) - start )) s"
   torch_ok || { log "torch $torch_version in $venv is not a CUDA build with C++ headers"; exit 1; }
 fi
+# The GPU pytest files (tests/python/test_cuda_*.py) run with the CUDA tests and skip
+# without a GPU; they need pytest and transformers beside that torch.
+if ! "$py" -c 'import pytest, transformers, numpy' 2>/dev/null; then
+  log "installing pytest, transformers and numpy into $venv"
+  "$py" -m pip install -q pytest transformers numpy
+fi

@@ -1,17 +1,25 @@
-"""bench_hf_python.py: a Hugging Face GPT-2 trained several ways in one process, one
-compute thread, steps interleaved (A B C D A B C D ...) after warm-up rounds:
+"""bench_hf_python.py: a Hugging Face GPT-2 trained several ways in one process, steps
+interleaved (A B C D A B C D ...) after warm-up rounds:
   plain     HF training, everything stored;
   hf-ckpt   HF's gradient_checkpointing_enable() (every block recomputed);
+  compile@F torch.compile with torch._functorch.config.activation_memory_budget = F
+            (--compile-budgets; its budget is a fraction of saved bytes, not bytes);
   memopt    memopt.optimize, recompute-only, budget = hf-ckpt's measured peak;
-  memopt+LINK  the same budget, offloading allowed over an emulated GPU link;
-and both again at larger budgets (--budgets), to show what memory buys.
-The model is HF's GPT2LMHeadModel as it is (eager attention, dropout 0.1), random
-weights. A timed step is `model(input_ids=ids, labels=ids).loss.backward()` (the
-gradients are zeroed in place before it, untimed); its activation peak is what the
-testbed allocator held above the bytes that existed before it. Writes one JSON per shape.
+  memopt+LINK  the same budget, offloading allowed over LINK;
+and memopt again at each compile variant's measured peak and at --budgets, so that
+every competitor has a memopt point at its own memory.
+The model is HF's GPT2LMHeadModel as it is (dropout 0.1), random weights. A timed step
+is `model(input_ids=ids, labels=ids).loss.backward()` (the gradients are zeroed in place
+before it, untimed); its activation peak is what the device's allocator held above the
+bytes that existed before it (memopt.testbed: the testbed allocator on the CPU, the
+caching allocator's requested bytes on a GPU). On the CPU: one compute thread, the host
+clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
+("measured"). Writes one JSON per shape.
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
+  python3 tools/bench_hf_python.py --device cuda --attention sdpa --layers 12 --embd 768 --heads 12 \
+      --batch 8 --seq 1024 --links measured --compile-budgets 0.5,0.2 --out gpu/small.json
 """
 import argparse
 import copy
@@ -38,18 +46,56 @@ def model_for(args):
     config = transformers.GPT2Config(n_layer=args.layers, n_embd=args.embd, n_head=args.heads,
                                      n_positions=max(1024, args.seq), resid_pdrop=0.1, embd_pdrop=0.1,
                                      attn_pdrop=0.1)
-    config._attn_implementation = "eager"
-    return transformers.GPT2LMHeadModel(config).train()
+    config._attn_implementation = args.attention
+    return transformers.GPT2LMHeadModel(config).to(args.device).train()
 
 
-def step(model, ids):
+class Clock:
+    """The host clock on the CPU; CUDA events on a GPU (the device's time, not launches)."""
+
+    def __init__(self, device):
+        self.cuda = torch.device(device).type == "cuda"
+
+    def start(self):
+        if self.cuda:
+            self.begin, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.begin.record()
+        else:
+            self.t0 = time.perf_counter()
+
+    def stop_ms(self):
+        if self.cuda:
+            self.end.record()
+            self.end.synchronize()
+            return self.begin.elapsed_time(self.end)
+        return (time.perf_counter() - self.t0) * 1e3
+
+
+def step(model, ids, clock):
     model.zero_grad(set_to_none=False)
-    base = testbed.current_bytes()
-    testbed.reset_peak()
-    t0 = time.perf_counter()
+    device = ids.device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    base = testbed.current_bytes(device)
+    testbed.reset_peak(device)
+    clock.start()
     model(input_ids=ids, labels=ids).loss.backward()
-    ms = (time.perf_counter() - t0) * 1e3
-    return ms, testbed.peak_bytes() - base
+    ms = clock.stop_ms()
+    return ms, testbed.peak_bytes(device) - base
+
+
+def compiled(plain, fraction):
+    """torch.compile of a copy of the model, its activation memory budget `fraction`
+    (read when the graph is compiled: at the first step, inside this patch)."""
+    import torch._functorch.config as functorch_config
+    model = copy.deepcopy(plain)
+    compiled_forward = torch.compile(model.forward)
+
+    def forward(*a, **k):
+        with functorch_config.patch(activation_memory_budget=fraction):
+            return compiled_forward(*a, **k)
+    model.forward = forward
+    return model
 
 
 def main():
@@ -59,24 +105,40 @@ def main():
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--device", default="cpu", help="cpu (the testbed) or cuda")
+    ap.add_argument("--attention", default="eager", help="HF's attention: eager or sdpa")
     ap.add_argument("--links", default="h100-sxm:pcie5,gh200:nvlink-c2c",
-                    help="emulated GPU links memopt may offload over, comma-separated")
+                    help="links memopt may offload over, comma-separated: emulated GPU links or bandwidths on the "
+                         "CPU, `measured` (the GPU's own) on a GPU")
+    ap.add_argument("--compile-budgets", default="",
+                    help="torch.compile variants, one per activation_memory_budget fraction, comma-separated")
     ap.add_argument("--budgets", default="80%",
                     help="budgets besides hf-ckpt's peak, comma-separated (memopt's budget words)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    if args.device == "cpu":
+        torch.set_num_threads(1)
     log = lambda *a: print("[bench]", *a, file=sys.stderr, flush=True)
+    clock = Clock(args.device)
 
-    ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)).to(args.device)
     plain = model_for(args)
     hf = copy.deepcopy(plain)
     (getattr(hf, "activation_checkpointing_enable", None) or hf.gradient_checkpointing_enable)()
     for _ in range(2):
-        _, hf_peak = step(hf, ids)
+        _, hf_peak = step(hf, ids, clock)
     log(f"hf-ckpt peak {hf_peak} B")
+    competitors = {"plain": plain, "hf-ckpt": hf}
+    budgets = [str(hf_peak)]
+    for fraction in [float(f) for f in args.compile_budgets.split(",") if f]:
+        name = f"compile@{fraction:g}"
+        competitors[name] = compiled(plain, fraction)
+        for _ in range(2):  # the first compiles
+            _, peak = step(competitors[name], ids, clock)
+        log(f"{name} peak {peak} B")
+        budgets.append(str(peak))
     # A guard on the comparison: HF's checkpointing must recompute in every step (its
     # first block's ln_1 runs twice), whatever ran in the process before.
     ln_1_calls = [0]
@@ -85,12 +147,18 @@ def main():
     # forward on it, and each step puts the forward of its variant in place.
     m = copy.deepcopy(plain)
     profile = None
-    variants, forwards, plans = {"plain": plain, "hf-ckpt": hf}, {}, {}
-    for budget in [str(hf_peak)] + [b for b in args.budgets.split(",") if b]:
+    variants, forwards, plans = dict(competitors), {}, {}
+    for budget in budgets + [b for b in args.budgets.split(",") if b]:
         for link in [None] + args.links.split(","):
             name = ("memopt" if link is None else f"memopt+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
             log(f"optimizing {name}")
-            memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile)
+            try:
+                memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile)
+            except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
+                log(f"{name}: {e}")
+                plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
+                               "infeasible": str(e)}
+                continue
             profile = m.memopt_plan.profile
             variants[name], forwards[name] = m, m.forward
             plan = m.memopt_plan
@@ -105,7 +173,7 @@ def main():
             if name in forwards:
                 model.forward = forwards[name]
             ln_1_calls[0] = 0
-            ms, peak = step(model, ids)
+            ms, peak = step(model, ids, clock)
             if name == "hf-ckpt" and ln_1_calls[0] != 2:
                 raise SystemExit(f"hf-ckpt did not recompute in round {r + 1} (ln_1 ran {ln_1_calls[0]} times)")
             log(f"round {r + 1} {name}: {ms:.0f} ms, peak {peak / 2**20:.1f} MiB")
@@ -114,8 +182,10 @@ def main():
                 peaks[name].append(peak)
     out = {
         "model": {"n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads, "batch": args.batch,
-                  "seq_len": args.seq, "attention": "eager", "dropout": 0.1},
-        "threads": 1, "warmup_rounds": args.warmup, "rounds": args.steps, "hf_ckpt_peak_bytes": hf_peak,
+                  "seq_len": args.seq, "attention": args.attention, "dropout": 0.1},
+        "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
+        "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": args.steps,
+        "hf_ckpt_peak_bytes": hf_peak,
         "store_all_peak_bytes": plan.predicted["store_all_peak_bytes"],
         "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
                          "max_peak_bytes": max(peaks[k])} for k in variants},

@@ -18,10 +18,12 @@ InfeasibleBudget = _core.InfeasibleBudget
 ProblemTooLarge = _core.ProblemTooLarge
 
 # Note [One testbed allocator per process]
-# memopt measures bytes with a counting, caching CPU allocator (the CPU plays the GPU's
-# memory). It is installed when the package is imported, so that the model's tensors,
-# plain training's and memopt's are all counted by it, like every memopt measurement.
-_core.install_testbed_allocator()
+# On the CPU memopt measures bytes with a counting, caching CPU allocator (the CPU
+# plays the GPU's memory). It is installed by its first use -- profiling a CPU model,
+# or memopt.testbed -- and stays for the process, so that later tensors, plain
+# training's and memopt's alike, are counted by it; the bytes allocated before it are
+# not, which no measurement needs, since each counts from a baseline. A model on a GPU
+# never installs it: there the caching allocator's requested bytes are the meter.
 
 
 def _build_chain(model, sample_inputs, granularity) -> ChainSpec:
@@ -36,13 +38,25 @@ def _build_chain(model, sample_inputs, granularity) -> ChainSpec:
                     f"nn.Sequential (one stage per child) or a transformers GPT2LMHeadModel")
 
 
-def _check_devices(spec: ChainSpec):
+def _check_devices(spec: ChainSpec) -> torch.device:
+    """The one device the model and the sample live on, which memopt profiles and
+    trains on: the CPU testbed, or a CUDA GPU when this build has the CUDA backend."""
     tensors = [("sample input", spec.sample_input), ("sample labels", spec.sample_targets)]
-    for name, t in list(spec.owner.named_parameters()) + list(spec.owner.named_buffers()) + tensors:
-        if t is not None and t.device.type != "cpu":
-            raise ValueError(f"memopt: tensor '{name}' is on {t.device}; this build of memopt plans and runs "
-                             f"on the CPU testbed (its CUDA backends are not built into the Python package): "
-                             f"move the model and the inputs to the CPU")
+    named = list(spec.owner.named_parameters()) + list(spec.owner.named_buffers()) + tensors
+    device = spec.sample_input.device
+    for name, t in named:
+        if t is not None and t.device != device:
+            raise ValueError(f"memopt: tensor '{name}' is on {t.device} and the sample input on {device}; memopt "
+                             f"plans a model on one device: move the model and the inputs to one device "
+                             f"(model.to(device), inputs.to(device))")
+    if device.type == "cuda" and not _core.cuda_built():
+        raise ValueError(f"memopt: the model is on {device}, and this memopt package was built without the CUDA "
+                         f"backend: build it against a CUDA torch (cmake --preset cuda, or pip install "
+                         f"--no-build-isolation --no-deps . with CMAKE_ARGS=-DMEMOPT_CUDA=ON), or move the model "
+                         f"and the inputs to the CPU")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"memopt: the model is on {device}; memopt plans for the CPU testbed and CUDA GPUs")
+    return device
 
 
 def _read_json(what, value):
@@ -79,9 +93,42 @@ def _progress_printer(enabled):
     return show
 
 
+def _dtype_word(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _autocast_word(device: torch.device) -> Optional[str]:
+    """The dtype the current thread autocasts `device`'s ops to, or None."""
+    if not torch.is_autocast_enabled(device.type):
+        return None
+    return _dtype_word(torch.get_autocast_dtype(device.type))
+
+
+def _check_autocast(plan: "Plan", device: torch.device):
+    """A plan's bytes and times are those of the autocast it was profiled under: a step
+    under another one would peak elsewhere than predicted."""
+    planned, now = plan.profile.get("model", {}).get("autocast"), _autocast_word(device)
+    if planned != now:
+        raise ValueError(f"memopt: the plan was profiled {'under autocast to ' + planned if planned else 'without autocast'}"
+                         f" and this step runs {'under autocast to ' + now if now else 'without autocast'}: call "
+                         f"memopt.optimize inside the same torch.autocast(...) as the training step")
+
+
+def _model_json(spec: ChainSpec) -> dict:
+    """The profile's model object, with the parameters' dtype and, under autocast,
+    the dtype the forward computes in (docs/formats.md, "The model object")."""
+    j = dict(spec.model_json)
+    params = [p for stage in spec.parameters for p in stage]
+    j.setdefault("dtype", _dtype_word(params[0].dtype if params else spec.sample_input.dtype))
+    autocast = _autocast_word(spec.sample_input.device)
+    if autocast is not None:
+        j["autocast"] = autocast
+    return j
+
+
 def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
     chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
-    return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(spec.model_json),
+    return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
                                 repeat, warmup, threads, _progress_printer(progress))
 
 
@@ -101,8 +148,10 @@ def _with_link(profile_text: str, link: Optional[str]) -> str:
     if link is None:
         return profile_text
     if not isinstance(link, str):
-        raise TypeError(f"memopt: link must be None, 'none', a bandwidth such as '16GB/s' or an emulated GPU "
-                        f"link such as 'h100-sxm:pcie5', got {type(link).__name__}")
+        raise TypeError(f"memopt: link must be None, 'none', 'measured', a bandwidth such as '16GB/s' or an "
+                        f"emulated GPU link such as 'h100-sxm:pcie5', got {type(link).__name__}")
+    if link == "measured":
+        return _core.set_measured_link(profile_text)
     return _core.set_link(profile_text, link)
 
 
@@ -172,6 +221,7 @@ class OptimizedSequential(nn.Module):
     def forward(self, x):
         if not torch.is_grad_enabled():
             return self.seq(x)
+        _check_autocast(self.plan, x.device)
         return self._runner.run(x, None)
 
 
@@ -189,6 +239,7 @@ class _Gpt2Forward:
         self.runner = runner
         self.plan = plan
         self.shape = tuple(spec.sample_input.shape)
+        self.device = spec.sample_input.device
 
     def __call__(self, input_ids=None, labels=None, attention_mask=None, return_dict=None, use_cache=None,
                  **kwargs):
@@ -203,8 +254,10 @@ class _Gpt2Forward:
         if tuple(input_ids.shape) != self.shape:
             raise ValueError(f"memopt: the plan was made for input_ids of shape {self.shape}, got "
                              f"{tuple(input_ids.shape)}; call memopt.optimize with a sample of this shape")
-        if input_ids.device.type != "cpu":
-            raise ValueError(f"memopt: input_ids is on {input_ids.device}; this build runs on the CPU testbed")
+        if input_ids.device != self.device:
+            raise ValueError(f"memopt: input_ids is on {input_ids.device}; the plan was made for the model on "
+                             f"{self.device}: move the batch there")
+        _check_autocast(self.plan, self.device)
         self.stages.prepare(input_ids, attention_mask)
         loss = self.runner.run(input_ids, labels)
         if return_dict is False:
@@ -223,8 +276,10 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
     (Sequential) or `.memopt_plan` (GPT-2).
 
       budget       "8GiB", "3.5GB", a byte count, "60%" of storing everything, or "min"
-      link         None (the profile has none: recomputation only), a bandwidth
-                   "16GB/s", or an emulated GPU link "h100-sxm:pcie5" (GPT-2 only)
+      link         None (the profile has none: recomputation only), "measured" (the
+                   copy engine's own link, measured now: a GPU's pinned PCIe or
+                   NVLink-C2C), a bandwidth "16GB/s", or an emulated GPU link
+                   "h100-sxm:pcie5" (GPT-2 only)
       granularity  "block" or "sublayer" (GPT-2's attention and MLP halves)
       threads      compute threads while profiling (1: the testbed's one stream)
       repeat       measured runs per stage (their median); warmup: unmeasured ones

@@ -105,3 +105,47 @@ def test_profile_solve_simulate_share_the_clis_json(tmp_path):
     with pytest.raises(ValueError, match="the schedule"):
         bad = dict(schedule, ops=schedule["ops"][1:])
         memopt.simulate(profile, bad)
+
+
+def test_autocast_steps_train_as_plain_autocast_training_bit_for_bit():
+    """Forward under CPU autocast to bfloat16, backward outside it, as training loops
+    are written: the recomputations in the backward run under the forward's autocast
+    (Note [Recompute under the forward's autocast]), so every gradient is plain's."""
+    plain = mlp()
+    seq = copy.deepcopy(plain)
+    x = torch.randn(16, 48)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        net = memopt.optimize(seq, x, budget="min", repeat=1)
+    assert net.plan.profile["model"]["autocast"] == "bfloat16"
+    assert net.plan.profile["model"]["dtype"] == "float32"
+    assert net.plan.schedule["profiled_on"] == {"device": "cpu", "dtype": "float32"}
+    assert any(op[0] == "fwd_ckpt" for op in net.plan.schedule["ops"])  # it recomputes
+    for model in (plain, net):
+        model.zero_grad(set_to_none=False)
+        torch.manual_seed(5)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(x).float().square().mean()
+        loss.backward()
+    for p, q in zip(plain.parameters(), net.seq.parameters()):
+        assert torch.equal(p.grad, q.grad)
+    # A step without the autocast it was planned under is refused, naming the fix.
+    with pytest.raises(ValueError, match="profiled under autocast to bfloat16 and this step runs without autocast"):
+        net(x)
+
+
+def test_a_model_on_two_devices_is_refused_naming_both():
+    seq, x = mlp(), torch.randn(16, 48)
+    seq[0].to("meta")
+    with pytest.raises(ValueError, match="is on meta and the sample input on cpu; memopt plans a model on one device"):
+        memopt.optimize(seq, x, repeat=1)
+
+
+def test_the_testbed_meter_counts_requested_bytes_and_rejects_other_devices():
+    memopt.testbed.reset_peak()
+    before = memopt.testbed.current_bytes()
+    t = torch.empty(1000, dtype=torch.uint8)
+    assert memopt.testbed.current_bytes() - before == 1000  # to the byte, not rounded to a block
+    assert memopt.testbed.peak_bytes() >= before + 1000
+    del t
+    with pytest.raises(ValueError, match="neither the CPU nor a CUDA GPU"):
+        memopt.testbed.current_bytes("meta")
