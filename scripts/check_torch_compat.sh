@@ -4,10 +4,13 @@
 # so that a machine with that torch already installed -- the GPU machine of
 # docs/cuda.md has 2.11.0+cu130 -- builds memopt without surprises. Compiles and
 # links only; nothing runs.
-#   scripts/check_torch_compat.sh [VERSION]   default 2.11.0; builds in build-torch-VERSION/
+#   scripts/check_torch_compat.sh [VERSION [CMAKE_ARGS...]]   default 2.11.0; builds in
+#   build-torch-VERSION/ (with scripts/gpu_check.sh's -DCMAKE_UNITY_BUILD=ON, say, to
+#   check the GPU machine's build as it will run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:-2.11.0}
+shift || true
 jobs=${MEMOPT_JOBS:-$(nproc)}
 MEMOPT_NO_TORCH=1 scripts/setup.sh
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/memopt/venv-cuda-torch-$version
@@ -17,6 +20,6 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 fi
-cmake --preset cuda -B "build-torch-$version" -DMEMOPT_PYTHON="$venv/bin/python" "${launcher[@]}" >/dev/null
+cmake --preset cuda -B "build-torch-$version" -DMEMOPT_PYTHON="$venv/bin/python" "${launcher[@]}" "$@" >/dev/null
 cmake --build "build-torch-$version" --target memopt_cuda_ci -j "$jobs"
 echo "[check_torch_compat] memopt's CUDA targets build against torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)')"

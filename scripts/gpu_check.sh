@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
-# gpu_check.sh: what memopt checks on a real GPU, as one command of about 7 minutes, the
-# build included. Each step runs under its own time limit and a failed step does not stop
-# the ones that do not need it; everything lands in one folder, packed as
-# RESULT_DIR/gpu_check.tar.gz beside RESULT_DIR/summary.txt (docs/cuda.md, "The GPU check").
-#   scripts/gpu_check.sh RESULT_DIR
+# gpu_check.sh: what memopt checks on a real GPU, as one command, the build included.
+# Each step runs under its own time limit and a failed step does not stop the ones that
+# do not need it; everything lands in one folder, packed as RESULT_DIR/gpu_check.tar.gz
+# beside RESULT_DIR/summary.txt (docs/cuda.md, "The GPU check").
+#   scripts/gpu_check.sh RESULT_DIR [PART ...]
+# PARTs, in the order given (default: cli):
+#   cli     the CUDA tests (the C++ ones and the package's, tests/python/test_cuda_*.py),
+#           the copy engine's link, GPT-2 profiled, solved at four budgets and run with
+#           its gradients checked, then timed interleaved (about 7 minutes with the build)
+#   python  the benchmark against HF checkpointing and torch.compile's activation
+#           memory budget on GPT-2 small
+#   large   the same benchmark on GPT-2 large (36 layers, C = 1280)
+# A second call on a machine that stayed warm finds build-gpu/ built and rebuilds nothing.
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
 # made beforehand by scripts/vendor_deps.sh on a machine with Debian's packages.
 # MEMOPT_GPU_PRESET (default small), MEMOPT_GPU_BATCH (8) and MEMOPT_GPU_SEQ (1024) set the
 # GPT-2 that is profiled, solved and run.
 set -uo pipefail
-result=${1:?usage: scripts/gpu_check.sh RESULT_DIR}
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large ...]}
+shift
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(cli)
+for part in "${parts[@]}"; do
+  case "$part" in cli|python|large) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large)" >&2; exit 2 ;; esac
+done
 mkdir -p "$result"
 result=$(cd "$result" && pwd)
 cd "$(dirname "$0")/.."
@@ -58,12 +72,17 @@ if [ ! -d .deps ]; then
   echo "no .deps/: run scripts/vendor_deps.sh on a machine with Debian's packages first, and carry .deps" | tee -a "$summary"
   exit 1
 fi
+# Note [A unity build on the GPU machine]: every source includes LibTorch's CUDA
+# headers, which cost most of its compile time; compiled eight to a unit, the build
+# parses them an eighth as often (scripts/check_torch_compat.sh builds it the same way).
 step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT_DEPS_DIR=.deps \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DMEMOPT_BENCHMARKS=OFF || exit 1
-step build 300 cmake --build "$build" --target memopt_cuda_ci -j "$(nproc)" || exit 1
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DMEMOPT_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 ||
+  exit 1
+step build 360 cmake --build "$build" --target memopt_cuda_ci -j "$(nproc)" || exit 1
 
+run_cli() {
 # 3. Every CUDA test, each running its body on the GPU.
-step cuda_tests 180 ctest --test-dir "$build" -L cuda --output-on-failure --timeout 150 -j 4
+step cuda_tests 240 ctest --test-dir "$build" -L cuda --output-on-failure --timeout 150 -j 4
 
 # 4. The copy engine: pinned H2D and D2H alone, both at once, both beside matrix products.
 step link 60 "$memopt" link --device cuda --bytes 256MiB --repeat 10 --out "$work/link.json"
@@ -96,3 +115,24 @@ done
 #    training uses), with the trade-off figure.
 step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,min \
   --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
+}
+
+# The users' benchmark -- plain, HF checkpointing, torch.compile at two memory
+# budgets, memopt at each one's peak -- through the package built here.
+bench() {  # bench NAME SECONDS LAYERS EMBD HEADS
+  if [ ! -d "$build/python/memopt" ]; then
+    echo "bench_$1: the Python package was not built ($py has no C headers: see configure.log)" | tee -a "$summary"
+    return
+  fi
+  PYTHONPATH="$build/python:tools" step "bench_$1" "$2" "$py" tools/bench_hf_python.py --device cuda \
+    --attention sdpa --layers "$3" --embd "$4" --heads "$5" --batch 8 --seq 1024 --links measured \
+    --compile-budgets 0.5,0.2 --budgets "" --warmup 2 --steps 5 --out "$work/bench_$1.json"
+}
+
+for part in "${parts[@]}"; do
+  case "$part" in
+    cli) run_cli ;;
+    python) bench small 300 12 768 12 ;;
+    large) bench large 540 36 1280 20 ;;
+  esac
+done

@@ -6,9 +6,9 @@
 #   scripts/test.sh        MEMOPT_NO_TORCH=0 skips the build without LibTorch,
 #                          MEMOPT_SANITIZE=0 the sanitizer build,
 #                          MEMOPT_FUZZ_SECONDS=0 the fuzzing (default 20 s per target)
-# Also configures the `cuda` preset into build-cuda/ and builds only its CUDA targets
-# and their tests (memopt_cuda_ci), so a CUDA compile or link error fails; without a
-# GPU those tests skip themselves. MEMOPT_CUDA_BUILD: auto (default) skips the CUDA
+# Also configures the `cuda` preset into build-cuda/ and builds its CUDA libraries, the
+# whole CLI linked against them and the CUDA tests (memopt_cuda_ci), so a CUDA compile
+# or link error fails; without a GPU those tests skip themselves. MEMOPT_CUDA_BUILD: auto (default) skips the CUDA
 # build, saying why in one line, on a machine with no CUDA toolkit; require fails there
 # instead (.ci/run sets it); 0 leaves the CUDA build out.
 set -euo pipefail
