@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "report/text.h"
 #include "solver/baselines.h"
 #include "solver/simulate.h"
 #include "solver/solve.h"
@@ -118,12 +119,6 @@ int64_t largest(const std::function<bool(int64_t)>& ok, int64_t min, int64_t max
   return lo;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 }  // namespace
 
 std::vector<std::string> fit_strategies() {
@@ -210,12 +205,12 @@ std::string fit_readme(const FitReport& r, const std::vector<Figure>& figures) {
     << " reserve = **" << format_bytes(r.limit_bytes) << "**.\n";
   if (r.limit_bytes <= 0) o << "- The static state alone does not fit: no batch fits without sharding (ZeRO) or a larger GPU.\n";
   o << "- At sequence length " << T << ": the largest batch that fits is **" << sa << " with store-all** and **" << opt
-    << " with memopt's optimal plan at <= " << fmt("%.0f", 100 * r.max_overhead) << "% modeled overhead**";
-  if (sa > 0 && opt > 0) o << " (" << fmt("%.1f", static_cast<double>(opt) / static_cast<double>(sa)) << "x)";
+    << " with memopt's optimal plan at <= " << format_number("%.0f", 100 * r.max_overhead) << "% modeled overhead**";
+  if (sa > 0 && opt > 0) o << " (" << format_number("%.1f", static_cast<double>(opt) / static_cast<double>(sa)) << "x)";
   o << "; with any overhead, " << r.largest_batch.at("optimal") << ".\n";
   o << "- At batch " << B << ": the longest sequence (multiple of 64) is " << r.largest_seq.at("store-all")
     << " with store-all and " << r.largest_seq.at("optimal<=10%") << " with optimal at <= "
-    << fmt("%.0f", 100 * r.max_overhead) << "% overhead.\n\n";
+    << format_number("%.0f", 100 * r.max_overhead) << "% overhead.\n\n";
   o << "## Reproduce\n\n```sh\n" << r.command << "\n```\n\n";
   o << figures_markdown(figures);
   o << "## Largest batch (seq " << T << ") and sequence (batch " << B << ") per strategy\n\n"
@@ -223,12 +218,12 @@ std::string fit_readme(const FitReport& r, const std::vector<Figure>& figures) {
   for (const std::string& s : r.strategies) {
     std::string ov = "-";
     for (const FitRow& row : r.by_batch)
-      if (row.batch == B && row.overhead.count(s)) ov = fmt("%+.1f%%", 100 * row.overhead.at(s));
+      if (row.batch == B && row.overhead.count(s)) ov = format_number("%+.1f%%", 100 * row.overhead.at(s));
     o << "| " << s << " | " << r.largest_batch.at(s) << " | " << r.largest_seq.at(s) << " | " << ov << " |\n";
   }
   o << "\n`optimal<=10%` is memopt's optimal solver (recompute and offload over "
     << r.device.value("link", std::string("the host link")) << ") held to at most "
-    << fmt("%.0f", 100 * r.max_overhead) << "% modeled time overhead over store-all; `optimal` is its smallest feasible "
+    << format_number("%.0f", 100 * r.max_overhead) << "% modeled time overhead over store-all; `optimal` is its smallest feasible "
        "budget whatever the time. Overheads are modeled; on a real GPU, kernels reach a fraction of the peaks and the "
        "ratios shift.\n\n## Activation memory versus batch size (seq "
     << T << ")\n\n| batch |";

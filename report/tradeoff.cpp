@@ -14,6 +14,7 @@
 #include "common/host.h"
 #include "common/stats.h"
 #include "report/solver_comparison.h"
+#include "report/text.h"
 #include "solver/baselines.h"
 #include "solver/budget.h"
 #include "solver/simulate.h"
@@ -323,12 +324,6 @@ nlohmann::json this_machine() {
 
 namespace {
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 std::string device_name(const TradeoffReport& r) {
   std::string name = r.profile_device.value("name", std::string("?"));
   if (const auto at = name.find(" (modeled)"); at != std::string::npos) name.erase(at);
@@ -357,8 +352,8 @@ std::vector<Figure> tradeoff_figures(const std::string& dir) {
 std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& figures) {
   const bool any_measured = r.measured_base.has_value();
   const double ref = static_cast<double>(r.store_all_peak_bytes);
-  auto pct = [&](int64_t b) { return fmt("%.0f%%", 100.0 * static_cast<double>(b) / ref); };
-  auto overhead = [&](double t, double base) { return fmt("%+.1f%%", 100.0 * (t / base - 1.0)); };
+  auto pct = [&](int64_t b) { return format_number("%.0f%%", 100.0 * static_cast<double>(b) / ref); };
+  auto overhead = [&](double t, double base) { return format_number("%+.1f%%", 100.0 * (t / base - 1.0)); };
   std::ostringstream o;
   // "gpt2 tiny" for a preset; otherwise the shape, as far as the profile gives it.
   std::string model_name = r.model.value("name", std::string("model"));
@@ -407,8 +402,8 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
       auto [pmin, pmax] = std::minmax_element(peak_ratio.begin(), peak_ratio.end());
       auto [tmin, tmax] = std::minmax_element(time_ratio.begin(), time_ratio.end());
       o << "- Over the " << peak_ratio.size() << " distinct schedules run, measured/predicted peak is "
-        << fmt("%.3f", *pmin) << " to " << fmt("%.3f", *pmax) << " and measured/predicted time " << fmt("%.2f", *tmin)
-        << " to " << fmt("%.2f", *tmax) << ".\n";
+        << format_number("%.3f", *pmin) << " to " << format_number("%.3f", *pmax) << " and measured/predicted time " << format_number("%.2f", *tmin)
+        << " to " << format_number("%.2f", *tmax) << ".\n";
     }
     std::vector<std::string> faster;
     for (const TradeoffPoint& p : r.points)
@@ -434,8 +429,8 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
     o << ", which **emulates** a " << e.value("gpu", "?") << " (" << e.value("dtype", "?") << ") over "
       << e.value("link", "?") << " (" << format_bandwidth(e.value("link_bytes_per_s", 0.0))
       << "): the copy link scaled by this machine's compute rate on this model ("
-      << fmt("%.3g", e.value("testbed_flop_per_s", 0.0) / 1e9) << " GFLOP/s) over the GPU's ("
-      << fmt("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md section 2.8";
+      << format_number("%.3g", e.value("testbed_flop_per_s", 0.0) / 1e9) << " GFLOP/s) over the GPU's ("
+      << format_number("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md section 2.8";
   }
   o << ".\n";
   o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile; "
@@ -445,14 +440,14 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
                            " measured steps in interleaved rounds (A B C A B C ...), all in one process; times are "
                            "medians with the interquartile range (IQR); time overhead is relative to store-all "
                            "measured the same way (" +
-                           fmt("%.2f ms", r.measured_base->time_ms.median) + ", IQR " +
-                           fmt("%.2f", r.measured_base->time_ms.q25) + "-" +
-                           fmt("%.2f ms", r.measured_base->time_ms.q75) +
+                           format_number("%.2f ms", r.measured_base->time_ms.median) + ", IQR " +
+                           format_number("%.2f", r.measured_base->time_ms.q25) + "-" +
+                           format_number("%.2f ms", r.measured_base->time_ms.q75) +
                            "). Peaks are allocated bytes, which plans count; the allocator's reserved bytes are in "
                            "tradeoff.json. Identical schedules are measured once."
                      : "nothing was measured (run with --run to add measured numbers).")
     << "\n- Overhead = time / (every stage forward and backward once) - 1; store-all's predicted time is "
-    << fmt("%.3f ms", r.base_time_ms) << ".\n\n";
+    << format_number("%.3f ms", r.base_time_ms) << ".\n\n";
 
   o << figures_markdown(figures);
 
