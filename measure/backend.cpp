@@ -45,10 +45,19 @@ void require_backend(Backend backend) {
 #endif
 }
 
+c10::Device backend_device(Backend backend) {
+  require_backend(backend);
+#if MEMOPT_WITH_CUDA
+  if (backend == Backend::Cuda)
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda::current_device_index()));
+#endif
+  return c10::Device(c10::kCPU);
+}
+
 std::unique_ptr<Timer> make_timer(Backend backend) {
   require_backend(backend);
 #if MEMOPT_WITH_CUDA
-  if (backend == Backend::Cuda) return cuda::make_cuda_timer(0);
+  if (backend == Backend::Cuda) return cuda::make_cuda_timer(backend_device(backend).index());
 #endif
   return std::make_unique<CpuTimer>();
 }
@@ -56,7 +65,7 @@ std::unique_ptr<Timer> make_timer(Backend backend) {
 std::unique_ptr<MemoryMeter> make_memory_meter(Backend backend) {
   require_backend(backend);
 #if MEMOPT_WITH_CUDA
-  if (backend == Backend::Cuda) return cuda::make_cuda_memory_meter(0);
+  if (backend == Backend::Cuda) return cuda::make_cuda_memory_meter(backend_device(backend).index());
 #endif
   return std::make_unique<CpuMemoryMeter>();
 }
@@ -83,8 +92,10 @@ std::unique_ptr<StageTracer> make_stage_tracer(Backend backend) {
 nlohmann::ordered_json device_json(Backend backend, int threads) {
   require_backend(backend);
 #if MEMOPT_WITH_CUDA
-  if (backend == Backend::Cuda)
-    return {{"kind", "cuda"}, {"name", cuda::device_name(0)}, {"index", 0}, {"threads", threads}};
+  if (backend == Backend::Cuda) {
+    const int index = backend_device(backend).index();
+    return {{"kind", "cuda"}, {"name", cuda::device_name(index)}, {"index", index}, {"threads", threads}};
+  }
 #endif
   return {{"kind", "cpu"}, {"name", common::cpu_model_name()}, {"cores", common::hardware_threads()}, {"threads", threads}};
 }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include "measure/memory_meter.h"
@@ -25,7 +26,11 @@ bool cuda_backend_built();
 // CUDA backend not built, or no CUDA device visible.
 void require_backend(Backend backend);
 
-// Device 0 of the backend (CUDA: the current device). require_backend() first.
+// The device a backend measures and trains on: the CPU, or the current CUDA device
+// (index resolved, so that every piece of one run agrees). require_backend() first.
+c10::Device backend_device(Backend backend);
+
+// The backend_device's timer, meter and tracer. require_backend() first.
 std::unique_ptr<Timer> make_timer(Backend backend);
 std::unique_ptr<MemoryMeter> make_memory_meter(Backend backend);  // CPU: the counting allocator
 std::unique_ptr<StageTracer> make_stage_tracer(Backend backend);  // CPU: ranges only, no device activity

@@ -119,8 +119,8 @@ std::string profile_chain(const Chain& chain, const at::Tensor& input, const std
 
 // The profile's device (its "device.kind"), where its plans run.
 c10::Device profile_device(const solver::Profile& profile) {
-  return profile.device.value("kind", std::string("cpu")) == "cuda" ? c10::Device(c10::kCUDA, 0)
-                                                                     : c10::Device(c10::kCPU);
+  return measure::backend_device(profile.device.value("kind", std::string("cpu")) == "cuda" ? measure::Backend::Cuda
+                                                                                           : measure::Backend::Cpu);
 }
 
 // The copy engine's link on the profile's device, each direction measured alone

@@ -37,7 +37,7 @@ struct ProfiledModel::Impl {
   std::unique_ptr<measure::Timer> timer;
   Impl(const solver::Profile& profile, int threads_flag, measure::Backend backend_)
       : backend(backend_),
-        device(backend_ == measure::Backend::Cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU)),
+        device(measure::backend_device(backend_)),
         spec(gpt2::gpt2_spec_from_json(profile.model)),
         gpt2(model::make_gpt2(spec)),
         model(model::stage_gpt2(gpt2)),

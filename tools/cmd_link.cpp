@@ -30,7 +30,7 @@ void run_link(const LinkArgs& args) {
   measure::require_backend(backend);
   const bool on_cuda = backend == measure::Backend::Cuda;
   runtime::LinkCheckOptions o;
-  o.device = on_cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  o.device = measure::backend_device(backend);
   try {
     o.num_bytes = solver::parse_bytes(args.bytes);
   } catch (const std::exception& e) {

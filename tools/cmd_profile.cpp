@@ -127,7 +127,7 @@ void run_profile(const ProfileArgs& args) {
   const measure::Backend backend = measure::parse_backend(args.device);
   measure::require_backend(backend);
   const bool on_cuda = backend == measure::Backend::Cuda;
-  const c10::Device device = on_cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  const c10::Device device = measure::backend_device(backend);
   // The link the executor's copy engine will offer, measured through that engine.
   double cap = 0;
   if (args.link != "measured") {

@@ -10,6 +10,8 @@ namespace memopt::measure::cuda {
 
 int visible_device_count() { return static_cast<int>(c10::cuda::device_count()); }
 
+int current_device_index() { return static_cast<int>(c10::cuda::current_device()); }
+
 std::string device_name(int device_index) {
   cudaDeviceProp prop{};
   C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));

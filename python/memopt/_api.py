@@ -1,6 +1,7 @@
 """memopt's Python API: profile, solve, simulate, and optimize, which does all three and
 makes the model train along the plan. The profiler, solver, simulator and executor are
 the C++ core's (memopt._core); JSON is the CLI's (docs/formats.md)."""
+import contextlib
 import json
 import os
 import sys
@@ -57,6 +58,12 @@ def _check_devices(spec: ChainSpec) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"memopt: the model is on {device}; memopt plans for the CPU testbed and CUDA GPUs")
     return device
+
+
+def _on(device: torch.device):
+    """Makes `device` the current CUDA device, where memopt's core measures and copies
+    (it takes the current device, as CUDA code does); nothing for the CPU."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _read_json(what, value):
@@ -138,8 +145,8 @@ def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=Non
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
     `out`, also writes it there."""
     spec = _build_chain(model, sample_inputs, granularity)
-    _check_devices(spec)
-    _, text = _profile_chain(spec, repeat, warmup, threads, progress)
+    with _on(_check_devices(spec)):
+        _, text = _profile_chain(spec, repeat, warmup, threads, progress)
     _write_json(out, text)
     return json.loads(text)
 
@@ -222,7 +229,8 @@ class OptimizedSequential(nn.Module):
         if not torch.is_grad_enabled():
             return self.seq(x)
         _check_autocast(self.plan, x.device)
-        return self._runner.run(x, None)
+        with _on(x.device):
+            return self._runner.run(x, None)
 
 
 class _Gpt2Forward:
@@ -259,7 +267,8 @@ class _Gpt2Forward:
                              f"{self.device}: move the batch there")
         _check_autocast(self.plan, self.device)
         self.stages.prepare(input_ids, attention_mask)
-        loss = self.runner.run(input_ids, labels)
+        with _on(self.device):
+            loss = self.runner.run(input_ids, labels)
         if return_dict is False:
             return (loss,)
         from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
@@ -289,21 +298,22 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
                    path, e.g. a plan's .profile): used instead of profiling again
     """
     spec = _build_chain(model, sample_inputs, granularity)
-    _check_devices(spec)
-    if profile is None:
-        chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
-    else:
-        chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
-        profile_text = _read_json("profile", profile)
-        _check_profile_matches(json.loads(profile_text), spec)
-    # None means no link here, also on a reused profile that had one.
-    profile_text = _with_link(profile_text, "none" if link is None else link)
-    schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
-    plan = Plan(json.loads(profile_text), json.loads(schedule_text),
-                json.loads(_core.simulate(profile_text, schedule_text)))
-    if save is not None:
-        plan.save(save)
-    runner = _core.Runner(chain, profile_text, schedule_text)
+    device = _check_devices(spec)
+    with _on(device):
+        if profile is None:
+            chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
+        else:
+            chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
+            profile_text = _read_json("profile", profile)
+            _check_profile_matches(json.loads(profile_text), spec)
+        # None means no link here, also on a reused profile that had one.
+        profile_text = _with_link(profile_text, "none" if link is None else link)
+        schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
+        plan = Plan(json.loads(profile_text), json.loads(schedule_text),
+                    json.loads(_core.simulate(profile_text, schedule_text)))
+        if save is not None:
+            plan.save(save)
+        runner = _core.Runner(chain, profile_text, schedule_text)
     if spec.gpt2 is not None:
         model.forward = _Gpt2Forward(model, spec, runner, plan)
         model.memopt_plan = plan

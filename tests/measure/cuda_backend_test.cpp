@@ -24,7 +24,9 @@ TEST(CudaDevice, CountAgreesWithATenAndNeverThrows) {
   EXPECT_NO_THROW(count = visible_device_count());
   EXPECT_GE(count, 0);
   EXPECT_EQ(count > 0, at::hasCUDA());
-  if (count == 0) EXPECT_ANY_THROW(device_name(0));
+  if (count == 0) {
+    EXPECT_ANY_THROW(device_name(0));
+  }
 }
 
 TEST(CudaBackend, TimerMeasuresDeviceWork) {
