@@ -14,6 +14,7 @@ from torch import nn
 
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
+from ._decoders import decoder_chain, is_hf_causal_lm
 
 InfeasibleBudget = _core.InfeasibleBudget
 ProblemTooLarge = _core.ProblemTooLarge
@@ -27,16 +28,19 @@ ProblemTooLarge = _core.ProblemTooLarge
 # never installs it: there the caching allocator's requested bytes are the meter.
 
 
-def _build_chain(model, sample_inputs, granularity) -> ChainSpec:
-    if is_hf_gpt2(model):
+def _build_chain(model, sample_inputs, granularity, blocks=None) -> ChainSpec:
+    if is_hf_gpt2(model) and blocks is None:
         return hf_gpt2_chain(model, sample_inputs, granularity)
+    if is_hf_causal_lm(model):
+        return decoder_chain(model, sample_inputs, granularity, blocks)
     if isinstance(model, nn.Sequential):
-        if granularity != "block":
-            raise ValueError(f"memopt: granularity '{granularity}' applies to GPT-2; an nn.Sequential's stages "
-                             f"are its children")
+        if granularity != "block" or blocks is not None:
+            raise ValueError("memopt: an nn.Sequential's stages are its children: pass no granularity or blocks")
         return sequential_chain(model, sample_inputs)
     raise TypeError(f"memopt: {type(model).__name__} is not chain-shaped as memopt takes models: pass an "
-                    f"nn.Sequential (one stage per child) or a transformers GPT2LMHeadModel")
+                    f"nn.Sequential (one stage per child), or a transformers causal LM (GPT-2, Llama, Mistral, "
+                    f"Qwen, GPT-NeoX, Phi-3, or any other whose forward is embedding, blocks, final norm, "
+                    f"output embedding and loss; docs/python.md, 'Which models')")
 
 
 def _check_devices(spec: ChainSpec) -> torch.device:
@@ -126,7 +130,7 @@ def _model_json(spec: ChainSpec) -> dict:
     the dtype the forward computes in (docs/formats.md, "The model object")."""
     j = dict(spec.model_json)
     params = [p for stage in spec.parameters for p in stage]
-    j.setdefault("dtype", _dtype_word(params[0].dtype if params else spec.sample_input.dtype))
+    j["dtype"] = _dtype_word(params[0].dtype if params else spec.sample_input.dtype)
     autocast = _autocast_word(spec.sample_input.device)
     if autocast is not None:
         j["autocast"] = autocast
@@ -140,11 +144,11 @@ def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
 
 
 def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
-            warmup: int = 1, threads: int = 1, progress: bool = True) -> dict:
+            warmup: int = 1, threads: int = 1, progress: bool = True, blocks: Optional[nn.ModuleList] = None) -> dict:
     """Measures every stage of `model` on `sample_inputs` (time, output, saved and
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
     `out`, also writes it there."""
-    spec = _build_chain(model, sample_inputs, granularity)
+    spec = _build_chain(model, sample_inputs, granularity, blocks)
     with _on(_check_devices(spec)):
         _, text = _profile_chain(spec, repeat, warmup, threads, progress)
     _write_json(out, text)
@@ -233,17 +237,15 @@ class OptimizedSequential(nn.Module):
             return self._runner.run(x, None)
 
 
-class _Gpt2Forward:
-    """GPT2LMHeadModel.forward for training with labels: the whole step along the
+class _LMForward:
+    """A language model's forward for training with labels: the whole step along the
     schedule, returning the loss (logits stay inside the head stage: None). Anything
     else -- no labels, no grad, generation -- goes to the model's own forward."""
 
-    _UNSUPPORTED = ("past_key_values", "token_type_ids", "position_ids", "inputs_embeds",
-                    "encoder_hidden_states", "encoder_attention_mask")
-
     def __init__(self, model, spec: ChainSpec, runner, plan: Plan):
         self.original = type(model).forward.__get__(model)
-        self.stages = spec.gpt2
+        self.name = type(model).__name__
+        self.stages = spec.stages
         self.runner = runner
         self.plan = plan
         self.shape = tuple(spec.sample_input.shape)
@@ -257,7 +259,7 @@ class _Gpt2Forward:
         given = [k for k in kwargs if kwargs[k] is not None and k not in ("output_attentions", "output_hidden_states")]
         if given or input_ids is None:
             what = ", ".join(given) if given else "inputs_embeds without input_ids"
-            raise ValueError(f"memopt: the optimized GPT-2 trains on input_ids, labels and attention_mask; "
+            raise ValueError(f"memopt: the optimized {self.name} trains on input_ids, labels and attention_mask; "
                              f"got {what}. memopt.unoptimize(model) restores the model's own forward")
         if tuple(input_ids.shape) != self.shape:
             raise ValueError(f"memopt: the plan was made for input_ids of shape {self.shape}, got "
@@ -271,18 +273,19 @@ class _Gpt2Forward:
             loss = self.runner.run(input_ids, labels)
         if return_dict is False:
             return (loss,)
-        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
-        return CausalLMOutputWithCrossAttentions(loss=loss, logits=None)
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        return CausalLMOutputWithPast(loss=loss, logits=None)
 
 
 def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
              granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
-             repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None):
+             repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None,
+             blocks: Optional[nn.ModuleList] = None):
     """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
-    train along the plan. Returns the model to train: for a GPT2LMHeadModel the same
-    object, whose forward with labels now runs the plan (memopt.unoptimize undoes it);
-    for an nn.Sequential an OptimizedSequential around it. The plan is at `.plan`
-    (Sequential) or `.memopt_plan` (GPT-2).
+    train along the plan. Returns the model to train: for a causal LM (GPT-2, Llama,
+    ...) the same object, whose forward with labels now runs the plan
+    (memopt.unoptimize undoes it); for an nn.Sequential an OptimizedSequential around
+    it. The plan is at `.plan` (Sequential) or `.memopt_plan` (a causal LM).
 
       budget       "8GiB", "3.5GB", a byte count, "60%" of storing everything, or "min"
       link         None (the profile has none: recomputation only), "measured" (the
@@ -296,8 +299,10 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
       save         a folder for profile.json and schedule.json
       profile      a profile of this model and sample shape made earlier (a dict or a
                    path, e.g. a plan's .profile): used instead of profiling again
+      blocks       a causal LM's stack of blocks (an nn.ModuleList), when the model does
+                   not name its block class in _no_split_modules
     """
-    spec = _build_chain(model, sample_inputs, granularity)
+    spec = _build_chain(model, sample_inputs, granularity, blocks)
     device = _check_devices(spec)
     with _on(device):
         if profile is None:
@@ -314,8 +319,8 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
         if save is not None:
             plan.save(save)
         runner = _core.Runner(chain, profile_text, schedule_text)
-    if spec.gpt2 is not None:
-        model.forward = _Gpt2Forward(model, spec, runner, plan)
+    if spec.stages is not None:
+        model.forward = _LMForward(model, spec, runner, plan)
         model.memopt_plan = plan
         return model
     return OptimizedSequential(model, runner, plan)
@@ -323,7 +328,7 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
 
 def unoptimize(model: nn.Module) -> nn.Module:
     """Gives an optimized GPT-2 back its own forward (an OptimizedSequential's is `.seq`)."""
-    if isinstance(model.__dict__.get("forward"), _Gpt2Forward):
+    if isinstance(model.__dict__.get("forward"), _LMForward):
         del model.forward
         del model.memopt_plan
     return model

@@ -27,7 +27,9 @@ class ChainSpec:
     model_json: dict                  # the profile's "model" object
     sample_input: torch.Tensor = None
     sample_targets: Optional[torch.Tensor] = None
-    gpt2: Optional["Gpt2Stages"] = field(default=None, repr=False)
+    # A language model's stages (Gpt2Stages, DecoderStages): their prepare(input_ids,
+    # attention_mask) makes the step's inputs before each step. None for a Sequential.
+    stages: Optional[object] = field(default=None, repr=False)
 
 
 def _own_parameters(module: nn.Module) -> List[torch.Tensor]:

@@ -1,0 +1,219 @@
+"""How a Hugging Face decoder LM (Llama, Mistral, Qwen2, Qwen3, GPT-NeoX, Phi3, and any
+causal LM built the same way) becomes memopt's chain, without a line of its code changed.
+
+Note [Cutting a decoder at its blocks]
+A decoder's forward is: the embedding (and whatever the model does to it), then the
+step's inputs every block reads -- the causal mask from the model's own mask function,
+position ids, rotary position embeddings -- then the blocks, then a final norm, the
+output head and the model's own loss. memopt cuts it there:
+  - the step's inputs are made once per step, never an activation: the decoder's own
+    forward runs with every block replaced by a recorder that keeps the arguments the
+    forward passes that block and hands its input on; the RNG is forked around it, so
+    it draws nothing (an embedding dropout draws only in the embed stage);
+  - the embed stage runs the decoder's own forward up to the first block (which stops
+    it), so whatever a model does before its blocks is done as the model does it;
+  - each block stage calls the block with the arguments the forward gave it;
+  - the head stage is the final norm, the output embedding and model.loss_function, the
+    three pieces every causal LM of transformers applies after its blocks.
+Before a plan is made, the chain's loss on the sample is compared with the model's own
+forward, dropout off: a model whose cut does not reproduce its forward exactly is
+refused, naming what differs, never trained wrongly.
+"""
+import contextlib
+from typing import Callable, List, Optional
+
+import torch
+from torch import nn
+
+from ._chains import ChainSpec, _own_parameters, gpt2_sample
+
+# The names transformers gives the norm applied after the blocks.
+_FINAL_NORMS = ("norm", "final_layer_norm", "ln_f", "final_layernorm")
+
+
+class _Stop(Exception):
+    """Raised by the first block to end the decoder's forward there."""
+
+    def __init__(self, hidden_states):
+        super().__init__()
+        self.hidden_states = hidden_states
+
+
+def _split_hidden(args, kwargs):
+    """The hidden states a block was given (first positional, or by name) and the rest."""
+    if args:
+        return args[0], args[1:], kwargs
+    kwargs = dict(kwargs)
+    return kwargs.pop("hidden_states"), (), kwargs
+
+
+@contextlib.contextmanager
+def _replaced_forwards(blocks, make):
+    """Each block's forward replaced by make(i) while inside; the model's own after."""
+    for i, block in enumerate(blocks):
+        block.forward = make(i)
+    try:
+        yield
+    finally:
+        for block in blocks:
+            del block.forward
+
+
+def find_blocks(model: nn.Module) -> nn.ModuleList:
+    """The model's stack of blocks: the ModuleList whose children are all of one of the
+    classes the model names in _no_split_modules (what FSDP's auto-wrap uses)."""
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    if not names:
+        raise TypeError(f"memopt: {type(model).__name__} names no block class in _no_split_modules; pass "
+                        f"blocks= (the nn.ModuleList of its blocks)")
+    found = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 0
+             and all(type(child).__name__ in names for child in m)]
+    if len(found) != 1:
+        raise TypeError(f"memopt: {type(model).__name__} has {len(found)} lists of its blocks "
+                        f"({', '.join(sorted(names))}); pass blocks= (the nn.ModuleList of its blocks)")
+    return found[0]
+
+
+def _parent_of(model: nn.Module, child: nn.Module) -> nn.Module:
+    for module in model.modules():
+        if any(c is child for c in module.children()):
+            return module
+    raise TypeError("memopt: blocks= is not a module of this model")
+
+
+def is_hf_causal_lm(model: nn.Module) -> bool:
+    try:
+        from transformers import PreTrainedModel
+    except ImportError:
+        return False
+    return isinstance(model, PreTrainedModel) and hasattr(model, "get_decoder") and \
+        hasattr(model, "loss_function") and model.get_output_embeddings() is not None
+
+
+class DecoderStages:
+    """The stage functions of a causal LM cut at its blocks (Note [Cutting a decoder at
+    its blocks]), and the step's inputs the blocks read, made by prepare()."""
+
+    def __init__(self, model: nn.Module, blocks: nn.ModuleList):
+        self.model = model
+        self.blocks = blocks
+        self.decoder = _parent_of(model, blocks)
+        norms = [getattr(self.decoder, n) for n in _FINAL_NORMS if isinstance(getattr(self.decoder, n, None), nn.Module)]
+        if len(norms) != 1:
+            raise TypeError(f"memopt: cannot tell {type(self.decoder).__name__}'s final norm (looked for "
+                            f"{', '.join(_FINAL_NORMS)}); memopt cuts causal LMs whose blocks are followed by one "
+                            f"norm, the output embedding and the loss")
+        self.norm = norms[0]
+        self.head_module = model.get_output_embeddings()
+        self.block_args: List[tuple] = []  # per block: (positional args after the hidden states, kwargs)
+        self.attention_mask = None
+
+    def _decoder_call(self, input_ids):
+        return self.decoder(input_ids=input_ids, attention_mask=self.attention_mask, use_cache=False)
+
+    def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None):
+        """Records what the model's forward passes each block for this batch."""
+        self.attention_mask = attention_mask
+        recorded = [None] * len(self.blocks)
+
+        def recorder(i):
+            def forward(*args, **kwargs):
+                hidden, rest, kw = _split_hidden(args, kwargs)
+                recorded[i] = (rest, kw)
+                return hidden
+            return forward
+        devices = [input_ids.device] if input_ids.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), _replaced_forwards(self.blocks, recorder):
+            self._decoder_call(input_ids)
+        if any(r is None for r in recorded):
+            missing = [i for i, r in enumerate(recorded) if r is None]
+            raise TypeError(f"memopt: {type(self.decoder).__name__}'s forward did not call blocks {missing}; memopt "
+                            f"cuts models that run every block once, in order")
+        self.block_args = recorded
+
+    def embed(self, input_ids, targets):
+        def stop(i):
+            def forward(*args, **kwargs):
+                raise _Stop(_split_hidden(args, kwargs)[0])
+            return forward
+        try:
+            with _replaced_forwards(self.blocks[:1], stop):
+                self._decoder_call(input_ids)
+        except _Stop as s:
+            return s.hidden_states
+        raise TypeError(f"memopt: {type(self.decoder).__name__}'s forward never reached its first block")
+
+    def block(self, i: int) -> Callable:
+        block = self.blocks[i]
+
+        def forward(hidden_states, targets):
+            rest, kwargs = self.block_args[i]
+            out = block(hidden_states, *rest, **kwargs)
+            return out[0] if isinstance(out, tuple) else out
+        return forward
+
+    def head(self, hidden_states, labels):
+        logits = self.head_module(self.norm(hidden_states))
+        return self.model.loss_function(logits=logits, labels=labels, vocab_size=self.model.config.vocab_size)
+
+    def loss(self, input_ids, labels):
+        """The whole chain, stage after stage (the check against the model's forward)."""
+        h = self.embed(input_ids, labels)
+        for i in range(len(self.blocks)):
+            h = self.block(i)(h, labels)
+        return self.head(h, labels)
+
+
+def _refused_options(model: nn.Module):
+    """Options of a config memopt cannot honour, by name."""
+    cfg = model.config
+    if getattr(cfg, "is_encoder_decoder", False) or getattr(cfg, "add_cross_attention", False):
+        raise ValueError("memopt.optimize: a model with cross-attention is not chain-shaped: its blocks read the "
+                         "encoder's states too")
+    renamed = hasattr(type(model), "is_activation_checkpointing")
+    if model.is_activation_checkpointing if renamed else getattr(model, "is_gradient_checkpointing", False):
+        raise ValueError("memopt.optimize: Hugging Face gradient checkpointing is on; memopt chooses what to "
+                         "recompute itself -- call model.gradient_checkpointing_disable() first")
+
+
+def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[nn.ModuleList] = None) -> ChainSpec:
+    if granularity != "block":
+        raise ValueError(f"memopt.optimize: granularity '{granularity}' is not available for "
+                         f"{type(model).__name__}: it is cut into blocks (granularity='block')")
+    _refused_options(model)
+    input_ids, labels = gpt2_sample(sample)
+    stages = DecoderStages(model, blocks if blocks is not None else find_blocks(model))
+    stages.prepare(input_ids)
+    check_cut(model, stages, input_ids, labels)
+    before = [p for p in _own_parameters(stages.decoder)
+              if not any(p is q for b in stages.blocks for q in b.parameters())
+              and not any(p is q for q in stages.norm.parameters())]
+    names = ["embed"] + [f"layers.{i}" for i in range(len(stages.blocks))] + ["head"]
+    forwards = [stages.embed] + [stages.block(i) for i in range(len(stages.blocks))] + [stages.head]
+    params = ([before] + [_own_parameters(b) for b in stages.blocks]
+              + [_own_parameters(stages.norm) + _own_parameters(stages.head_module)])
+    cfg = model.config
+    model_json = {
+        "name": cfg.model_type, "n_layer": len(stages.blocks), "n_embd": cfg.hidden_size,
+        "vocab": cfg.vocab_size, "seq_len": int(input_ids.shape[1]), "batch": int(input_ids.shape[0]),
+        "granularity": granularity, "source": f"transformers {type(model).__name__}",
+    }
+    return ChainSpec(names, forwards, params, model, True, model_json, input_ids, labels, stages)
+
+
+def check_cut(model: nn.Module, stages: DecoderStages, input_ids, labels):
+    """The chain's loss on the sample equals the model's own, dropout off, or the model
+    is refused (Note [Cutting a decoder at its blocks])."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            own = model(input_ids=input_ids, labels=labels, use_cache=False).loss
+            chained = stages.loss(input_ids, labels)
+    finally:
+        model.train(was_training)
+    if not torch.equal(own, chained):
+        raise TypeError(f"memopt: {type(model).__name__} cut at its blocks does not reproduce its own forward "
+                        f"(loss {chained.item():.9g} against {own.item():.9g}); memopt cuts causal LMs whose "
+                        f"forward is embedding, blocks, one final norm, the output embedding and "
+                        f"model.loss_function")

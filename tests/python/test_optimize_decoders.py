@@ -1,0 +1,206 @@
+"""memopt.optimize on unmodified Hugging Face decoder LMs -- Llama, Mistral, Qwen2,
+Qwen3, GPT-NeoX, Phi-3 -- built small in the test, against plain HF training: losses and
+gradients bit for bit over two steps with dropout on, for recompute, offload,
+saved-state offload and optimal plans; peaks within the budget, as predicted, falling
+with it; what users do around training (eval, inference, state_dict, gradient
+accumulation, padding masks) unchanged; options refused by name."""
+import copy
+
+import pytest
+import torch
+
+import memopt
+from memopt import testbed
+
+transformers = pytest.importorskip("transformers")
+
+B, T, V = 2, 32, 96
+COMMON = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+              max_position_embeddings=64, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+# Each architecture with the options that make it itself: grouped-query attention,
+# sliding windows, tied or untied embeddings, dropout wherever it has one.
+ARCHS = {
+    "llama": ("LlamaForCausalLM", "LlamaConfig", dict(num_key_value_heads=2, attention_dropout=0.1)),
+    "mistral": ("MistralForCausalLM", "MistralConfig", dict(num_key_value_heads=2, sliding_window=16,
+                                                            attention_dropout=0.1)),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", dict(num_key_value_heads=2, use_sliding_window=True,
+                                                      sliding_window=16, max_window_layers=1,
+                                                      attention_dropout=0.1, tie_word_embeddings=True)),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", dict(num_key_value_heads=2, head_dim=16, attention_dropout=0.1)),
+    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(attention_dropout=0.1, hidden_dropout=0.1)),
+    "phi3": ("Phi3ForCausalLM", "Phi3Config", dict(num_key_value_heads=2, attention_dropout=0.1, resid_pdrop=0.1,
+                                                   embd_pdrop=0.1)),
+}
+
+
+def decoder(arch, attention="sdpa", seed=0, **overrides):
+    model_class, config_class, options = ARCHS[arch]
+    torch.manual_seed(seed)
+    config = getattr(transformers, config_class)(**{**COMMON, **options, **overrides})
+    config._attn_implementation = attention
+    return getattr(transformers, model_class)(config).train()
+
+
+def batch(seed=1):
+    return torch.randint(1, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def step(model, ids, seed, attention_mask=None):
+    """One step of the user's loop; the loss and the testbed's peak above the step's start."""
+    model.zero_grad(set_to_none=False)
+    torch.manual_seed(seed)
+    base = testbed.current_bytes()
+    testbed.reset_peak()
+    loss = model(input_ids=ids, labels=ids, attention_mask=attention_mask).loss
+    loss.backward()
+    return loss.detach(), testbed.peak_bytes() - base
+
+
+def assert_same_grads(a, b):
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(p.grad, q.grad), f"gradient of {n} differs: max |diff| {(p.grad - q.grad).abs().max()}"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("budget,link,solver", [
+    ("min", None, "optimal"),              # recomputation only
+    ("100%", "16GB/s", "offload-all"),     # every activation offloaded
+    ("60%", "100GB/s", "optimal"),         # moves saved state
+    ("40%", "2GB/s", "optimal"),
+])
+def test_gradients_equal_plain_hf_training_bit_for_bit(arch, budget, link, solver):
+    plain = decoder(arch)
+    model = copy.deepcopy(plain)
+    ids = batch()
+    memopt.optimize(model, ids, budget=budget, link=link, solver=solver, repeat=1, progress=False)
+    plan = model.memopt_plan
+    assert plan.profile["model"]["source"] == f"transformers {ARCHS[arch][0]}"
+    assert len(plan.profile["stages"]) == COMMON["num_hidden_layers"] + 2
+    for seed in (11, 12):  # a second step: the runner and its copy engine are reused
+        ref_loss, _ = step(plain, ids, seed)
+        loss, _ = step(model, ids, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(model, plain)
+    ops = [op[0] for op in plan.schedule["ops"]]
+    if solver == "offload-all":
+        assert "offload" in ops and "prefetch" in ops
+    if budget == "min":
+        assert "fwd_ckpt" in ops
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_both_attention_kernels_and_padding_masks(attention):
+    plain = decoder("llama", attention)
+    model = copy.deepcopy(plain)
+    ids = batch()
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[1, T - 5:] = 0  # the second sequence padded at its end
+    memopt.optimize(model, ids, budget="min", repeat=1, progress=False)
+    for seed, m in ((21, None), (22, mask)):
+        model.zero_grad(set_to_none=False)
+        plain.zero_grad(set_to_none=False)
+        ref_loss, _ = step(plain, ids, seed, m)
+        loss, _ = step(model, ids, seed, m)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(model, plain)
+
+
+def step_input_bytes(model):
+    """Bytes of what the blocks read besides their input (mask, rotary tables): made
+    before each step like the labels, not in the budget."""
+    seen, total = set(), 0
+    for rest, kwargs in model.forward.stages.block_args:
+        for v in list(rest) + list(kwargs.values()):
+            for t in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                    seen.add(t.untyped_storage().data_ptr())
+                    total += t.untyped_storage().nbytes()
+    return total
+
+
+def test_peak_stays_within_the_budget_falls_with_it_and_is_predicted():
+    ids = batch()
+    peaks = []
+    for budget in ("100%", "70%", "40%", "min"):
+        model = decoder("qwen3", attention="eager")
+        memopt.optimize(model, ids, budget=budget, repeat=1, progress=False)
+        step(model, ids, 3)  # warm-up: lazily allocated state
+        _, peak = step(model, ids, 3)
+        plan = model.memopt_plan
+        predicted = plan.predicted["peak_bytes"]
+        assert peak <= plan.budget_bytes + step_input_bytes(model), (budget, peak, plan.budget_bytes)
+        # a_0 (the B x T int64 ids) and the step's inputs, allocated before the step
+        # starts, are all that may differ.
+        assert abs(peak - predicted) <= B * T * 8 + step_input_bytes(model), (budget, peak, predicted)
+        peaks.append(peak)
+    assert peaks == sorted(peaks, reverse=True) and peaks[-1] < peaks[0]
+
+
+def test_what_users_do_around_training_keeps_working():
+    plain = decoder("mistral")
+    model = copy.deepcopy(plain)
+    ids = batch()
+    keys = list(model.state_dict())
+    memopt.optimize(model, ids, budget="min", repeat=1, progress=False)
+    assert list(model.state_dict()) == keys
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))
+    # Gradient accumulation over two micro-batches.
+    for m in (plain, model):
+        m.zero_grad(set_to_none=False)
+        for seed, micro in ((31, batch(2)), (32, batch(3))):
+            torch.manual_seed(seed)
+            (m(input_ids=micro, labels=micro).loss / 2).backward()
+    assert_same_grads(model, plain)
+    # Evaluation and inference without labels: the model's own forward.
+    model.eval()
+    plain.eval()
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, plain(input_ids=ids).logits)
+        assert torch.equal(model(input_ids=ids, labels=ids).loss, plain(input_ids=ids, labels=ids).loss)
+    out = model.generate(ids[:, :4], max_new_tokens=3, do_sample=False)
+    assert torch.equal(out, plain.generate(ids[:, :4], max_new_tokens=3, do_sample=False))
+    memopt.unoptimize(model)
+    assert "forward" not in model.__dict__
+
+
+def test_blocks_can_be_named_and_other_models_are_refused_by_name():
+    ids = batch()
+    plain = decoder("llama")
+    model = copy.deepcopy(plain)
+    memopt.optimize(model, ids, budget="min", repeat=1, progress=False, blocks=model.model.layers)
+    step(plain, ids, 5)
+    step(model, ids, 5)
+    assert_same_grads(model, plain)
+
+    with pytest.raises(ValueError, match="granularity 'sublayer' is not available for LlamaForCausalLM"):
+        memopt.optimize(decoder("llama"), ids, granularity="sublayer", repeat=1)
+    checkpointed = decoder("llama")
+    checkpointed.gradient_checkpointing_enable()
+    with pytest.raises(ValueError, match="gradient checkpointing is on"):
+        memopt.optimize(checkpointed, ids, repeat=1)
+    with pytest.raises(ValueError, match=r"made for input_ids of shape \(2, 32\), got \(1, 32\)"):
+        model(input_ids=ids[:1], labels=ids[:1])
+    with pytest.raises(ValueError, match="trains on input_ids, labels and attention_mask; got position_ids"):
+        model(input_ids=ids, labels=ids, position_ids=torch.arange(T)[None])
+
+    class ScaledLogits(transformers.LlamaForCausalLM):
+        """Does something after its blocks that memopt's cut does not: never trained wrongly."""
+
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            if out.loss is not None:
+                out.loss = out.loss * 2
+            return out
+
+    torch.manual_seed(0)
+    odd = ScaledLogits(decoder("llama").config)
+    with pytest.raises(TypeError, match="does not reproduce its own forward"):
+        memopt.optimize(odd, ids, repeat=1)
