@@ -152,16 +152,41 @@ class DecoderStages:
             return out[0] if isinstance(out, tuple) else out
         return forward
 
+    # Note [Half blocks of a pre-norm decoder layer]
+    # Llama's layer and its kin (Mistral, Qwen2, Qwen3, Phi-3) are two residual halves,
+    # h + attn(norm1(h)) then h + mlp(norm2(h)), each half's output optionally through a
+    # residual dropout (Phi-3's resid_attn_dropout, resid_mlp_dropout). A layer with
+    # those four modules is cut there, its attention called with the keywords the
+    # model's forward gave the layer; check_cut then confirms the halves reproduce the
+    # model. GPT-NeoX's parallel residual has no such halves and is refused.
+    _HALVES = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+
+    def can_halve(self) -> bool:
+        return all(isinstance(getattr(b, n, None), nn.Module) for b in self.blocks for n in self._HALVES) and \
+            all(not rest for rest, _ in self.block_args)
+
+    def attention_half(self, i: int) -> Callable:
+        block = self.blocks[i]
+        dropout = getattr(block, "resid_attn_dropout", None)
+
+        def forward(hidden_states, targets):
+            out = block.self_attn(hidden_states=block.input_layernorm(hidden_states), **self.block_args[i][1])
+            out = out[0] if isinstance(out, tuple) else out
+            return hidden_states + (dropout(out) if dropout is not None else out)
+        return forward
+
+    def mlp_half(self, i: int) -> Callable:
+        block = self.blocks[i]
+        dropout = getattr(block, "resid_mlp_dropout", None)
+
+        def forward(hidden_states, targets):
+            out = block.mlp(block.post_attention_layernorm(hidden_states))
+            return hidden_states + (dropout(out) if dropout is not None else out)
+        return forward
+
     def head(self, hidden_states, labels):
         logits = self.head_module(self.norm(hidden_states))
         return self.model.loss_function(logits=logits, labels=labels, vocab_size=self.model.config.vocab_size)
-
-    def loss(self, input_ids, labels):
-        """The whole chain, stage after stage (the check against the model's forward)."""
-        h = self.embed(input_ids, labels)
-        for i in range(len(self.blocks)):
-            h = self.block(i)(h, labels)
-        return self.head(h, labels)
 
 
 def _refused_options(model: nn.Module):
@@ -177,21 +202,34 @@ def _refused_options(model: nn.Module):
 
 
 def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[nn.ModuleList] = None) -> ChainSpec:
-    if granularity != "block":
-        raise ValueError(f"memopt.optimize: granularity '{granularity}' is not available for "
-                         f"{type(model).__name__}: it is cut into blocks (granularity='block')")
+    if granularity not in ("block", "sublayer"):
+        raise ValueError(f"memopt.optimize: granularity '{granularity}' is not block or sublayer")
     _refused_options(model)
     input_ids, labels = gpt2_sample(sample)
     stages = DecoderStages(model, blocks if blocks is not None else find_blocks(model))
     stages.prepare(input_ids)
-    check_cut(model, stages, input_ids, labels)
+    names, forwards, params = ["embed"], [stages.embed], []
+    for i, block in enumerate(stages.blocks):
+        if granularity == "block":
+            names.append(f"layers.{i}")
+            forwards.append(stages.block(i))
+            params.append(_own_parameters(block))
+            continue
+        if not stages.can_halve():
+            raise ValueError(f"memopt.optimize: granularity 'sublayer' is not available for {type(model).__name__}: "
+                             f"its layers are not two residual halves ({', '.join(DecoderStages._HALVES)}); "
+                             f"use granularity='block'")
+        names += [f"layers.{i}.attn", f"layers.{i}.mlp"]
+        forwards += [stages.attention_half(i), stages.mlp_half(i)]
+        params += [_own_parameters(block.input_layernorm) + _own_parameters(block.self_attn),
+                   _own_parameters(block.post_attention_layernorm) + _own_parameters(block.mlp)]
+    names.append("head")
+    forwards.append(stages.head)
+    check_cut(model, forwards, input_ids, labels)
     before = [p for p in _own_parameters(stages.decoder)
               if not any(p is q for b in stages.blocks for q in b.parameters())
               and not any(p is q for q in stages.norm.parameters())]
-    names = ["embed"] + [f"layers.{i}" for i in range(len(stages.blocks))] + ["head"]
-    forwards = [stages.embed] + [stages.block(i) for i in range(len(stages.blocks))] + [stages.head]
-    params = ([before] + [_own_parameters(b) for b in stages.blocks]
-              + [_own_parameters(stages.norm) + _own_parameters(stages.head_module)])
+    params = [before] + params + [_own_parameters(stages.norm) + _own_parameters(stages.head_module)]
     cfg = model.config
     model_json = {
         "name": cfg.model_type, "n_layer": len(stages.blocks), "n_embd": cfg.hidden_size,
@@ -201,15 +239,17 @@ def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[n
     return ChainSpec(names, forwards, params, model, True, model_json, input_ids, labels, stages)
 
 
-def check_cut(model: nn.Module, stages: DecoderStages, input_ids, labels):
-    """The chain's loss on the sample equals the model's own, dropout off, or the model
-    is refused (Note [Cutting a decoder at its blocks])."""
+def check_cut(model: nn.Module, forwards: List[Callable], input_ids, labels):
+    """The chain's loss on the sample, stage after stage, equals the model's own,
+    dropout off, or the model is refused (Note [Cutting a decoder at its blocks])."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             own = model(input_ids=input_ids, labels=labels, use_cache=False).loss
-            chained = stages.loss(input_ids, labels)
+            chained = input_ids
+            for forward in forwards:
+                chained = forward(chained, labels)
     finally:
         model.train(was_training)
     if not torch.equal(own, chained):

@@ -96,6 +96,22 @@ def test_gradients_equal_plain_hf_training_bit_for_bit(arch, budget, link, solve
         assert "fwd_ckpt" in ops
 
 
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "phi3"])
+def test_half_blocks_train_as_plain_hf_training(arch):
+    """Note [Half blocks of a pre-norm decoder layer]: attention and MLP halves."""
+    plain = decoder(arch)
+    model = copy.deepcopy(plain)
+    ids = batch()
+    memopt.optimize(model, ids, budget="40%", link="2GB/s", granularity="sublayer", repeat=1, progress=False)
+    names = [s["name"] for s in model.memopt_plan.profile["stages"]]
+    assert names[1:3] == ["layers.0.attn", "layers.0.mlp"] and len(names) == 2 * COMMON["num_hidden_layers"] + 2
+    for seed in (41, 42):
+        ref_loss, _ = step(plain, ids, seed)
+        loss, _ = step(model, ids, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(model, plain)
+
+
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_both_attention_kernels_and_padding_masks(attention):
     plain = decoder("llama", attention)
@@ -180,8 +196,8 @@ def test_blocks_can_be_named_and_other_models_are_refused_by_name():
     step(model, ids, 5)
     assert_same_grads(model, plain)
 
-    with pytest.raises(ValueError, match="granularity 'sublayer' is not available for LlamaForCausalLM"):
-        memopt.optimize(decoder("llama"), ids, granularity="sublayer", repeat=1)
+    with pytest.raises(ValueError, match="granularity 'sublayer' is not available for GPTNeoXForCausalLM"):
+        memopt.optimize(decoder("gpt_neox"), ids, granularity="sublayer", repeat=1)
     checkpointed = decoder("llama")
     checkpointed.gradient_checkpointing_enable()
     with pytest.raises(ValueError, match="gradient checkpointing is on"):
