@@ -220,8 +220,10 @@ struct ChunkedLinearCrossEntropyFunction : torch::autograd::Function<ChunkedLine
     const int64_t N = h.size(0), V = w.size(0);
     // d loss / d logit = (grad / count) (softmax - onehot): one scalar for every row,
     // read on the host only on the CPU (Note [The loss scale stays on the device]).
-    const at::Tensor scale_t = (grads[0] / count).to(at::kFloat).contiguous();
-    const float scale = h.is_cuda() ? 0.0f : scale_t.item<float>();
+    at::Tensor scale_t;
+    float scale = 0.0f;
+    if (h.is_cuda()) scale_t = (grads[0] / count).to(at::kFloat).contiguous();
+    else scale = (grads[0] / count).item<float>();
     const at::Tensor into = ctx->needs_input_grad(1) ? grad_to_add_into(weight) : at::Tensor();
     at::Tensor dh = at::zeros_like(h), dw = into;
     if (!dw.defined() && ctx->needs_input_grad(1)) dw = at::zeros_like(w);

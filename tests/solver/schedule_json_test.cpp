@@ -117,6 +117,7 @@ TEST(ScheduleJson, ProfiledOnRoundTripsAndIsOptional) {
 
 TEST(ScheduleJson, ProfiledOnNamesTheProfilesDeviceAndDtype) {
   Profile p = sample_profile(/*with_link=*/false);
+  p.measured = true;
   p.device = {{"kind", "cpu"}};
   EXPECT_EQ(profiled_on(p).device, "cpu");
   EXPECT_EQ(profiled_on(p).dtype, "float32");  // absent: float32
