@@ -269,6 +269,7 @@ nlohmann::ordered_json to_json(const TradeoffReport& r) {
                       {"points", points}};
   j["link_bytes_per_s"] = r.link_bytes_per_s ? nlohmann::ordered_json(*r.link_bytes_per_s) : nlohmann::ordered_json(nullptr);
   if (r.measured_base) j["measured_base"] = measured_json(*r.measured_base);
+  j["predicted_times"] = r.predicted_times;
   return j;
 }
 
@@ -293,6 +294,7 @@ TradeoffReport tradeoff_from_json(const nlohmann::json& j) {
     r.solvers = j.at("solvers").get<std::vector<std::string>>();
     r.min_budget_bytes = j.at("min_budget_bytes").get<std::map<std::string, int64_t>>();
     if (j.contains("measured_base")) r.measured_base = measured_from_json(j["measured_base"]);
+    r.predicted_times = j.value("predicted_times", std::string("profile"));
     for (const nlohmann::json& pj : j.at("points")) {
       TradeoffPoint p;
       p.solver = pj.at("solver").get<std::string>();
@@ -433,7 +435,12 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
       << format_number("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md section 2.8";
   }
   o << ".\n";
-  o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile; "
+  o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile"
+    << (r.predicted_times == "this process"
+            ? ", its stage times re-measured in the measuring process before the measured rounds (bytes from the "
+              "profile)"
+            : "")
+    << "; "
     << (any_measured ? "**measured** = real training steps (AdamW) on this machine: every distinct schedule runs " +
                            std::to_string(r.measured_base->warmup_steps) +
                            " warm-up steps, then " + std::to_string(r.measured_base->steps) +

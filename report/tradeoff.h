@@ -79,6 +79,9 @@ struct TradeoffReport {
   std::vector<std::string> solvers;
   std::map<std::string, int64_t> min_budget_bytes;  // per solver, -1: none
   std::optional<MeasuredPoint> measured_base;       // store-all measured without a budget
+  // Where the stage times behind the plans and predictions come from: "profile", or
+  // "this process" (re-timed before measuring, Note [Stage times from this process]).
+  std::string predicted_times = "profile";
   std::vector<TradeoffPoint> points;                // budget-major, solver-minor
 };
 

@@ -20,6 +20,7 @@
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
 #include "runtime/memory_check.h"
+#include "runtime/stage_timing.h"
 #include "runtime/train_step.h"
 #include "solver/simulate.h"
 
@@ -183,6 +184,14 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
     sm.time_ms = common::spread(times);
   }
   return out;
+}
+
+void ProfiledModel::retime_stages(solver::Chain& chain) {
+  if (impl_->backend != measure::Backend::Cpu)
+    throw std::invalid_argument("re-timing stages: only on the CPU testbed; a GPU profile's times are its own");
+  StageTimingOptions options;
+  options.threads = impl_->threads;
+  apply_stage_times(chain, time_stages_in_steps(impl_->model, impl_->batch, chain, options));
 }
 
 ScheduleMeasurement ProfiledModel::measure(const solver::Chain& chain, const solver::Schedule& schedule,

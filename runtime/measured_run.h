@@ -95,6 +95,18 @@ class ProfiledModel {
                                                        const std::vector<solver::Schedule>& schedules,
                                                        const MeasureOptions& options,
                                                        const std::vector<std::string>& sources);
+  // Note [Stage times from this process]
+  // Separate processes on one machine run the same stage tens of percent apart (CPU
+  // frequency and placement, the allocator's and the caches' state), so a prediction
+  // from times another process measured misses by that much, however well the
+  // measured steps are interleaved. This re-times every stage in this process, on
+  // this model, by the profile's own protocol (Note [Stage times from training steps]
+  // in stage_timing.h), and writes the times into `chain`; its bytes stay the
+  // profile's, which are exact. Only on the CPU testbed: a GPU's kernels are timed by
+  // events in the profile, and their times do not move between processes like this.
+  // Throws std::invalid_argument on another device.
+  void retime_stages(solver::Chain& chain);
+
   // The protocol on one schedule.
   ScheduleMeasurement measure(const solver::Chain& chain, const solver::Schedule& schedule,
                               const MeasureOptions& options, const std::string& schedule_source = "schedule");

@@ -31,6 +31,7 @@ struct RunArgs {
   int warmup_steps = 2;
   int threads = 0;  // 0: what the profile was measured with
   bool check = false;
+  bool profile_times = false;  // predict from the profile's stage times, not this process's
   double lr = 1e-4;
 };
 
@@ -50,11 +51,18 @@ void run_run(const RunArgs& args) {
     }
   }
   // Checked against the profile before the model is built: a bad schedule costs nothing.
-  const SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
+  SimResult sim = check_schedule_for_chain(schedule, profile.chain, args.schedule_path, args.profile_path);
   std::optional<measure::Backend> backend;
   if (!args.device.empty()) backend = measure::parse_backend(args.device);
   runtime::ProfiledModel model(profile, args.threads, device_limit, backend);
   model.check_fits(schedule, args.schedule_path);
+  // Note [Stage times from this process]: predicted from this process's stage times.
+  const bool retime = !args.profile_times && profile.measured && model.backend() == measure::Backend::Cpu;
+  if (retime) {
+    std::fprintf(stderr, "run: re-timing every stage in this process (--profile-times keeps the profile's)\n");
+    model.retime_stages(profile.chain);
+    sim = simulate_timeline(profile.chain, schedule.ops);
+  }
 
   // The kernels are the profile's (Note [Kernel choice]): its saved bytes depend on them.
   std::printf("model    %s (%s kernels), %d stages, on %s (%d thread(s)); schedule %s (%s, budget %s)\n",
@@ -62,7 +70,8 @@ void run_run(const RunArgs& args) {
               profile.model.value("kernels", std::string("aten")).c_str(), model.num_stages(),
               measure::backend_word(model.backend()), model.threads(),
               args.schedule_path.c_str(), schedule.solver.c_str(), format_bytes(schedule.budget_bytes).c_str());
-  std::printf("predicted: peak %s, time %.2f ms\n\n", format_bytes(sim.peak_bytes).c_str(), sim.time_ms);
+  std::printf("predicted: peak %s, time %.2f ms (stage times from %s)\n\n", format_bytes(sim.peak_bytes).c_str(),
+              sim.time_ms, retime ? "this process" : "the profile");
   std::printf("%7s %10s %12s %8s %12s %10s %8s%s\n", "step", "loss", "peak", "/pred", "reserved", "time (ms)", "/pred",
               args.check ? "   max |grad - plain grad| (rel)" : "");
   runtime::MeasureOptions options;
@@ -94,9 +103,11 @@ void run_run(const RunArgs& args) {
               args.steps, args.warmup_steps, format_bytes(r.median_peak_bytes).c_str(),
               peak / static_cast<double>(sim.peak_bytes), format_bytes(r.reserved_peak_bytes).c_str(), time,
               r.time_ms.q25, r.time_ms.q75, time / sim.time_ms);
-  if (!args.summary_path.empty())
-    append_line_atomic(args.summary_path,
-                       runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r).dump());
+  if (!args.summary_path.empty()) {
+    nlohmann::json line = runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r);
+    line["predicted_times"] = retime ? "this process" : "profile";
+    append_line_atomic(args.summary_path, line.dump());
+  }
 }
 
 }  // namespace
@@ -119,6 +130,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "cpu|cuda: where to train (default: the profile's device; cuda needs the `cuda` build and a GPU)");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
+  cmd->add_flag("--profile-times", args->profile_times,
+                "predict from the profile's stage times instead of re-timing the stages in this process first");
   cmd->callback([args] { run_run(*args); });
 }
 

@@ -30,7 +30,7 @@ namespace {
 struct TradeoffArgs {
   std::string profile_path, budgets = "20%:100%:5%", bandwidth, emulate, solvers, out_dir;
   int slots = 500, threads = 0, steps = 5, warmup_steps = 2, run_threads = 0;
-  bool run = false, check = false, no_plot = false;
+  bool run = false, check = false, no_plot = false, profile_times = false;
   std::string command;  // as invoked, recorded in the report
 };
 
@@ -71,10 +71,18 @@ void run_tradeoff(const TradeoffArgs& args) {
                args.run ? ", each distinct schedule measured" : "");
 
   MeasureFn measure;
+  std::string predicted_times = "profile";
 #ifdef MEMOPT_WITH_TORCH
   std::unique_ptr<runtime::ProfiledModel> model;
   if (args.run) {
     model = std::make_unique<runtime::ProfiledModel>(profile, args.run_threads);
+    // Note [Stage times from this process]: the plans and their predictions use stage
+    // times measured here, before the measured rounds.
+    if (!args.profile_times && profile.measured && model->backend() == measure::Backend::Cpu) {
+      std::fprintf(stderr, "tradeoff: re-timing every stage in this process (--profile-times keeps the profile's)\n");
+      model->retime_stages(profile.chain);
+      predicted_times = "this process";
+    }
     measure = [&](const std::vector<Schedule>& schedules) {
       runtime::MeasureOptions mo;
       mo.steps = args.steps;
@@ -111,6 +119,7 @@ void run_tradeoff(const TradeoffArgs& args) {
     std::fprintf(stderr, "\n");
   };
   TradeoffReport report = sweep(profile, options, measure, progress);
+  report.predicted_times = predicted_times;
   report.command = args.command;
   report.profile_path = args.profile_path;
   report.machine = this_machine();
@@ -148,6 +157,8 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
       ->capture_default_str();
   cmd->add_option("--run-threads", args->run_threads, "compute threads when running (default: the profile's)");
   cmd->add_flag("--check", args->check, "with --run, compare every step's gradients with plain autograd");
+  cmd->add_flag("--profile-times", args->profile_times,
+                "with --run, predict from the profile's stage times instead of re-timing the stages in this process");
   cmd->add_flag("--no-plot", args->no_plot, "skip the figures (tools/plot_tradeoff.py)");
   cmd->add_option("--out", args->out_dir, "report folder")->required();
   cmd->callback([args] { run_tradeoff(*args); });

@@ -19,6 +19,13 @@
 //                                "Kicks"); both report the plan's predicted_ms
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
+//   BM_BlockDominated/L/threads  solve_recompute on block_dominated_chain (alternating
+//                                attention and MLP halves, +-10% per stage, a chunked
+//                                loss's small head) at 40% of store-all, 500 slots, on
+//                                all cores (threads = 0) or one; predicted_ms is the
+//                                plan's simulated time
+//   BM_BlockDominatedOptimalSlowLink/L  solve() --solver optimal on the same chain over
+//                                a 1 GB/s link, one thread
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
 //                                modeled GPT-2 (C=1600, H=25, bf16, H100, B=8, T=1024) at
 //                                operator granularity with explicit attention, 9 stages
@@ -148,6 +155,63 @@ void BM_ReferenceRecompute(benchmark::State& state) {
     benchmark::DoNotOptimize(value);
   }
 }
+
+// Chains like measured sublayer profiles, where blocks dominate memory
+// (block_dominated_chain): the DP's cost where its slots are small next to a stage.
+constexpr double kBlockDominatedBudget = 0.4;
+
+Problem block_dominated_problem(int L) {
+  Problem p{testing::block_dominated_chain(L), 0};
+  p.budget_bytes = static_cast<int64_t>(kBlockDominatedBudget * static_cast<double>(store_all_peak_bytes(p.chain)));
+  return p;
+}
+
+void BM_BlockDominated(benchmark::State& state) {
+  const Problem p = block_dominated_problem(static_cast<int>(state.range(0)));
+  DpOptions o = dp_options(500);
+  o.num_threads = static_cast<int>(state.range(1));
+  if (!values_identical(state, p, 500)) return;
+  std::optional<std::vector<Op>> ops;
+  for (auto _ : state) {
+    ops = solve_recompute(p.chain, p.budget_bytes, o);
+    benchmark::DoNotOptimize(ops);
+  }
+  state.counters["L"] = p.chain.length();
+  state.counters["slots"] = 500;
+  state.counters["budget_fraction_of_store_all"] = kBlockDominatedBudget;
+  state.counters["predicted_ms"] = ops ? simulate_timeline(p.chain, *ops).time_ms : 0.0;
+}
+
+void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
+  Problem p = block_dominated_problem(static_cast<int>(state.range(0)));
+  p.chain.link = Link{1e9, 1e9};
+  SolveOptions o;
+  o.budget_bytes = p.budget_bytes;
+  o.slots = 500;
+  o.num_threads = 1;
+  double predicted_ms = 0;
+  for (auto _ : state) {
+    Schedule s = solve(p.chain, o);
+    predicted_ms = s.predicted.time_ms;
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["L"] = p.chain.length();
+  state.counters["predicted_ms"] = predicted_ms;
+}
+
+BENCHMARK(BM_BlockDominated)
+    ->ArgNames({"L", "threads"})
+    ->ArgsProduct({{48, 96, 192}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_BlockDominatedOptimalSlowLink)
+    ->ArgNames({"L"})
+    ->Args({48})
+    ->Args({96})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
 
 BENCHMARK(BM_SolveOptimal)
     ->ArgNames({"L", "slots"})

@@ -49,8 +49,21 @@ elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir
   cat "$dir/cuda.txt" >&2
   exit 1
 fi
-# So does `run --device cuda`; and a CPU profile's run says it trains on the CPU.
+# So does `run --device cuda`; and a CPU profile's run says it trains on the CPU, with
+# its predictions from stage times re-measured in its own process unless told not to.
 grep -q "on cpu (" "$dir/run.txt" || { echo "FAIL: memopt run does not say it trains on the cpu" >&2; exit 1; }
+grep -q "stage times from this process" "$dir/run.txt" || { echo "FAIL: run did not re-time its stages" >&2; exit 1; }
+"$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --warmup-steps 0 --steps 1 --profile-times \
+  > "$dir/run_profile_times.txt"
+grep -q "stage times from the profile" "$dir/run_profile_times.txt" ||
+  { echo "FAIL: --profile-times did not keep the profile's times" >&2; exit 1; }
+# tradeoff --run plans and predicts from this process's stage times, and its report says so.
+"$memopt" tradeoff --profile "$dir/p.json" --budgets 50%,100% --solvers optimal,store-all --run --steps 1 \
+  --warmup-steps 0 --no-plot --out "$dir/t" > /dev/null 2>&1
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert t["predicted_times"] == "this process", t["predicted_times"]' \
+  "$dir/t/tradeoff.json"
+grep -q "stage times re-measured in the measuring process" "$dir/t/README.md" ||
+  { echo "FAIL: the tradeoff report does not say where its predictions' times come from" >&2; exit 1; }
 if "$memopt" run --device cuda --profile "$dir/p.json" --schedule "$dir/s.json" --steps 1 > "$dir/cuda_run.txt" 2>&1; then
   echo "note: run --device cuda ran (a GPU is visible)"
 elif ! grep -Eq "built without the CUDA backend|no CUDA device is visible" "$dir/cuda_run.txt"; then

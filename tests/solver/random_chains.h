@@ -185,6 +185,34 @@ inline Chain gpt2_like_chain(int L) {
   return chain;
 }
 
+// A chain shaped like a measured sublayer profile where blocks dominate memory: an
+// embedding, then attention and MLP halves taking turns (GPT-2 small's proportions at
+// B = 8, T = 1024), every time and byte drawn within +-10% of its half's, and a head
+// whose loss is chunked (it saves about one activation, not B x T x V logits). L
+// counts every stage; the variation is seeded, so a benchmark row is one chain.
+inline Chain block_dominated_chain(int L, uint64_t seed = 7) {
+  const int64_t B = 8, T = 1024, C = 768, f32 = 4;
+  const int64_t act = B * T * C * f32;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> wobble(0.9, 1.1);
+  const auto ms = [&](double v) { return v * wobble(rng); };
+  const auto bytes = [&](int64_t v) { return static_cast<int64_t>(static_cast<double>(v) * wobble(rng)); };
+  Chain chain;
+  chain.input_bytes = B * T * 8;
+  chain.stages.push_back({"embed", 1.9, 3.1, act, act, 0, act});
+  for (int i = 0; i + 2 < L; ++i) {
+    if (i % 2 == 0)  // attention: q, k, v, probabilities and the projection's input
+      chain.stages.push_back({numbered("attn", i / 2), ms(17.0), ms(35.0), act, bytes(6 * act + act / 3),
+                              bytes(3 * act), bytes(4 * act)});
+    else  // MLP: the 4C hidden before and after GELU
+      chain.stages.push_back({numbered("mlp", i / 2), ms(21.0), ms(42.0), act, bytes(9 * act), bytes(4 * act),
+                              bytes(5 * act)});
+  }
+  chain.stages.push_back({"head", 9.5, 19.0, f32, act + act / 8, act / 4, act / 2});
+  chain.loss = {0.0, 0};
+  return chain;
+}
+
 // The chain as the DP sees it for (budget_bytes, slots): every size in slots of
 // budget/slots, rounded up (computed here, independently of bytes_to_slots), every
 // time in units of time_quantum_for(chain), rounded to nearest. Simulating ops on it

@@ -1,0 +1,111 @@
+"""fresh_runs.py: predicted against measured, run after run, each run a fresh pair of
+processes -- `memopt profile`, then `memopt tradeoff --run` on that profile -- as a new
+user runs the demo. Reports, per schedule, measured over predicted time across the runs
+(median, min, max) and each schedule's time overhead over store-all, measured against
+predicted, in points; and how many runs hold store-all within 5% and every schedule
+within 10%. With --variant NAME=FLAGS (repeatable), each run measures every variant --
+the tradeoff flags FLAGS added -- one after another, so that variants share the
+machine's slow and fast spells (A B A B ...). Writes one JSON; prints a table per
+variant.
+
+  .venv/bin/python tools/fresh_runs.py --runs 10 --out out/fresh/tiny.json \\
+      --profile-args "--preset tiny --emulate h100-sxm:pcie5" \\
+      --tradeoff-args "--budgets 30%:100%:10% --steps 6" \\
+      --variant "this process=" --variant "profile times=--profile-times"
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def one_run(memopt, profile_args, tradeoff_args, folder):
+    profile = os.path.join(folder, "profile.json")
+    report = os.path.join(folder, "tradeoff")
+    subprocess.run([memopt, "profile", *profile_args, "--out", profile], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([memopt, "tradeoff", "--profile", profile, *tradeoff_args, "--run", "--no-plot", "--out", report],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(report, "tradeoff.json")) as f:
+        t = json.load(f)
+    base = t["measured_base"]["time_ms"]
+    base_predicted = t["base_time_ms"]
+    rows = {}
+    for p in t["points"]:
+        m = p.get("measured")
+        if p["status"] != "ok" or m is None or m.get("same_ops_as"):
+            continue
+        key = f"{p['solver']}@{100 * p['budget_bytes'] / t['store_all_peak_bytes']:.0f}%"
+        rows[key] = {"ratio": m["time_ms"] / p["predicted"]["time_ms"],
+                     "overhead_error_points": 100 * ((m["time_ms"] / base - 1) - (p["predicted"]["time_ms"] / base_predicted - 1))}
+    return {"store_all_ratio": base / base_predicted, "schedules": rows,
+            "predicted_times": t.get("predicted_times", "profile")}
+
+
+def summarize(runs):
+    keys = sorted({k for run in runs for k in run["schedules"]})
+    table = {}
+    for k in keys:
+        ratios = [run["schedules"][k]["ratio"] for run in runs if k in run["schedules"]]
+        errors = [run["schedules"][k]["overhead_error_points"] for run in runs if k in run["schedules"]]
+        table[k] = {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+                    "overhead_error_points_max": max(abs(e) for e in errors), "runs": len(ratios)}
+    store_all = [run["store_all_ratio"] for run in runs]
+    holds = sum(abs(run["store_all_ratio"] - 1) <= 0.05 and
+                all(abs(v["ratio"] - 1) <= 0.10 for v in run["schedules"].values()) for run in runs)
+    overhead_holds = sum(all(abs(v["overhead_error_points"]) <= 5 for v in run["schedules"].values()) for run in runs)
+    return {"runs": runs, "schedules": table,
+            "store_all_ratio": {"median": statistics.median(store_all), "min": min(store_all), "max": max(store_all)},
+            "runs_holding_5_and_10_percent": holds, "runs_holding_overheads_within_5_points": overhead_holds,
+            "num_runs": len(runs)}
+
+
+def print_table(name, v):
+    print(f"\n{name}: predicted from the {v['runs'][0]['predicted_times']}'s stage times")
+    print(f"{'schedule':<26} {'measured/predicted: median':>27} {'min':>7} {'max':>7} {'overhead err (pts)':>19}")
+    sa = v["store_all_ratio"]
+    print(f"{'store-all':<26} {sa['median']:>27.3f} {sa['min']:>7.3f} {sa['max']:>7.3f}")
+    for k, row in v["schedules"].items():
+        print(f"{k:<26} {row['ratio_median']:>27.3f} {row['ratio_min']:>7.3f} {row['ratio_max']:>7.3f} "
+              f"{row['overhead_error_points_max']:>19.1f}")
+    print(f"runs with store-all within 5% and every schedule within 10%: {v['runs_holding_5_and_10_percent']} of "
+          f"{v['num_runs']}; with every overhead within 5 points: {v['runs_holding_overheads_within_5_points']} of "
+          f"{v['num_runs']}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memopt", default="build/tools/memopt")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--profile-args", default="--preset tiny --emulate h100-sxm:pcie5")
+    ap.add_argument("--tradeoff-args", default="--budgets 30%:100%:10% --steps 6")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=extra tradeoff flags; repeatable")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    variants = [v.split("=", 1) for v in args.variant] or [["default", ""]]
+    runs = {name: [] for name, _ in variants}
+    for r in range(args.runs):
+        for name, flags in variants:
+            t0 = time.monotonic()
+            with tempfile.TemporaryDirectory() as folder:
+                runs[name].append(one_run(args.memopt, shlex.split(args.profile_args),
+                                          shlex.split(args.tradeoff_args) + shlex.split(flags), folder))
+            last = runs[name][-1]
+            worst = max(abs(v["ratio"] - 1) for v in last["schedules"].values())
+            print(f"[fresh] run {r + 1}/{args.runs} {name}: store-all {last['store_all_ratio']:.3f}, worst schedule "
+                  f"off by {100 * worst:.1f}% ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    out = {"command": " ".join(shlex.quote(a) for a in sys.argv),
+           "variants": {name: summarize(runs[name]) for name, _ in variants}}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=2)
+    for name, v in out["variants"].items():
+        print_table(name, v)
+
+
+if __name__ == "__main__":
+    main()
