@@ -24,6 +24,8 @@
 //                                loss's small head) at 40% of store-all, 500 slots, on
 //                                all cores (threads = 0) or one; predicted_ms is the
 //                                plan's simulated time
+//   BM_BlockDominatedRecomputeOnly/L/threads  solve() --solver recompute-only on the same
+//                                chain: the DP with its slack re-solves and the baselines
 //   BM_BlockDominatedOptimalSlowLink/L  solve() --solver optimal on the same chain over
 //                                a 1 GB/s link, one thread
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
@@ -182,13 +184,16 @@ void BM_BlockDominated(benchmark::State& state) {
   state.counters["predicted_ms"] = ops ? simulate_timeline(p.chain, *ops).time_ms : 0.0;
 }
 
-void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
+// solve() with `kind` on the block-dominated chain of L stages, `threads` for the DP.
+void solve_block_dominated(benchmark::State& state, SolverKind kind, const std::optional<Link>& link,
+                           int threads) {
   Problem p = block_dominated_problem(static_cast<int>(state.range(0)));
-  p.chain.link = Link{1e9, 1e9};
+  p.chain.link = link;
   SolveOptions o;
   o.budget_bytes = p.budget_bytes;
+  o.solver = kind;
   o.slots = 500;
-  o.num_threads = 1;
+  o.num_threads = threads;
   double predicted_ms = 0;
   for (auto _ : state) {
     Schedule s = solve(p.chain, o);
@@ -198,6 +203,19 @@ void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
   state.counters["L"] = p.chain.length();
   state.counters["predicted_ms"] = predicted_ms;
 }
+
+void BM_BlockDominatedRecomputeOnly(benchmark::State& state) {
+  solve_block_dominated(state, SolverKind::RecomputeOnly, std::nullopt, static_cast<int>(state.range(1)));
+}
+void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
+  solve_block_dominated(state, SolverKind::Optimal, Link{1e9, 1e9}, 1);
+}
+
+BENCHMARK(BM_BlockDominatedRecomputeOnly)
+    ->ArgNames({"L", "threads"})
+    ->ArgsProduct({{96, 192}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK(BM_BlockDominated)
     ->ArgNames({"L", "threads"})
