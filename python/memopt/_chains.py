@@ -53,6 +53,24 @@ def sequential_chain(seq: nn.Sequential, sample: torch.Tensor) -> ChainSpec:
                      {"name": "sequential", "stages": len(names)}, sample, None)
 
 
+def layer_stages(stages, blocks, granularity: str, prefix: str, halves_parameters: Callable):
+    """The names, forwards and parameter lists of a language model's layers: a stage per
+    layer, or (granularity "sublayer") its attention and MLP halves. `stages` has
+    block(i), attention_half(i) and mlp_half(i); halves_parameters(block) gives the two
+    halves' parameter lists."""
+    names, forwards, params = [], [], []
+    for i, block in enumerate(blocks):
+        if granularity == "block":
+            names.append(f"{prefix}.{i}")
+            forwards.append(stages.block(i))
+            params.append(_own_parameters(block))
+        else:
+            names += [f"{prefix}.{i}.attn", f"{prefix}.{i}.mlp"]
+            forwards += [stages.attention_half(i), stages.mlp_half(i)]
+            params += list(halves_parameters(block))
+    return names, forwards, params
+
+
 def _sequential_stage(index: int, name: str, child: nn.Module) -> Callable:
     def forward(x, targets):
         y = child(x)
@@ -153,17 +171,11 @@ def hf_gpt2_chain(model: nn.Module, sample, granularity: str) -> ChainSpec:
         raise ValueError(f"memopt.optimize: granularity '{granularity}' is not block or sublayer")
     stages = Gpt2Stages(model, granularity)
     tr = model.transformer
-    names, forwards, params = ["embed"], [stages.embed], [_own_parameters(tr.wte) + _own_parameters(tr.wpe)]
-    for i, block in enumerate(tr.h):
-        if granularity == "block":
-            names.append(f"h.{i}")
-            forwards.append(stages.block(i))
-            params.append(_own_parameters(block))
-        else:
-            names += [f"h.{i}.attn", f"h.{i}.mlp"]
-            forwards += [stages.attention_half(i), stages.mlp_half(i)]
-            params += [_own_parameters(block.ln_1) + _own_parameters(block.attn),
-                       _own_parameters(block.ln_2) + _own_parameters(block.mlp)]
+    names, forwards, params = layer_stages(
+        stages, tr.h, granularity, "h",
+        lambda b: (_own_parameters(b.ln_1) + _own_parameters(b.attn), _own_parameters(b.ln_2) + _own_parameters(b.mlp)))
+    names, forwards = ["embed"] + names, [stages.embed] + forwards
+    params = [_own_parameters(tr.wte) + _own_parameters(tr.wpe)] + params
     names.append("head")
     forwards.append(stages.head)
     params.append(_own_parameters(tr.ln_f) + _own_parameters(model.lm_head))

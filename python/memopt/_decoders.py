@@ -25,7 +25,7 @@ from typing import Callable, List, Optional
 import torch
 from torch import nn
 
-from ._chains import ChainSpec, _own_parameters, gpt2_sample
+from ._chains import ChainSpec, _own_parameters, gpt2_sample, layer_stages
 
 # The names transformers gives the norm applied after the blocks.
 _FINAL_NORMS = ("norm", "final_layer_norm", "ln_f", "final_layernorm")
@@ -208,23 +208,15 @@ def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[n
     input_ids, labels = gpt2_sample(sample)
     stages = DecoderStages(model, blocks if blocks is not None else find_blocks(model))
     stages.prepare(input_ids)
-    names, forwards, params = ["embed"], [stages.embed], []
-    for i, block in enumerate(stages.blocks):
-        if granularity == "block":
-            names.append(f"layers.{i}")
-            forwards.append(stages.block(i))
-            params.append(_own_parameters(block))
-            continue
-        if not stages.can_halve():
-            raise ValueError(f"memopt.optimize: granularity 'sublayer' is not available for {type(model).__name__}: "
-                             f"its layers are not two residual halves ({', '.join(DecoderStages._HALVES)}); "
-                             f"use granularity='block'")
-        names += [f"layers.{i}.attn", f"layers.{i}.mlp"]
-        forwards += [stages.attention_half(i), stages.mlp_half(i)]
-        params += [_own_parameters(block.input_layernorm) + _own_parameters(block.self_attn),
-                   _own_parameters(block.post_attention_layernorm) + _own_parameters(block.mlp)]
-    names.append("head")
-    forwards.append(stages.head)
+    if granularity == "sublayer" and not stages.can_halve():
+        raise ValueError(f"memopt.optimize: granularity 'sublayer' is not available for {type(model).__name__}: "
+                         f"its layers are not two residual halves ({', '.join(DecoderStages._HALVES)}); "
+                         f"use granularity='block'")
+    names, forwards, params = layer_stages(
+        stages, stages.blocks, granularity, "layers",
+        lambda b: (_own_parameters(b.input_layernorm) + _own_parameters(b.self_attn),
+                   _own_parameters(b.post_attention_layernorm) + _own_parameters(b.mlp)))
+    names, forwards = ["embed"] + names + ["head"], [stages.embed] + forwards + [stages.head]
     check_cut(model, forwards, input_ids, labels)
     before = [p for p in _own_parameters(stages.decoder)
               if not any(p is q for b in stages.blocks for q in b.parameters())
