@@ -56,8 +56,11 @@ void run_run(const RunArgs& args) {
   if (!args.device.empty()) backend = measure::parse_backend(args.device);
   runtime::ProfiledModel model(profile, args.threads, device_limit, backend);
   model.check_fits(schedule, args.schedule_path);
-  // Note [Stage times from this process]: predicted from this process's stage times.
-  const bool retime = !args.profile_times && profile.measured && model.backend() == measure::Backend::Cpu;
+  // Note [Stage times from this process]: predicted from this process's stage times --
+  // but not under an emulated device capacity, which the timing steps (store-all
+  // among them) need not fit.
+  const bool retime = !args.profile_times && profile.measured && model.backend() == measure::Backend::Cpu &&
+                      device_limit == 0;
   if (retime) {
     std::fprintf(stderr, "run: re-timing every stage in this process (--profile-times keeps the profile's)\n");
     model.retime_stages(profile.chain);
@@ -131,7 +134,8 @@ void add_run_command(CLI::App& app) {
                   "cpu|cuda: where to train (default: the profile's device; cuda needs the `cuda` build and a GPU)");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
   cmd->add_flag("--profile-times", args->profile_times,
-                "predict from the profile's stage times instead of re-timing the stages in this process first");
+                "predict from the profile's stage times instead of re-timing the stages in this process first "
+                "(always so with --device-memory)");
   cmd->callback([args] { run_run(*args); });
 }
 

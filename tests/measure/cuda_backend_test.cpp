@@ -57,6 +57,37 @@ TEST(CudaBackend, MeterCountsAllocatedBytesAndResetsItsPeak) {
   EXPECT_EQ(meter->peak_bytes(), meter->current_bytes());
 }
 
+// Requested bytes, to the byte: 1000 bytes are 1000, where the allocated-bytes
+// statistic would count the 1024-byte block (512-byte rounding). And the device can
+// still give something.
+TEST(CudaBackend, MeterCountsRequestedBytesNotRoundedBlocks) {
+  MEMOPT_REQUIRE_GPU();
+  auto meter = make_cuda_memory_meter(0);
+  const int64_t before = meter->current_bytes();
+  at::Tensor t = at::empty({1000}, at::TensorOptions(at::kByte).device(at::kCUDA));
+  EXPECT_EQ(meter->current_bytes() - before, 1000);
+  EXPECT_GT(meter->available_bytes(), 0);
+  EXPECT_GE(meter->reserved_bytes(), meter->current_bytes());
+}
+
+// Note [Ranges on every thread]: a CUDA backward runs on autograd's device thread,
+// yet its kernels land in the range the calling thread opened around backward().
+TEST(CudaBackend, CuptiAttributesBackwardKernelsRunOnAutogradsThread) {
+  MEMOPT_REQUIRE_GPU();
+  auto tracer = make_cupti_tracer();
+  const at::Tensor w = at::randn({512, 512}, at::TensorOptions(at::kFloat).device(at::kCUDA)).requires_grad_(true);
+  const at::Tensor y = at::mm(w, w).sum();
+  {
+    StageRange r(tracer.get(), "bwd", "mm");
+    y.backward();
+    (void)w.grad().sum().item<float>();  // the backward's work has finished
+  }
+  const TraceReport report = tracer->collect();
+  ASSERT_EQ(report.ranges.size(), 1u);
+  EXPECT_GE(report.ranges[0].num_kernels, 2);  // the two products of mm's backward at least
+  EXPECT_EQ(report.num_lost_records, 0);
+}
+
 TEST(CudaBackend, CuptiAttributesKernelsAndCopiesToTheirStages) {
   MEMOPT_REQUIRE_GPU();
   auto tracer = make_cupti_tracer();
