@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # check_torch_compat.sh: builds memopt's CUDA targets (the `cuda-ci` set: the CUDA
 # libraries, the whole CLI and the CUDA tests) against another CUDA torch from PyPI,
-# so that a machine with that torch already installed -- the GPU machine of
-# docs/cuda.md has 2.11.0+cu130 -- builds memopt without surprises. Compiles and
+# so that a machine with that torch already installed -- GPU images often ship
+# 2.11.0+cu130 -- builds memopt without surprises. Compiles and
 # links only; nothing runs.
 #   scripts/check_torch_compat.sh [VERSION [CMAKE_ARGS...]]   default 2.11.0; builds in
 #   build-torch-VERSION/ (with scripts/gpu_check.sh's -DCMAKE_UNITY_BUILD=ON, say, to
-#   check the GPU machine's build as it will run)
+#   check scripts/gpu_check.sh's build as it will run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:-2.11.0}

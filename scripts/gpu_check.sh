@@ -72,7 +72,7 @@ if [ ! -d .deps ]; then
   echo "no .deps/: run scripts/vendor_deps.sh on a machine with Debian's packages first, and carry .deps" | tee -a "$summary"
   exit 1
 fi
-# Note [A unity build on the GPU machine]: every source includes LibTorch's CUDA
+# Note [A unity build on a GPU server]: every source includes LibTorch's CUDA
 # headers, which cost most of its compile time; compiled eight to a unit, the build
 # parses them an eighth as often (scripts/check_torch_compat.sh builds it the same way).
 step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT_DEPS_DIR=.deps \

@@ -3,7 +3,7 @@
 # nlohmann/json and CLI11 (headers and CMake configs) and GoogleTest's sources -- into
 # .deps/ (git-ignored), laid out as an install prefix, for a machine that has a
 # LibTorch, nvcc and CMake but no Debian dev packages and no registry to reach (the
-# GPU machine of docs/cuda.md). CMake reads it with -DMEMOPT_DEPS_DIR=.deps.
+# GPU server of docs/cuda.md, "Building"). CMake reads it with -DMEMOPT_DEPS_DIR=.deps.
 # Copies what scripts/setup.sh installs here; about 5 MiB. Safe to run again.
 #   scripts/vendor_deps.sh
 set -euo pipefail
