@@ -52,12 +52,16 @@ struct ProfiledModel::Impl {
   }
 };
 
+namespace {
+
 measure::Backend profile_backend(const solver::Profile& profile) {
   // A modeled profile (the roofline's) names a GPU it was never measured on: it runs
   // where it always did, on the CPU testbed.
   if (!profile.measured) return measure::Backend::Cpu;
   return profile.device.value("kind", std::string("cpu")) == "cuda" ? measure::Backend::Cuda : measure::Backend::Cpu;
 }
+
+}  // namespace
 
 ProfiledModel::ProfiledModel(const solver::Profile& profile, int threads, int64_t device_memory_bytes,
                              std::optional<measure::Backend> backend_choice) {
