@@ -158,7 +158,7 @@ class Gpt2Stages:
 
 
 def hf_gpt2_chain(model: nn.Module, sample, granularity: str) -> ChainSpec:
-    input_ids, labels = gpt2_sample(sample)
+    input_ids, labels = lm_sample(sample)
     cfg = model.config
     if getattr(cfg, "add_cross_attention", False):
         raise ValueError("memopt.optimize: GPT-2 with cross-attention (config.add_cross_attention) is not "
@@ -194,7 +194,7 @@ def hf_gpt2_chain(model: nn.Module, sample, granularity: str) -> ChainSpec:
     return ChainSpec(names, forwards, params, model, True, model_json, input_ids, labels, stages)
 
 
-def gpt2_sample(sample):
+def lm_sample(sample):
     """(input_ids, labels) from a tensor of token ids (labels = the ids, as in
     `model(input_ids=ids, labels=ids)`) or a dict with input_ids and optionally labels."""
     if isinstance(sample, torch.Tensor):
@@ -204,10 +204,10 @@ def gpt2_sample(sample):
         labels = sample.get("labels", input_ids)
         extra = sorted(set(sample) - {"input_ids", "labels"})
         if extra:
-            raise ValueError(f"memopt.optimize: sample_inputs has {', '.join(extra)}; GPT-2 is profiled on "
+            raise ValueError(f"memopt.optimize: sample_inputs has {', '.join(extra)}; a language model is profiled on "
                              f"input_ids and labels only")
     else:
-        raise TypeError("memopt.optimize: a GPT-2's sample_inputs must be a tensor of token ids or a dict "
+        raise TypeError("memopt.optimize: a language model's sample_inputs must be a tensor of token ids or a dict "
                         "with 'input_ids' (and optionally 'labels')")
     if input_ids.dtype != torch.long or input_ids.ndim != 2:
         raise ValueError(f"memopt.optimize: input_ids must be a B x T tensor of int64 token ids, got "

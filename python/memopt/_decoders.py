@@ -25,7 +25,7 @@ from typing import Callable, List, Optional
 import torch
 from torch import nn
 
-from ._chains import ChainSpec, _own_parameters, gpt2_sample, layer_stages
+from ._chains import ChainSpec, _own_parameters, lm_sample, layer_stages
 
 # The names transformers gives the norm applied after the blocks.
 _FINAL_NORMS = ("norm", "final_layer_norm", "ln_f", "final_layernorm")
@@ -205,7 +205,7 @@ def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[n
     if granularity not in ("block", "sublayer"):
         raise ValueError(f"memopt.optimize: granularity '{granularity}' is not block or sublayer")
     _refused_options(model)
-    input_ids, labels = gpt2_sample(sample)
+    input_ids, labels = lm_sample(sample)
     stages = DecoderStages(model, blocks if blocks is not None else find_blocks(model))
     stages.prepare(input_ids)
     if granularity == "sublayer" and not stages.can_halve():
