@@ -1,6 +1,7 @@
 // link_check.cpp: rounds of copies through one engine, timed by the copies' own clocks.
 #include "runtime/link_check.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,7 +40,32 @@ LinkCheck check_link(const LinkCheckOptions& o) {
     for (int k = 0; k < o.num_matmuls; ++k) y = at::matmul(y, x).div_(static_cast<double>(o.matmul_size));
     return y;
   };
-  std::vector<double> d2h_alone, h2d_alone, d2h_duplex, h2d_duplex, d2h_busy, h2d_busy, compute_alone, compute_busy;
+  // Both directions at once: A goes out while B, already out, comes back; `beside`
+  // runs after both copies are queued (a copy waits for the compute queued before it,
+  // whose bytes it moves, not for what comes after) and is timed. Returns its ms.
+  struct Rates {
+    std::vector<double> d2h, h2d;
+  };
+  const auto both_at_once = [&](Rates& rates, bool measured, const std::function<void()>& beside) {
+    auto earlier = engine->offload(b);
+    earlier->wait();
+    timer->start();
+    auto out = engine->offload(a);
+    auto back = engine->prefetch(earlier);
+    beside();
+    const double ms = timer->stop_ms();
+    out->wait();
+    back->take_device_tensor();
+    back->wait();
+    if (measured) {
+      rates.d2h.push_back(rate(o.num_bytes, *out));
+      rates.h2d.push_back(rate(o.num_bytes, *back));
+    }
+    engine->finish_step();
+    return ms;
+  };
+  Rates alone, duplex, busy;
+  std::vector<double> compute_alone, compute_busy;
   for (int round = 0; round <= o.repeat; ++round) {
     const bool measured = round > 0;  // round 0 warms the engine, the pool and the kernels
     {  // each direction alone
@@ -49,53 +75,23 @@ LinkCheck check_link(const LinkCheckOptions& o) {
       back->take_device_tensor();
       back->wait();
       if (measured) {
-        d2h_alone.push_back(rate(o.num_bytes, *out));
-        h2d_alone.push_back(rate(o.num_bytes, *back));
+        alone.d2h.push_back(rate(o.num_bytes, *out));
+        alone.h2d.push_back(rate(o.num_bytes, *back));
       }
       engine->finish_step();
     }
-    {  // both at once: A goes out while B, already out, comes back
-      auto earlier = engine->offload(b);
-      earlier->wait();
-      auto out = engine->offload(a);
-      auto back = engine->prefetch(earlier);
-      out->wait();
-      back->take_device_tensor();
-      back->wait();
-      if (measured) {
-        d2h_duplex.push_back(rate(o.num_bytes, *out));
-        h2d_duplex.push_back(rate(o.num_bytes, *back));
-      }
-      engine->finish_step();
-    }
-    {  // compute alone
-      timer->start();
-      compute();
-      const double ms = timer->stop_ms();
-      if (measured) compute_alone.push_back(ms);
-    }
-    {  // both at once beside compute. The copies are queued first: a copy waits for the
-       // compute queued before it (the bytes it moves are compute's), not after it.
-      auto earlier = engine->offload(b);
-      earlier->wait();
-      timer->start();
-      auto out = engine->offload(a);
-      auto back = engine->prefetch(earlier);
-      compute();
-      const double ms = timer->stop_ms();
-      out->wait();
-      back->take_device_tensor();
-      back->wait();
-      if (measured) {
-        d2h_busy.push_back(rate(o.num_bytes, *out));
-        h2d_busy.push_back(rate(o.num_bytes, *back));
-        compute_busy.push_back(ms);
-      }
-      engine->finish_step();
+    both_at_once(duplex, measured, [] {});
+    timer->start();
+    compute();
+    const double alone_ms = timer->stop_ms();
+    const double beside_ms = both_at_once(busy, measured, [&] { compute(); });
+    if (measured) {
+      compute_alone.push_back(alone_ms);
+      compute_busy.push_back(beside_ms);
     }
   }
-  return {common::spread(d2h_alone),  common::spread(h2d_alone),     common::spread(d2h_duplex),
-          common::spread(h2d_duplex), common::spread(d2h_busy),      common::spread(h2d_busy),
+  return {common::spread(alone.d2h),  common::spread(alone.h2d), common::spread(duplex.d2h),
+          common::spread(duplex.h2d), common::spread(busy.d2h),  common::spread(busy.h2d),
           common::spread(compute_alone), common::spread(compute_busy)};
 }
 
