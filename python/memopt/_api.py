@@ -6,8 +6,10 @@ import json
 import os
 import sys
 import time
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 from torch import nn
@@ -15,6 +17,7 @@ from torch import nn
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
 from ._decoders import decoder_chain, is_hf_causal_lm
+from ._shapes import ShapeLaw, cut_sample, probe_shapes
 
 InfeasibleBudget = _core.InfeasibleBudget
 ProblemTooLarge = _core.ProblemTooLarge
@@ -223,32 +226,127 @@ class OptimizedSequential(nn.Module):
     returns the output after the schedule's forward part and backward runs the rest;
     without grad it is the plain Sequential."""
 
-    def __init__(self, seq: nn.Sequential, runner, plan: Plan):
+    def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple):
         super().__init__()
         self.seq = seq
         self.plan = plan
         self._runner = runner
+        self._shape = shape
 
     def forward(self, x):
         if not torch.is_grad_enabled():
             return self.seq(x)
+        if tuple(x.shape) != self._shape:
+            raise ValueError(f"memopt: the plan was made for inputs of shape {self._shape}, got {tuple(x.shape)}; "
+                             f"an nn.Sequential's plan holds for its sample's shape: optimize with a sample of "
+                             f"this shape")
         _check_autocast(self.plan, x.device)
         with _on(x.device):
             return self._runner.run(x, None)
 
 
+class _ShapePlans:
+    """A language model's plans, one per batch shape, all under the byte budget of the
+    sample's plan (Note [How a profile scales with the batch shape]): a new shape's
+    profile comes from the shape law, or, where the model keeps none, from profiling
+    that shape on its first batch."""
+
+    def __init__(self, chain, spec: ChainSpec, sample_profile: dict, link: Optional[str], solver: str, slots: int,
+                 measure: dict):
+        self.chain = chain
+        self.spec = spec
+        self.link_word = "none" if link is None else link
+        self.measured_link = sample_profile.get("link")  # link="measured": measured once, for every shape
+        self.solver = solver
+        self.slots = slots
+        self.measure = measure          # repeat, warmup, threads for profiling a shape
+        self.by_shape: Dict[tuple, tuple] = {}  # shape -> (runner, plan)
+        self.law: Optional[ShapeLaw] = None
+        self.why_no_law = "optimize(..., other_shapes=False) planned the sample's shape only"
+        self.sample_only = True
+        self.budget_bytes = 0
+
+    def add(self, shape, runner, plan: Plan):
+        self.by_shape[shape] = (runner, plan)
+        self.budget_bytes = self.budget_bytes or plan.budget_bytes
+
+    def probe(self, sample_profile: dict, repeat: int, warmup: int, threads: int):
+        """Profiles the probe shapes and fits the law, or records why there is none."""
+        ids, labels = self.spec.sample_input, self.spec.sample_targets
+        shape = tuple(ids.shape)
+        self.sample_only = False
+        shapes = probe_shapes(*shape)
+        if shapes is None:
+            self.why_no_law = f"the sample's {shape[1]} positions are too few to measure how bytes grow with T"
+            return
+        profiles = {shape: sample_profile}
+        model_json = json.dumps(_model_json(self.spec))
+        try:
+            for s in shapes:
+                self.spec.stages.prepare(cut_sample(ids, s))
+                profiles[s] = json.loads(_core.profile(self.chain, cut_sample(ids, s), cut_sample(labels, s),
+                                                       model_json, repeat, warmup, threads, None))
+        finally:
+            self.spec.stages.prepare(ids)
+        try:
+            self.law = ShapeLaw(profiles, shape)
+        except ValueError as e:
+            self.why_no_law = f"its bytes do not follow the shape law ({e})"
+
+    def get(self, input_ids: torch.Tensor, labels: torch.Tensor):
+        """The runner and plan for this batch's shape, made on its first batch."""
+        shape = tuple(input_ids.shape)
+        if shape not in self.by_shape and self.sample_only:
+            raise ValueError(f"memopt: the plan was made for input_ids of shape {tuple(self.spec.sample_input.shape)}, "
+                             f"got {shape}, and optimize(..., other_shapes=False) planned that shape only: "
+                             f"optimize with other_shapes=True (the default) or with a sample of this shape")
+        if shape not in self.by_shape:
+            self.add(shape, *self._make(shape, input_ids, labels))
+        return self.by_shape[shape]
+
+    def _make(self, shape, input_ids, labels):
+        if self.law is not None and self.law.covers(shape):
+            profile = self.law.profile_at(shape)
+        else:
+            why = self.why_no_law if self.law is None else \
+                f"it is larger than the sample {self.law.sample} in rows or positions"
+            warnings.warn(f"memopt: profiling a batch of shape {shape} for its own plan, because {why}; "
+                          f"optimize() given the largest batch plans the others without profiling", stacklevel=4)
+            # Inside the user's step: the profile's dropout draws must not move the
+            # generators the step then draws its masks from.
+            devices = [input_ids.device] if input_ids.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                self.spec.stages.prepare(input_ids)
+                profile = json.loads(_core.profile(self.chain, input_ids, labels,
+                                                   json.dumps(_model_json(self.spec)), self.measure["repeat"],
+                                                   self.measure["warmup"], self.measure["threads"], None))
+        profile.pop("link", None)
+        if self.link_word == "measured":
+            profile["link"] = self.measured_link
+            profile_text = json.dumps(profile)
+        else:  # an emulated link depends on the shape's times: emulated again
+            profile_text = _with_link(json.dumps(profile), self.link_word)
+        profile = json.loads(profile_text)
+        try:
+            schedule_text = _core.solve(profile_text, str(self.budget_bytes), self.solver, self.slots, 0)
+        except InfeasibleBudget as e:
+            raise InfeasibleBudget(f"memopt: a batch of shape {shape} does not fit the plan's budget of "
+                                   f"{self.budget_bytes} bytes: {e}") from e
+        plan = Plan(profile, json.loads(schedule_text), json.loads(_core.simulate(profile_text, schedule_text)))
+        return _core.Runner(self.chain, profile_text, schedule_text), plan
+
+
 class _LMForward:
     """A language model's forward for training with labels: the whole step along the
-    schedule, returning the loss (logits stay inside the head stage: None). Anything
-    else -- no labels, no grad, generation -- goes to the model's own forward."""
+    schedule for the batch's shape, returning the loss (logits stay inside the head
+    stage: None). Anything else -- no labels, no grad, generation -- goes to the
+    model's own forward."""
 
-    def __init__(self, model, spec: ChainSpec, runner, plan: Plan):
+    def __init__(self, model, spec: ChainSpec, plans: _ShapePlans):
         self.original = type(model).forward.__get__(model)
         self.name = type(model).__name__
         self.stages = spec.stages
-        self.runner = runner
-        self.plan = plan
-        self.shape = tuple(spec.sample_input.shape)
+        self.plans = plans
         self.device = spec.sample_input.device
 
     def __call__(self, input_ids=None, labels=None, attention_mask=None, return_dict=None, use_cache=None,
@@ -261,16 +359,17 @@ class _LMForward:
             what = ", ".join(given) if given else "inputs_embeds without input_ids"
             raise ValueError(f"memopt: the optimized {self.name} trains on input_ids, labels and attention_mask; "
                              f"got {what}. memopt.unoptimize(model) restores the model's own forward")
-        if tuple(input_ids.shape) != self.shape:
-            raise ValueError(f"memopt: the plan was made for input_ids of shape {self.shape}, got "
-                             f"{tuple(input_ids.shape)}; call memopt.optimize with a sample of this shape")
         if input_ids.device != self.device:
             raise ValueError(f"memopt: input_ids is on {input_ids.device}; the plan was made for the model on "
                              f"{self.device}: move the batch there")
-        _check_autocast(self.plan, self.device)
-        self.stages.prepare(input_ids, attention_mask)
+        if tuple(labels.shape) != tuple(input_ids.shape):
+            raise ValueError(f"memopt: labels of shape {tuple(labels.shape)} for input_ids of shape "
+                             f"{tuple(input_ids.shape)}; a causal LM's labels are one per input position")
         with _on(self.device):
-            loss = self.runner.run(input_ids, labels)
+            runner, plan = self.plans.get(input_ids, labels)
+            _check_autocast(plan, self.device)
+            self.stages.prepare(input_ids, attention_mask)
+            loss = runner.run(input_ids, labels)
         if return_dict is False:
             return (loss,)
         from transformers.modeling_outputs import CausalLMOutputWithPast
@@ -280,14 +379,16 @@ class _LMForward:
 def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
              granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
              repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None,
-             blocks: Optional[nn.ModuleList] = None):
+             blocks: Optional[nn.ModuleList] = None, other_shapes: bool = True):
     """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
     train along the plan. Returns the model to train: for a causal LM (GPT-2, Llama,
     ...) the same object, whose forward with labels now runs the plan
     (memopt.unoptimize undoes it); for an nn.Sequential an OptimizedSequential around
-    it. The plan is at `.plan` (Sequential) or `.memopt_plan` (a causal LM).
+    it. The plan is at `.plan` (Sequential) or `.memopt_plan` (a causal LM, whose plans
+    for other batch shapes are at `.memopt_plans`).
 
       budget       "8GiB", "3.5GB", a byte count, "60%" of storing everything, or "min"
+                   (resolved to bytes on the sample; every batch shape keeps those bytes)
       link         None (the profile has none: recomputation only), "measured" (the
                    copy engine's own link, measured now: a GPU's pinned PCIe or
                    NVLink-C2C), a bandwidth "16GB/s", or an emulated GPU link
@@ -301,6 +402,10 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
                    path, e.g. a plan's .profile): used instead of profiling again
       blocks       a causal LM's stack of blocks (an nn.ModuleList), when the model does
                    not name its block class in _no_split_modules
+      other_shapes a causal LM: also profile six smaller shapes, so that a batch of
+                   another shape gets its own plan in a fraction of a second (Note [How
+                   a profile scales with the batch shape]); give the largest batch the
+                   training sees. False: other shapes are refused
     """
     spec = _build_chain(model, sample_inputs, granularity, blocks)
     device = _check_devices(spec)
@@ -311,6 +416,7 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
             chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
             profile_text = _read_json("profile", profile)
             _check_profile_matches(json.loads(profile_text), spec)
+        sample_profile = json.loads(profile_text)
         # None means no link here, also on a reused profile that had one.
         profile_text = _with_link(profile_text, "none" if link is None else link)
         schedule_text = _core.solve(profile_text, str(budget), solver, slots, 0)
@@ -319,11 +425,45 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
         if save is not None:
             plan.save(save)
         runner = _core.Runner(chain, profile_text, schedule_text)
-    if spec.stages is not None:
-        model.forward = _LMForward(model, spec, runner, plan)
-        model.memopt_plan = plan
-        return model
-    return OptimizedSequential(model, runner, plan)
+        if spec.stages is None:
+            return OptimizedSequential(model, runner, plan, tuple(spec.sample_input.shape))
+        plans = _ShapePlans(chain, spec, plan.profile, link, solver, slots,
+                            {"repeat": repeat, "warmup": warmup, "threads": threads})
+        plans.add(tuple(spec.sample_input.shape), runner, plan)
+        if other_shapes:
+            if progress:
+                print("[memopt] profiling six smaller shapes, for batches of other shapes", file=sys.stderr,
+                      flush=True)
+            plans.probe(sample_profile, repeat, warmup, threads)
+    model.forward = _LMForward(model, spec, plans)
+    model.memopt_plan = plan
+    model.memopt_plans = _PlansView(plans)
+    return model
+
+
+class _PlansView(Mapping):
+    """model.memopt_plans: batch shape -> Plan, for every shape trained so far."""
+
+    def __init__(self, plans: _ShapePlans):
+        self._plans = plans
+
+    def __getitem__(self, shape):
+        return self._plans.by_shape[tuple(shape)][1]
+
+    def __iter__(self):
+        return iter(self._plans.by_shape)
+
+    def __len__(self):
+        return len(self._plans.by_shape)
+
+    @property
+    def law(self) -> Optional[ShapeLaw]:
+        """How bytes and times scale with the shape, or None (why_no_law says why)."""
+        return self._plans.law
+
+    @property
+    def why_no_law(self) -> str:
+        return self._plans.why_no_law
 
 
 def unoptimize(model: nn.Module) -> nn.Module:
@@ -331,4 +471,5 @@ def unoptimize(model: nn.Module) -> nn.Module:
     if isinstance(model.__dict__.get("forward"), _LMForward):
         del model.forward
         del model.memopt_plan
+        del model.memopt_plans
     return model

@@ -5,6 +5,7 @@ saved-state offload and optimal plans; peaks within the budget, as predicted, fa
 with it; what users do around training (eval, inference, state_dict, gradient
 accumulation, padding masks) unchanged; options refused by name."""
 import copy
+import warnings
 
 import pytest
 import torch
@@ -191,7 +192,8 @@ def test_blocks_can_be_named_and_other_models_are_refused_by_name():
     ids = batch()
     plain = decoder("llama")
     model = copy.deepcopy(plain)
-    memopt.optimize(model, ids, budget="min", repeat=1, progress=False, blocks=model.model.layers)
+    memopt.optimize(model, ids, budget="min", repeat=1, progress=False, blocks=model.model.layers,
+                    other_shapes=False)
     step(plain, ids, 5)
     step(model, ids, 5)
     assert_same_grads(model, plain)
@@ -202,7 +204,8 @@ def test_blocks_can_be_named_and_other_models_are_refused_by_name():
     checkpointed.gradient_checkpointing_enable()
     with pytest.raises(ValueError, match="gradient checkpointing is on"):
         memopt.optimize(checkpointed, ids, repeat=1)
-    with pytest.raises(ValueError, match=r"made for input_ids of shape \(2, 32\), got \(1, 32\)"):
+    with pytest.raises(ValueError, match=r"made for input_ids of shape \(2, 32\), got \(1, 32\), and "
+                                         r"optimize\(..., other_shapes=False\) planned that shape only"):
         model(input_ids=ids[:1], labels=ids[:1])
     with pytest.raises(ValueError, match="trains on input_ids, labels and attention_mask; got position_ids"):
         model(input_ids=ids, labels=ids, position_ids=torch.arange(T)[None])
@@ -220,3 +223,63 @@ def test_blocks_can_be_named_and_other_models_are_refused_by_name():
     odd = ScaledLogits(decoder("llama").config)
     with pytest.raises(TypeError, match="does not reproduce its own forward"):
         memopt.optimize(odd, ids, repeat=1)
+
+
+def kept_bytes(profile):
+    """Every byte count of a profile that is not a temporary (Note [How a profile scales
+    with the batch shape])."""
+    from memopt._shapes import _is_temporary, _leaves
+    return {p: v for p, v in _leaves(profile) if isinstance(v, int) and not _is_temporary(p)}
+
+
+@pytest.mark.parametrize("arch,granularity", [(a, "block") for a in sorted(ARCHS)] + [("llama", "sublayer"),
+                                                                                       ("phi3", "sublayer")])
+def test_batches_of_other_shapes_get_their_own_plans_under_the_same_budget(arch, granularity):
+    plain = decoder(arch)
+    model = copy.deepcopy(plain)
+    memopt.optimize(model, batch(), budget="40%", link="2GB/s", granularity=granularity, repeat=1, progress=False)
+    plans = model.memopt_plans
+    assert plans.law is not None, plans.why_no_law
+    budget = model.memopt_plan.budget_bytes
+    step(model, batch(), 3)  # warm-up: lazily allocated state
+    # Dynamic padding: every batch its own length, within the sample's (2, 32).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none of these is profiled again
+        for seed, shape in enumerate([(2, 24), (1, 17), (2, 13), (2, 24)]):
+            ids = torch.randint(1, V, shape, generator=torch.Generator().manual_seed(seed))
+            ref_loss, _ = step(plain, ids, 50 + seed)
+            loss, peak = step(model, ids, 50 + seed)
+            assert torch.equal(loss, ref_loss), shape
+            assert_same_grads(model, plain)
+            plan = plans[shape]
+            assert plan.budget_bytes == budget and plan.predicted["peak_bytes"] <= budget
+            assert plan.profile["model"]["seq_len"] == shape[1] and plan.profile["model"]["batch"] == shape[0]
+            # The step's inputs (ids, mask, rotary tables) are not in the plan; the
+            # embedding's backward sizes a buffer by the tokens it sees.
+            slack = shape[0] * shape[1] * 8 + step_input_bytes(model) + 1024
+            assert peak <= budget + slack, (shape, peak, budget)
+            # What stages keep is the law's, to the byte, against a profile of this shape.
+            measured = memopt.profile(plain, ids, granularity=granularity, repeat=1, progress=False)
+            assert kept_bytes(plan.profile) == kept_bytes(measured), shape
+    assert sorted(plans) == [(1, 17), (2, 13), (2, 24), (2, 32)]
+    # A batch longer than the sample (if fewer tokens) is outside the probed shapes: profiled on its
+    # first batch, said so, and trained exactly.
+    ids = torch.randint(1, V, (1, 40), generator=torch.Generator().manual_seed(9))
+    with pytest.warns(UserWarning, match=r"profiling a batch of shape \(1, 40\) for its own plan, because it is "
+                                         r"larger than the sample \(2, 32\)"):
+        loss, _ = step(model, ids, 60)
+    ref_loss, _ = step(plain, ids, 60)
+    assert torch.equal(loss, ref_loss)
+    assert_same_grads(model, plain)
+    assert plans[(1, 40)].budget_bytes == budget
+
+
+def test_a_shape_that_does_not_fit_the_budget_says_so():
+    model = decoder("llama")
+    short = batch()[:, :16]
+    memopt.optimize(model, short, budget="min", repeat=1, progress=False)
+    long = torch.randint(1, V, (2, 64))
+    with pytest.warns(UserWarning, match="profiling a batch of shape"), \
+            pytest.raises(memopt.InfeasibleBudget, match=r"a batch of shape \(2, 64\) does not fit the plan's "
+                                                          r"budget of \d+ bytes: .*smallest budget that works"):
+        model(input_ids=long, labels=long)

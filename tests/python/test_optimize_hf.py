@@ -184,7 +184,7 @@ def test_errors_say_what_is_wrong_and_the_fix():
     with pytest.raises(ValueError, match=r"tensor 'transformer\.wte\.weight' is on meta"):
         memopt.optimize(on_meta, ids)
 
-    memopt.optimize(model, ids, budget="min", repeat=1)
+    memopt.optimize(model, ids, budget="min", repeat=1, other_shapes=False)
     with pytest.raises(ValueError, match=r"made for input_ids of shape \(2, 32\), got \(1, 32\)"):
         model(input_ids=ids[:1], labels=ids[:1])
     with pytest.raises(ValueError, match="got token_type_ids"):
@@ -261,3 +261,22 @@ def test_a_padded_batch_with_an_attention_mask_and_ignored_labels():
         torch.manual_seed(31)
         m(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
     assert_same_grads(grads(model), grads(plain))
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_gpt2_batches_of_other_shapes_train_exactly_on_their_own_plans(attention):
+    """Note [How a profile scales with the batch shape], with an emulated link, which
+    each shape's plan emulates again from that shape's times."""
+    plain = tiny_gpt2(attention=attention)
+    model = copy.deepcopy(plain)
+    memopt.optimize(model, batch(), budget="50%", link="h100-sxm:pcie5", granularity="sublayer", repeat=1)
+    assert model.memopt_plans.law is not None, model.memopt_plans.why_no_law
+    for seed, shape in enumerate([(2, 20), (1, 31)]):
+        ids = torch.randint(0, plain.config.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
+        ref_loss, _ = step(plain, ids, 70 + seed)
+        loss, _ = step(model, ids, 70 + seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(grads(model), grads(plain))
+        plan = model.memopt_plans[shape]
+        assert plan.budget_bytes == model.memopt_plan.budget_bytes and "link" in plan.profile
+        assert plan.profile["model"]["scaled_from"] == {"batch": B, "seq_len": T}

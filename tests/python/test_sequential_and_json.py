@@ -60,6 +60,9 @@ def test_emulated_links_need_gpt2_and_bandwidths_do_not():
         memopt.optimize(seq, x, link="h100-sxm:pcie5", repeat=1)
     net = memopt.optimize(seq, x, budget="min", link="16GB/s", repeat=1)
     assert net.plan.profile["link"]["d2h_bytes_per_s"] == 16e9
+    # A Sequential's plan holds for its sample's shape; another is refused, not run off-plan.
+    with pytest.raises(ValueError, match=r"made for inputs of shape \(16, 48\), got \(8, 48\)"):
+        net(x[:8])
 
 
 @pytest.mark.skipif(not os.path.exists(CLI), reason="the memopt CLI is not built")
