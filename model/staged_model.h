@@ -21,10 +21,14 @@ namespace memopt::model {
 
 // One training sample batch. `input` is a_0; `targets` is read only by a final stage
 // that computes the loss (undefined for chains whose loss the caller computes).
-// Neither counts as an activation of a stage: both exist before the step starts.
+// `step_inputs` are what stages read besides their input and the targets, made once
+// before the step (a decoder's rotary tables, causal mask, position ids). None counts
+// as an activation of a stage: all exist before the step starts, and a stage that
+// saves one for backward shares it, so moving a stage's saved state leaves them.
 struct Batch {
   at::Tensor input;
   at::Tensor targets;
+  std::vector<at::Tensor> step_inputs;
 };
 
 // Note [Multi-tensor activations]

@@ -25,10 +25,12 @@ struct RunnerHolder : torch::CustomClassHolder {
   std::shared_ptr<void> in_flight;  // run_scheduled_step's token
 };
 
-// The batch's targets reach the loss stage only, never autograd: wrapped so that
-// Function::apply does not take them (possibly undefined) for a differentiable input.
+// The batch's targets and step inputs reach the stages only, never autograd: wrapped
+// so that Function::apply does not take them (possibly undefined) for differentiable
+// inputs.
 struct Targets {
   at::Tensor tensor;
+  std::vector<at::Tensor> step_inputs;
 };
 
 struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
@@ -38,7 +40,7 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
     auto holder = c10::make_intrusive<RunnerHolder>();
     holder->in_flight = std::move(in_flight);
     holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
-    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), targets.tensor});
+    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), targets.tensor, targets.step_inputs});
     ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
     // The caller's tensor must not carry the inner graph of a kept last stage.
     return a_L.detach();
@@ -62,7 +64,7 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
 at::Tensor run_scheduled_step(const model::StagedModel& model, const solver::Schedule& schedule,
                               const runtime::ExecutorOptions& options, const model::Batch& batch,
                               const at::Tensor& anchor, std::shared_ptr<void> in_flight) {
-  return ScheduledChain::apply(&model, &schedule, options, batch.input, Targets{batch.targets}, anchor,
+  return ScheduledChain::apply(&model, &schedule, options, batch.input, Targets{batch.targets, batch.step_inputs}, anchor,
                                std::move(in_flight));
 }
 

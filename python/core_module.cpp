@@ -199,7 +199,8 @@ class Runner {
     }
   }
 
-  at::Tensor run(const at::Tensor& input, const std::optional<at::Tensor>& targets) {
+  at::Tensor run(const at::Tensor& input, const std::optional<at::Tensor>& targets,
+                 const std::vector<at::Tensor>& step_inputs) {
     // The copy engine's host pool holds one step's offloaded data; the next step may
     // only start once the last one's backward has used it (or its graph is gone).
     if (engine_ && !in_flight_.expired())
@@ -210,7 +211,7 @@ class Runner {
     if (engine_) engine_->finish_step();
     auto token = std::make_shared<int>(0);
     in_flight_ = token;
-    return run_scheduled_step(*chain_.staged, schedule_, options_, model::Batch{input, targets.value_or(at::Tensor())},
+    return run_scheduled_step(*chain_.staged, schedule_, options_, model::Batch{input, targets.value_or(at::Tensor()), step_inputs},
                               anchor_, std::move(token));
   }
 
@@ -258,7 +259,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Runner>(m, "Runner")
       .def(py::init<Chain, const std::string&, const std::string&>(), py::arg("chain"), py::arg("profile"),
            py::arg("schedule"))
-      .def("run", &Runner::run, py::arg("input"), py::arg("targets"));
+      .def("run", &Runner::run, py::arg("input"), py::arg("targets"), py::arg("step_inputs") = std::vector<at::Tensor>{});
 
   // The testbed's device memory: the counting allocator (Note [A caching testbed
   // allocator]) that every CPU measurement reads, installed by its first use.

@@ -220,8 +220,10 @@ void ScheduleRunner::forward_op(const Op& op) {
       }
       for (const at::Tensor& t : leaves) saved_state_[i + 1]->keep_on_device(t);
       for (const at::Tensor& t : saved_out_[i + 1]) saved_state_[i + 1]->keep_on_device(t);
-      // The targets live for the whole step, outside the budget (a_0 is plain_[0]).
+      // The targets and the step's inputs live for the whole step, outside the budget
+      // (a_0 is plain_[0]).
       saved_state_[i + 1]->keep_on_device(batch_.targets);
+      for (const at::Tensor& t : batch_.step_inputs) saved_state_[i + 1]->keep_on_device(t);
     } else {
       saved_out_[i + 1] = run_stage(i, leaves, /*with_grad=*/true);
     }

@@ -16,9 +16,10 @@
 // they hold views (sizes, strides, offset) into per-storage slots, which SavedState
 // owns and can swap between the device and a host copy. Storages that must stay --
 // parameters and buffers (static memory), the stage's input and output (a_i and
-// a_{i+1}, which stay on the device) -- are left in place, and so are tensors the
-// graph saved on another device than the one it computes on (Note [Host scalars
-// stay]).
+// a_{i+1}, which stay on the device), the batch's targets and step inputs (a
+// decoder's rotary tables, which every layer saves: model::Batch) -- are left in
+// place, and so are tensors the graph saved on another device than the one it
+// computes on (Note [Host scalars stay]).
 #pragma once
 
 #include <cstdint>

@@ -66,7 +66,7 @@ StepResult run_scheduled_step(const model::StagedModel& model, const std::vector
     // as the simulator does. The loss is read and let go before the backward, which
     // needs only d_L: holding a_L through it would keep 4 bytes the plan freed.
     {
-      const at::Tensor a_L = runner.run_forward(model::Batch{batch.input.clone(), batch.targets});
+      const at::Tensor a_L = runner.run_forward(model::Batch{batch.input.clone(), batch.targets, batch.step_inputs});
       loss.take(a_L, r.loss);
     }
     runner.run_backward();

@@ -5,7 +5,8 @@
 #   them; the wheel lacks them).
 #   .venv/ (git-ignored): the PyTorch wheel that provides LibTorch, plus the Python
 #   packages the tests and report scripts use (transformers, safetensors, matplotlib,
-#   pytest, highspy for the copy-placement MILP) and scikit-build-core, which
+#   pytest, highspy for the copy-placement MILP, accelerate for transformers'
+#   Trainer) and scikit-build-core, which
 #   scripts/install_python.sh builds memopt's own Python package with.
 # Called by scripts/demo.sh and scripts/test.sh; safe to run again at any time.
 set -euo pipefail
@@ -62,4 +63,12 @@ py_packages=(numpy transformers safetensors matplotlib pytest scikit-build-core 
 if ! "$py" -c 'import numpy, transformers, safetensors, matplotlib, pytest, scikit_build_core, highspy' 2>/dev/null; then
   log "installing ${py_packages[*]} into .venv"
   "$py" -m pip install -q "${py_packages[@]}"
+fi
+# accelerate, which transformers' Trainer needs, requires torch: installed without its
+# dependencies (psutil apart; the rest came with transformers) so that pip never
+# resolves another torch.
+if ! "$py" -c 'import accelerate, psutil' 2>/dev/null; then
+  log "installing accelerate into .venv"
+  "$py" -m pip install -q psutil
+  "$py" -m pip install -q --no-deps accelerate
 fi

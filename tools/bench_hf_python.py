@@ -1,5 +1,5 @@
-"""bench_hf_python.py: a Hugging Face GPT-2 trained several ways in one process, steps
-interleaved (A B C D A B C D ...) after warm-up rounds:
+"""bench_hf_python.py: a Hugging Face GPT-2 or Llama trained several ways in one process,
+steps interleaved (A B C D A B C D ...) after warm-up rounds:
   plain     HF training, everything stored;
   hf-ckpt   HF's gradient_checkpointing_enable() (every block recomputed);
   compile@F torch.compile with torch._functorch.config.activation_memory_budget = F
@@ -8,7 +8,11 @@ interleaved (A B C D A B C D ...) after warm-up rounds:
   memopt+LINK  the same budget, offloading allowed over LINK;
 and memopt again at each compile variant's measured peak and at --budgets, so that
 every competitor has a memopt point at its own memory.
-The model is HF's GPT2LMHeadModel as it is (dropout 0.1), random weights. A timed step
+The model is HF's GPT2LMHeadModel (dropout 0.1) or LlamaForCausalLM (--arch llama:
+grouped-query attention with --kv-heads, SwiGLU MLP of 2.6875 C, no dropout, as Llama
+trains) as it is, random weights. With --new-shapes, memopt's plan for each other batch
+shape is then made from the shape law (Note [How a profile scales with the batch
+shape]) several times, timed, and one step of each shape is measured. A timed step
 is `model(input_ids=ids, labels=ids).loss.backward()` (the gradients are zeroed in place
 before it, untimed); its activation peak is what the device's allocator held above the
 bytes that existed before it (memopt.testbed: the testbed allocator on the CPU, the
@@ -18,6 +22,8 @@ clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
+  .venv/bin/python tools/bench_hf_python.py --arch llama --layers 8 --embd 512 --heads 8 --kv-heads 2 \
+      --batch 1 --seq 512 --links 0.08GB/s,0.55GB/s --new-shapes 1x384,1x200 --out results/DIR/llama.json
   python3 tools/bench_hf_python.py --device cuda --attention sdpa --layers 12 --embd 768 --heads 12 \
       --batch 8 --seq 1024 --links measured --compile-budgets 0.5,0.2 --out gpu/small.json
 """
@@ -43,11 +49,25 @@ def summary(values):
 
 def model_for(args):
     torch.manual_seed(0)
+    if args.arch == "llama":
+        config = transformers.LlamaConfig(
+            vocab_size=args.vocab or 32000, hidden_size=args.embd, intermediate_size=int(2.6875 * args.embd),
+            num_hidden_layers=args.layers, num_attention_heads=args.heads,
+            num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=max(1024, args.seq))
+        config._attn_implementation = args.attention
+        return transformers.LlamaForCausalLM(config).to(args.device).train()
     config = transformers.GPT2Config(n_layer=args.layers, n_embd=args.embd, n_head=args.heads,
-                                     n_positions=max(1024, args.seq), resid_pdrop=0.1, embd_pdrop=0.1,
-                                     attn_pdrop=0.1)
+                                     vocab_size=args.vocab or 50257, n_positions=max(1024, args.seq),
+                                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
     config._attn_implementation = args.attention
     return transformers.GPT2LMHeadModel(config).to(args.device).train()
+
+
+def first_norm(model):
+    """The first block's first norm, which runs twice in a step that recomputes that block."""
+    if isinstance(model, transformers.LlamaForCausalLM):
+        return model.model.layers[0].input_layernorm
+    return model.transformer.h[0].ln_1
 
 
 class Clock:
@@ -98,11 +118,44 @@ def compiled(plain, fraction):
     return model
 
 
+def new_shapes(plain, ids, budget, args, clock, log):
+    """memopt at `budget` with the shape law: for each other shape, how long its plan
+    takes to make (from the law; the cache cleared between repeats) and one step's
+    measured peak against the budget."""
+    m = copy.deepcopy(plain)
+    t0 = time.perf_counter()
+    memopt.optimize(m, ids, budget=budget, progress=True)
+    out = {"optimize_s": time.perf_counter() - t0, "law": m.memopt_plans.law is not None,
+           "why_no_law": m.memopt_plans.why_no_law, "shapes": {}}
+    plans = m.forward.plans
+    for word in args.new_shapes.split(","):
+        b, t = (int(x) for x in word.split("x"))
+        x = ids.repeat(-(-b // ids.shape[0]), 1)[:b, :t].clone()
+        made_ms = []
+        for _ in range(5):
+            plans.by_shape.pop((b, t), None)
+            start = time.perf_counter()
+            plans.get(x, x)
+            made_ms.append((time.perf_counter() - start) * 1e3)
+        step(m, x, clock)  # warm-up at this shape
+        ms, peak = step(m, x, clock)
+        plan = m.memopt_plans[(b, t)]
+        out["shapes"][word] = {"plan_ms": summary(made_ms), "step_ms": ms, "peak_bytes": peak,
+                               "predicted_peak_bytes": plan.predicted["peak_bytes"],
+                               "budget_bytes": plan.budget_bytes, "predicted_ms": plan.predicted["time_ms"]}
+        log(f"shape {word}: plan in {statistics.median(made_ms):.1f} ms, step {ms:.0f} ms, peak "
+            f"{peak / 2**20:.1f} MiB (budget {plan.budget_bytes / 2**20:.1f} MiB)")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="gpt2", choices=["gpt2", "llama"])
     ap.add_argument("--layers", type=int, required=True)
     ap.add_argument("--embd", type=int, required=True)
     ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: as many as --heads)")
+    ap.add_argument("--vocab", type=int, default=0, help="vocabulary (0: GPT-2's 50257, Llama's 32000)")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--device", default="cpu", help="cpu (the testbed) or cuda")
@@ -114,6 +167,8 @@ def main():
                     help="torch.compile variants, one per activation_memory_budget fraction, comma-separated")
     ap.add_argument("--budgets", default="80%",
                     help="budgets besides hf-ckpt's peak, comma-separated (memopt's budget words)")
+    ap.add_argument("--new-shapes", default="",
+                    help="other batch shapes BxT, comma-separated: memopt's plan for each, from the shape law")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--out", required=True)
@@ -123,8 +178,9 @@ def main():
     log = lambda *a: print("[bench]", *a, file=sys.stderr, flush=True)
     clock = Clock(args.device)
 
-    ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)).to(args.device)
     plain = model_for(args)
+    vocab = plain.config.vocab_size
+    ids = torch.randint(0, vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)).to(args.device)
     hf = copy.deepcopy(plain)
     (getattr(hf, "activation_checkpointing_enable", None) or hf.gradient_checkpointing_enable)()
     for _ in range(2):
@@ -140,9 +196,9 @@ def main():
         log(f"{name} peak {peak} B")
         budgets.append(str(peak))
     # A guard on the comparison: HF's checkpointing must recompute in every step (its
-    # first block's ln_1 runs twice), whatever ran in the process before.
+    # first block's first norm runs twice), whatever ran in the process before.
     ln_1_calls = [0]
-    hf.transformer.h[0].ln_1.register_forward_hook(lambda *a: ln_1_calls.__setitem__(0, ln_1_calls[0] + 1))
+    first_norm(hf).register_forward_hook(lambda *a: ln_1_calls.__setitem__(0, ln_1_calls[0] + 1))
     # Every memopt plan runs on one copy of the model: optimize() returns the plan's
     # forward on it, and each step puts the forward of its variant in place.
     m = copy.deepcopy(plain)
@@ -153,7 +209,7 @@ def main():
             name = ("memopt" if link is None else f"memopt+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
             log(f"optimizing {name}")
             try:
-                memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile)
+                memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile, other_shapes=False)
             except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
                 log(f"{name}: {e}")
                 plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
@@ -175,14 +231,16 @@ def main():
             ln_1_calls[0] = 0
             ms, peak = step(model, ids, clock)
             if name == "hf-ckpt" and ln_1_calls[0] != 2:
-                raise SystemExit(f"hf-ckpt did not recompute in round {r + 1} (ln_1 ran {ln_1_calls[0]} times)")
+                raise SystemExit(f"hf-ckpt did not recompute in round {r + 1} (its first norm ran {ln_1_calls[0]} "
+                                 f"times)")
             log(f"round {r + 1} {name}: {ms:.0f} ms, peak {peak / 2**20:.1f} MiB")
             if r >= args.warmup:
                 times[name].append(ms)
                 peaks[name].append(peak)
     out = {
-        "model": {"n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads, "batch": args.batch,
-                  "seq_len": args.seq, "attention": args.attention, "dropout": 0.1},
+        "model": {"arch": args.arch, "n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads,
+                  "n_kv_head": args.kv_heads or args.heads, "vocab": vocab, "batch": args.batch, "seq_len": args.seq,
+                  "attention": args.attention, "dropout": 0.0 if args.arch == "llama" else 0.1},
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
         "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": args.steps,
         "hf_ckpt_peak_bytes": hf_peak,
@@ -190,6 +248,7 @@ def main():
         "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
                          "max_peak_bytes": max(peaks[k])} for k in variants},
         "plans": plans,
+        "new_shapes": new_shapes(plain, ids, str(hf_peak), args, clock, log) if args.new_shapes else {},
     }
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)

@@ -16,16 +16,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 MIB = 2**20
 
 
-def series(name):
-    """(legend label, style): one colour per way of training; memopt's circles sit at
-    hf-ckpt's peak as budget, its diamonds at the larger budget."""
+LINK_COLORS = ["tab:orange", "tab:green", "tab:purple", "tab:brown"]
+
+
+def series(name, links):
+    """(legend label, style): one colour per way of training (each offload link in
+    `links` its own, in order); memopt's circles sit at hf-ckpt's peak as budget, its
+    diamonds at the larger budget."""
     if name == "plain":
         return "plain HF", dict(marker="s", color="black")
     if name == "hf-ckpt":
         return "HF gradient checkpointing", dict(marker="^", color="tab:red", markersize=9)
     link, _, budget = name.partition(" @")
     label = "memopt, recompute-only" if link == "memopt" else f"memopt, offload over {link.split('+')[1]}"
-    color = {"memopt": "tab:blue"}.get(link, "tab:green" if "gh200" in link else "tab:orange")
+    color = "tab:blue" if link == "memopt" else LINK_COLORS[links.index(link) % len(LINK_COLORS)]
     return label + (f", budget {budget} of store-all" if budget else ", budget = hf-ckpt's peak"), \
         dict(marker="D" if budget else "o", color=color)
 
@@ -57,9 +61,10 @@ def main():
         with open(path) as f:
             d = json.load(f)
         md.append(table(title, d))
+        links = list(dict.fromkeys(n.partition(" @")[0] for n in d["variants"] if n.startswith("memopt+")))
         for name, v in d["variants"].items():
             t = v["time_ms"]
-            label, style = series(name)
+            label, style = series(name, links)
             ax.errorbar([v["peak_bytes"] / MIB], [t["median"]], yerr=[[t["median"] - t["q1"]], [t["q3"] - t["median"]]],
                         linestyle="none", capsize=3, label=label, **style)
         ax.axvline(d["hf_ckpt_peak_bytes"] / MIB, color="tab:red", linestyle=":", linewidth=1)
@@ -70,9 +75,9 @@ def main():
         ax.set_ylabel("step time, median (ms)")
         ax.grid(alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.savefig(os.path.join(args.out, "steps.png"), dpi=120)
+    fig.legend(handles, labels, loc="lower center", ncol=3 if len(args.case) > 1 else 2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.14 if len(args.case) > 1 else 0.22, 1, 1))
+    fig.savefig(os.path.join(args.out, "steps.png"), dpi=120, bbox_inches="tight")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(md))
 

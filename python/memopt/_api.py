@@ -340,7 +340,7 @@ class _LMForward:
     """A language model's forward for training with labels: the whole step along the
     schedule for the batch's shape, returning the loss (logits stay inside the head
     stage: None). Anything else -- no labels, no grad, generation -- goes to the
-    model's own forward."""
+    model's own forward. Its keywords are what Hugging Face's Trainer passes too."""
 
     def __init__(self, model, spec: ChainSpec, plans: _ShapePlans):
         self.original = type(model).forward.__get__(model)
@@ -354,6 +354,8 @@ class _LMForward:
         if labels is None or not torch.is_grad_enabled():
             return self.original(input_ids=input_ids, labels=labels, attention_mask=attention_mask,
                                  return_dict=return_dict, use_cache=use_cache, **kwargs)
+        # Hugging Face's Trainer normalizes the loss by the tokens of all micro-batches.
+        loss_kwargs = {k: kwargs.pop(k) for k in ("num_items_in_batch",) if kwargs.get(k) is not None}
         given = [k for k in kwargs if kwargs[k] is not None and k not in ("output_attentions", "output_hidden_states")]
         if given or input_ids is None:
             what = ", ".join(given) if given else "inputs_embeds without input_ids"
@@ -368,8 +370,8 @@ class _LMForward:
         with _on(self.device):
             runner, plan = self.plans.get(input_ids, labels)
             _check_autocast(plan, self.device)
-            self.stages.prepare(input_ids, attention_mask)
-            loss = runner.run(input_ids, labels)
+            self.stages.prepare(input_ids, attention_mask, loss_kwargs)
+            loss = runner.run(input_ids, labels, self.stages.step_inputs())
         if return_dict is False:
             return (loss,)
         from transformers.modeling_outputs import CausalLMOutputWithPast

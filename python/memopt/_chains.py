@@ -28,7 +28,10 @@ class ChainSpec:
     sample_input: torch.Tensor = None
     sample_targets: Optional[torch.Tensor] = None
     # A language model's stages (Gpt2Stages, DecoderStages): their prepare(input_ids,
-    # attention_mask) makes the step's inputs before each step. None for a Sequential.
+    # attention_mask, loss_kwargs) makes the step's inputs before each step, which
+    # step_inputs() lists (loss_kwargs: what the model's loss_function takes besides
+    # logits and labels, such as the num_items_in_batch Hugging Face's Trainer
+    # passes). None for a Sequential.
     stages: Optional[object] = field(default=None, repr=False)
 
 
@@ -100,8 +103,10 @@ class Gpt2Stages:
         self.position_ids = None
         self.mask = None
 
-    def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None):
+    def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                loss_kwargs: Optional[dict] = None):
         from transformers.masking_utils import create_causal_mask
+        self.loss_kwargs = loss_kwargs or {}
         tr = self.model.transformer
         batch, seq = input_ids.shape
         self.position_ids = torch.arange(seq, device=input_ids.device).unsqueeze(0)
@@ -114,6 +119,10 @@ class Gpt2Stages:
         self.mask = create_causal_mask(config=self.model.config, inputs_embeds=shape_of_embeds,
                                        attention_mask=attention_mask, past_key_values=None,
                                        position_ids=self.position_ids)
+
+    def step_inputs(self) -> List[torch.Tensor]:
+        """The tensors the blocks read besides their input, made by prepare()."""
+        return [t for t in (self.position_ids, self.mask) if isinstance(t, torch.Tensor)]
 
     def embed(self, input_ids, targets):
         tr = self.model.transformer
@@ -154,7 +163,7 @@ class Gpt2Stages:
     def head(self, hidden_states, labels):
         hidden_states = self.model.transformer.ln_f(hidden_states)
         logits = self.model.lm_head(hidden_states)
-        return self.model.loss_function(logits, labels, vocab_size=self.model.config.vocab_size)
+        return self.model.loss_function(logits, labels, vocab_size=self.model.config.vocab_size, **self.loss_kwargs)
 
 
 def hf_gpt2_chain(model: nn.Module, sample, granularity: str) -> ChainSpec:

@@ -111,9 +111,11 @@ class DecoderStages:
     def _decoder_call(self, input_ids):
         return self.decoder(input_ids=input_ids, attention_mask=self.attention_mask, use_cache=False)
 
-    def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None):
+    def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                loss_kwargs: Optional[dict] = None):
         """Records what the model's forward passes each block for this batch."""
         self.attention_mask = attention_mask
+        self.loss_kwargs = loss_kwargs or {}
         recorded = [None] * len(self.blocks)
 
         def recorder(i):
@@ -130,6 +132,12 @@ class DecoderStages:
             raise TypeError(f"memopt: {type(self.decoder).__name__}'s forward did not call blocks {missing}; memopt "
                             f"cuts models that run every block once, in order")
         self.block_args = recorded
+
+    def step_inputs(self) -> List[torch.Tensor]:
+        """The tensors the blocks read besides their input, made by prepare(): the
+        runner leaves them in place when it moves a stage's saved state."""
+        return [t for rest, kwargs in self.block_args for v in list(rest) + list(kwargs.values())
+                for t in (v if isinstance(v, (tuple, list)) else (v,)) if isinstance(t, torch.Tensor)]
 
     def embed(self, input_ids, targets):
         def stop(i):
@@ -186,7 +194,8 @@ class DecoderStages:
 
     def head(self, hidden_states, labels):
         logits = self.head_module(self.norm(hidden_states))
-        return self.model.loss_function(logits=logits, labels=labels, vocab_size=self.model.config.vocab_size)
+        return self.model.loss_function(logits=logits, labels=labels, vocab_size=self.model.config.vocab_size,
+                                        **self.loss_kwargs)
 
 
 def _refused_options(model: nn.Module):

@@ -15,9 +15,9 @@ fall on the law to the byte, and every coefficient must be a whole number of byt
 Temporaries follow no such law: a peak of transient buffers switches between terms
 as the shape grows, and some depend on the tokens themselves (the embedding's
 backward sizes its buffers by the indices it sees), so two batches of one shape can
-differ by a few hundred bytes. For a temporary field memopt takes the largest value
-measured at a grid shape at least as large in B and T as the new one: a bound, as
-temporaries grow with the batch, not a law.
+differ by a few hundred bytes. For a temporary field memopt takes the value measured
+at a probed shape at least as large in B and in T as the new one, the smallest such:
+a bound, as temporaries grow with the batch, not a law.
 Times need no exactness: each stage's time is the sample's measured time, scaled by
 the ratio a least-squares fit t = a + b B T + c B T^2 over the seven shapes gives
 between the new shape and the sample.
@@ -162,7 +162,7 @@ class ShapeLaw:
 
     def profile_at(self, shape: Shape) -> dict:
         """The profile at a shape the law covers: kept bytes from the law, temporaries
-        bounded by the grid, times scaled from the sample's."""
+        bounded by the probed shapes, times scaled from the sample's."""
         if not self.covers(shape):
             raise ValueError(f"the shape {shape} is larger than every probed shape")
         out = copy.deepcopy(self.template)
@@ -170,7 +170,7 @@ class ShapeLaw:
             _set(out, path, int(sum(c * x for c, x in zip(coeffs, _byte_basis(shape)))))
         above = [s for s in self.temporaries if s[0] >= shape[0] and s[1] >= shape[1]]
         for path in self.temporaries[self.sample]:
-            _set(out, path, max(self.temporaries[s][path] for s in above))
+            _set(out, path, min(self.temporaries[s][path] for s in above))
         for path in self.times:
             _set(out, path, self._time_at(path, shape))
         model = out.setdefault("model", {})

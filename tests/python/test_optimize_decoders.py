@@ -283,3 +283,65 @@ def test_a_shape_that_does_not_fit_the_budget_says_so():
             pytest.raises(memopt.InfeasibleBudget, match=r"a batch of shape \(2, 64\) does not fit the plan's "
                                                           r"budget of \d+ bytes: .*smallest budget that works"):
         model(input_ids=long, labels=long)
+
+
+def test_moving_saved_state_leaves_the_steps_inputs_in_place():
+    """Every block saves the rotary tables for its backward; they are the step's, made
+    before it and outside the budget, so offload_saved moves only what the block made.
+    Here the tables (2 x T x head_dim floats, one head of 256) outweigh any slack of the
+    copy engine's host pool, which holds exactly the plan's offloaded bytes."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=V, hidden_size=256, intermediate_size=256, num_hidden_layers=4,
+                                      num_attention_heads=1, num_key_value_heads=1, max_position_embeddings=256)
+    config._attn_implementation = "eager"
+    plain = transformers.LlamaForCausalLM(config).train()
+    model = copy.deepcopy(plain)
+    ids = torch.randint(1, V, (1, 256), generator=torch.Generator().manual_seed(4))
+    memopt.optimize(model, ids, budget="75%", link="1GB/s", repeat=1, progress=False, other_shapes=False)
+    ops = [op[0] for op in model.memopt_plan.schedule["ops"]]
+    assert "offload_saved" in ops, ops
+    for seed in (81, 82):
+        ref_loss, _ = step(plain, ids, seed)
+        loss, _ = step(model, ids, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(model, plain)
+
+
+def test_hugging_face_trainer_trains_as_it_does_without_memopt(tmp_path):
+    """transformers' Trainer, dynamic padding and two micro-batches per step (the loss
+    normalized by the tokens of both, num_items_in_batch): the same losses and, after
+    three optimizer steps, the same weights as the plain model's Trainer, bit for bit."""
+    pytest.importorskip("accelerate")
+    g = torch.Generator().manual_seed(7)
+    data = [{"input_ids": torch.randint(1, V, (n,), generator=g)} for n in (32, 20, 27, 32, 11, 25, 32, 16)]
+
+    def pad(rows):
+        longest = max(len(r["input_ids"]) for r in rows)
+        ids = torch.zeros(len(rows), longest, dtype=torch.long)
+        mask = torch.zeros(len(rows), longest, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r["input_ids"])] = r["input_ids"]
+            mask[i, :len(r["input_ids"])] = 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+    def train(model, folder):
+        args = transformers.TrainingArguments(
+            output_dir=str(tmp_path / folder), per_device_train_batch_size=2, gradient_accumulation_steps=2,
+            max_steps=3, learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+            seed=5, dataloader_num_workers=0, disable_tqdm=True)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=pad)
+        trainer.train()
+        return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+    plain = decoder("llama")
+    model = copy.deepcopy(plain)
+    longest = pad(data[:2])  # the largest batch the training sees
+    memopt.optimize(model, {"input_ids": longest["input_ids"], "labels": longest["labels"]}, budget="50%",
+                    link="2GB/s", repeat=1, progress=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="memopt")  # every batch is planned from the shape law
+        losses = train(model, "memopt")
+    assert losses == train(plain, "plain") and len(losses) == 3
+    for (name, p), q in zip(model.named_parameters(), plain.parameters()):
+        assert torch.equal(p, q), name
+    assert len(model.memopt_plans) > 2  # the batches had several shapes
