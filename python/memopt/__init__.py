@@ -9,14 +9,15 @@
 optimize() profiles the model's stages, solves for the fastest plan of keeping,
 recomputing and offloading activations that fits the budget, and replays that plan in
 every training step, dropout masks recomputed with the same randomness and autocast
-as the forward ran it. It takes an unmodified transformers GPT2LMHeadModel or any
-nn.Sequential, on the CPU testbed or, when the package was built with the CUDA
+as the forward ran it. It takes unmodified transformers causal LMs (GPT-2, Llama,
+Mistral, Qwen, GPT-NeoX, Phi-3), any nn.Sequential, and any model that is a stack of
+blocks (blocks=), on the CPU testbed or, when the package was built with the CUDA
 backend, on a CUDA GPU (the model and the sample on one device). profile(), solve()
 and simulate() read and write the JSON of the memopt command line.
 """
-from ._api import (InfeasibleBudget, OptimizedSequential, Plan, ProblemTooLarge, optimize, profile, simulate,
-                   solve, unoptimize)
+from ._api import (InfeasibleBudget, OptimizedModel, OptimizedSequential, Plan, ProblemTooLarge, optimize, profile,
+                   simulate, solve, unoptimize)
 from . import testbed
 
-__all__ = ["optimize", "unoptimize", "profile", "solve", "simulate", "Plan", "OptimizedSequential",
+__all__ = ["optimize", "unoptimize", "profile", "solve", "simulate", "Plan", "OptimizedSequential", "OptimizedModel",
            "InfeasibleBudget", "ProblemTooLarge", "testbed"]

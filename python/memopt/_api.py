@@ -16,7 +16,8 @@ from torch import nn
 
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
-from ._decoders import decoder_chain, is_hf_causal_lm
+from ._decoders import decoder_chain, find_blocks, is_hf_causal_lm
+from ._stacks import stack_chain
 from ._shapes import ShapeLaw, cut_sample, probe_shapes
 
 InfeasibleBudget = _core.InfeasibleBudget
@@ -40,10 +41,16 @@ def _build_chain(model, sample_inputs, granularity, blocks=None) -> ChainSpec:
         if granularity != "block" or blocks is not None:
             raise ValueError("memopt: an nn.Sequential's stages are its children: pass no granularity or blocks")
         return sequential_chain(model, sample_inputs)
+    if blocks is not None or getattr(model, "_no_split_modules", None):
+        if granularity != "block":
+            raise ValueError(f"memopt.optimize: granularity '{granularity}' is for transformers' causal LMs; a "
+                             f"stack of blocks is cut at its blocks (granularity='block')")
+        return stack_chain(model, sample_inputs, blocks if blocks is not None else find_blocks(model))
     raise TypeError(f"memopt: {type(model).__name__} is not chain-shaped as memopt takes models: pass an "
-                    f"nn.Sequential (one stage per child), or a transformers causal LM (GPT-2, Llama, Mistral, "
-                    f"Qwen, GPT-NeoX, Phi-3, or any other whose forward is embedding, blocks, final norm, "
-                    f"output embedding and loss; docs/python.md, 'Which models')")
+                    f"nn.Sequential (one stage per child), a model that is a stack of blocks with blocks= (its "
+                    f"nn.ModuleList of blocks), or a transformers causal LM (GPT-2, Llama, Mistral, Qwen, "
+                    f"GPT-NeoX, Phi-3, or any other whose forward is embedding, blocks, final norm, output "
+                    f"embedding and loss; docs/python.md, 'Which models')")
 
 
 def _check_devices(spec: ChainSpec) -> torch.device:
@@ -221,28 +228,43 @@ class Plan:
         _write_json(os.path.join(directory, "schedule.json"), json.dumps(self.schedule))
 
 
-class OptimizedSequential(nn.Module):
-    """An nn.Sequential that trains along a memopt schedule: under autograd, forward
-    returns the output after the schedule's forward part and backward runs the rest;
-    without grad it is the plain Sequential."""
+class OptimizedModel(nn.Module):
+    """A model whose loss the caller computes -- a stack of blocks -- training along a
+    memopt schedule: under autograd, forward returns the output after the schedule's
+    forward part and backward runs the rest; without grad it is the model's own
+    forward. The model is at `.module`, the plan at `.plan`."""
 
-    def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple):
+    def __init__(self, module: nn.Module, runner, plan: Plan, shape: tuple, stages=None, name: str = "module"):
         super().__init__()
-        self.seq = seq
+        setattr(self, name, module)
+        self._name = name
         self.plan = plan
         self._runner = runner
         self._shape = shape
+        self._stages = stages
 
     def forward(self, x):
+        module = getattr(self, self._name)
         if not torch.is_grad_enabled():
-            return self.seq(x)
+            return module(x)
         if tuple(x.shape) != self._shape:
             raise ValueError(f"memopt: the plan was made for inputs of shape {self._shape}, got {tuple(x.shape)}; "
-                             f"an nn.Sequential's plan holds for its sample's shape: optimize with a sample of "
-                             f"this shape")
+                             f"a plan of a model whose loss the caller computes holds for its sample's shape: "
+                             f"optimize with a sample of this shape")
         _check_autocast(self.plan, x.device)
         with _on(x.device):
-            return self._runner.run(x, None)
+            if self._stages is None:
+                return self._runner.run(x, None)
+            self._stages.prepare(x)
+            return self._runner.run(x, None, self._stages.step_inputs())
+
+
+class OptimizedSequential(OptimizedModel):
+    """An nn.Sequential that trains along a memopt schedule (OptimizedModel); the
+    Sequential is at `.seq`."""
+
+    def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple):
+        super().__init__(seq, runner, plan, shape, name="seq")
 
 
 class _ShapePlans:
@@ -386,8 +408,9 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
     train along the plan. Returns the model to train: for a causal LM (GPT-2, Llama,
     ...) the same object, whose forward with labels now runs the plan
     (memopt.unoptimize undoes it); for an nn.Sequential an OptimizedSequential around
-    it. The plan is at `.plan` (Sequential) or `.memopt_plan` (a causal LM, whose plans
-    for other batch shapes are at `.memopt_plans`).
+    it, for another stack of blocks an OptimizedModel (both: the caller computes the
+    loss from the output). The plan is at `.plan` (those two) or `.memopt_plan` (a
+    causal LM, whose plans for other batch shapes are at `.memopt_plans`).
 
       budget       "8GiB", "3.5GB", a byte count, "60%" of storing everything, or "min"
                    (resolved to bytes on the sample; every batch shape keeps those bytes)
@@ -402,8 +425,10 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
       save         a folder for profile.json and schedule.json
       profile      a profile of this model and sample shape made earlier (a dict or a
                    path, e.g. a plan's .profile): used instead of profiling again
-      blocks       a causal LM's stack of blocks (an nn.ModuleList), when the model does
-                   not name its block class in _no_split_modules
+      blocks       the model's stack of blocks (an nn.ModuleList): for a causal LM that
+                   does not name its block class in _no_split_modules, or for any model
+                   whose forward is what comes before the blocks, the blocks, what comes
+                   after them (Note [Cutting a stack of blocks])
       other_shapes a causal LM: also profile six smaller shapes, so that a batch of
                    another shape gets its own plan in a fraction of a second (Note [How
                    a profile scales with the batch shape]); give the largest batch the
@@ -427,8 +452,10 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
         if save is not None:
             plan.save(save)
         runner = _core.Runner(chain, profile_text, schedule_text)
-        if spec.stages is None:
+        if isinstance(model, nn.Sequential):
             return OptimizedSequential(model, runner, plan, tuple(spec.sample_input.shape))
+        if not spec.ends_with_loss:
+            return OptimizedModel(model, runner, plan, tuple(spec.sample_input.shape), spec.stages)
         plans = _ShapePlans(chain, spec, plan.profile, link, solver, slots,
                             {"repeat": repeat, "warmup": warmup, "threads": threads})
         plans.add(tuple(spec.sample_input.shape), runner, plan)

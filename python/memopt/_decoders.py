@@ -19,44 +19,16 @@ Before a plan is made, the chain's loss on the sample is compared with the model
 forward, dropout off: a model whose cut does not reproduce its forward exactly is
 refused, naming what differs, never trained wrongly.
 """
-import contextlib
 from typing import Callable, List, Optional
 
 import torch
 from torch import nn
 
+from ._blocks import record_block_args, tensors_in, until_first_block
 from ._chains import ChainSpec, _own_parameters, lm_sample, layer_stages
 
 # The names transformers gives the norm applied after the blocks.
 _FINAL_NORMS = ("norm", "final_layer_norm", "ln_f", "final_layernorm")
-
-
-class _Stop(Exception):
-    """Raised by the first block to end the decoder's forward there."""
-
-    def __init__(self, hidden_states):
-        super().__init__()
-        self.hidden_states = hidden_states
-
-
-def _split_hidden(args, kwargs):
-    """The hidden states a block was given (first positional, or by name) and the rest."""
-    if args:
-        return args[0], args[1:], kwargs
-    kwargs = dict(kwargs)
-    return kwargs.pop("hidden_states"), (), kwargs
-
-
-@contextlib.contextmanager
-def _replaced_forwards(blocks, make):
-    """Each block's forward replaced by make(i) while inside; the model's own after."""
-    for i, block in enumerate(blocks):
-        block.forward = make(i)
-    try:
-        yield
-    finally:
-        for block in blocks:
-            del block.forward
 
 
 def find_blocks(model: nn.Module) -> nn.ModuleList:
@@ -116,40 +88,16 @@ class DecoderStages:
         """Records what the model's forward passes each block for this batch."""
         self.attention_mask = attention_mask
         self.loss_kwargs = loss_kwargs or {}
-        recorded = [None] * len(self.blocks)
-
-        def recorder(i):
-            def forward(*args, **kwargs):
-                hidden, rest, kw = _split_hidden(args, kwargs)
-                recorded[i] = (rest, kw)
-                return hidden
-            return forward
-        devices = [input_ids.device] if input_ids.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.no_grad(), _replaced_forwards(self.blocks, recorder):
-            self._decoder_call(input_ids)
-        if any(r is None for r in recorded):
-            missing = [i for i, r in enumerate(recorded) if r is None]
-            raise TypeError(f"memopt: {type(self.decoder).__name__}'s forward did not call blocks {missing}; memopt "
-                            f"cuts models that run every block once, in order")
-        self.block_args = recorded
+        self.block_args = record_block_args(self.blocks, lambda: self._decoder_call(input_ids), input_ids,
+                                            type(self.decoder).__name__)
 
     def step_inputs(self) -> List[torch.Tensor]:
         """The tensors the blocks read besides their input, made by prepare(): the
         runner leaves them in place when it moves a stage's saved state."""
-        return [t for rest, kwargs in self.block_args for v in list(rest) + list(kwargs.values())
-                for t in (v if isinstance(v, (tuple, list)) else (v,)) if isinstance(t, torch.Tensor)]
+        return tensors_in(self.block_args)
 
     def embed(self, input_ids, targets):
-        def stop(i):
-            def forward(*args, **kwargs):
-                raise _Stop(_split_hidden(args, kwargs)[0])
-            return forward
-        try:
-            with _replaced_forwards(self.blocks[:1], stop):
-                self._decoder_call(input_ids)
-        except _Stop as s:
-            return s.hidden_states
-        raise TypeError(f"memopt: {type(self.decoder).__name__}'s forward never reached its first block")
+        return until_first_block(self.blocks, lambda: self._decoder_call(input_ids), type(self.decoder).__name__)
 
     def block(self, i: int) -> Callable:
         block = self.blocks[i]

@@ -62,21 +62,28 @@ def assert_same_grads(a, b):
         assert torch.equal(p.grad, q.grad), f"gradient of {n} differs: max |diff| {(p.grad - q.grad).abs().max()}"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def assert_plan_kind(plan, budget, solver):
+    """Each of PLANS does what it is there for."""
+    ops = {op[0] for op in plan.schedule["ops"]}
+    expected = {"min": {"fwd_ckpt"}, "100%": {"offload", "prefetch"}, "60%": {"offload_saved", "prefetch_saved"},
+                "40%": set()}[budget]
+    assert expected <= ops, (budget, solver, sorted(ops))
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHS))
-@pytest.mark.parametrize("budget,link,solver", [
+PLANS = [
     ("min", None, "optimal"),              # recomputation only
     ("100%", "16GB/s", "offload-all"),     # every activation offloaded
     ("60%", "100GB/s", "optimal"),         # moves saved state
     ("40%", "2GB/s", "optimal"),
-])
+]
+
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("budget,link,solver", PLANS)
 def test_gradients_equal_plain_hf_training_bit_for_bit(arch, budget, link, solver):
     plain = decoder(arch)
     model = copy.deepcopy(plain)
@@ -90,22 +97,21 @@ def test_gradients_equal_plain_hf_training_bit_for_bit(arch, budget, link, solve
         loss, _ = step(model, ids, seed)
         assert torch.equal(loss, ref_loss)
         assert_same_grads(model, plain)
-    ops = [op[0] for op in plan.schedule["ops"]]
-    if solver == "offload-all":
-        assert "offload" in ops and "prefetch" in ops
-    if budget == "min":
-        assert "fwd_ckpt" in ops
+    assert_plan_kind(plan, budget, solver)
 
 
 @pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "phi3"])
-def test_half_blocks_train_as_plain_hf_training(arch):
+@pytest.mark.parametrize("budget,link,solver", PLANS)
+def test_half_blocks_train_as_plain_hf_training(arch, budget, link, solver):
     """Note [Half blocks of a pre-norm decoder layer]: attention and MLP halves."""
     plain = decoder(arch)
     model = copy.deepcopy(plain)
     ids = batch()
-    memopt.optimize(model, ids, budget="40%", link="2GB/s", granularity="sublayer", repeat=1, progress=False)
+    memopt.optimize(model, ids, budget=budget, link=link, solver=solver, granularity="sublayer", repeat=1,
+                    progress=False, other_shapes=False)
     names = [s["name"] for s in model.memopt_plan.profile["stages"]]
     assert names[1:3] == ["layers.0.attn", "layers.0.mlp"] and len(names) == 2 * COMMON["num_hidden_layers"] + 2
+    assert_plan_kind(model.memopt_plan, budget, solver)
     for seed in (41, 42):
         ref_loss, _ = step(plain, ids, seed)
         loss, _ = step(model, ids, seed)
@@ -143,12 +149,13 @@ def step_input_bytes(model):
     return total
 
 
-def test_peak_stays_within_the_budget_falls_with_it_and_is_predicted():
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_peak_stays_within_the_budget_falls_with_it_and_is_predicted(arch):
     ids = batch()
     peaks = []
     for budget in ("100%", "70%", "40%", "min"):
-        model = decoder("qwen3", attention="eager")
-        memopt.optimize(model, ids, budget=budget, repeat=1, progress=False)
+        model = decoder(arch, attention="eager")
+        memopt.optimize(model, ids, budget=budget, repeat=1, progress=False, other_shapes=False)
         step(model, ids, 3)  # warm-up: lazily allocated state
         _, peak = step(model, ids, 3)
         plan = model.memopt_plan

@@ -59,12 +59,7 @@ def assert_same_grads(a, b):
         assert torch.equal(a[n], b[n]), f"gradient of {n} differs: max |diff| {(a[n] - b[n]).abs().max().item()}"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 @pytest.mark.parametrize("granularity", ["block", "sublayer"])
