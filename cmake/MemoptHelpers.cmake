@@ -1,7 +1,9 @@
 # Helpers shared by every folder: one way to add a library, a test and a benchmark.
 
 # Aggregates with defaulted trailing members (Stage) are meant to be partly initialised.
-set(MEMOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+# -Werror=switch: a switch over an enum without a default must name every value (Note
+# [The semantics of an op kind] in solver/schedule.h).
+set(MEMOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=switch)
 
 # memopt_add_library(NAME memopt_x ALIAS memopt::x SOURCES a.cpp ... PUBLIC_LIBS lib ...)
 # A folder's library: sources, the repository root as include path, warnings, alias.

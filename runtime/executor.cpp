@@ -121,65 +121,76 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
   // Without the simulator's finishing points the engine alone decides when device
   // bytes go (when their copy ends).
   const bool hold = !options_.offload_done_before.empty();
-  if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
-    if (!saved_state_[k]) throw std::logic_error("executor: " + solver::to_string(op) + " without a captured ā_" + std::to_string(k));
-    if (op.kind == OpKind::OffloadSaved) {
-      std::vector<OutboundCopy> copies = saved_state_[k]->offload(*options_.copy_engine);
-      for (const OutboundCopy& c : copies) unwaited_offloads_.push_back(c.transfer);
-      if (hold) outbound_[p] = std::move(copies);
+  switch (op.kind) {
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
+      if (!saved_state_[k]) throw std::logic_error("executor: " + solver::to_string(op) + " without a captured ā_" + std::to_string(k));
+      if (op.kind == OpKind::OffloadSaved) {
+        std::vector<OutboundCopy> copies = saved_state_[k]->offload(*options_.copy_engine);
+        for (const OutboundCopy& c : copies) unwaited_offloads_.push_back(c.transfer);
+        if (hold) outbound_[p] = std::move(copies);
+        ++copy_stats_.num_offloads;
+      } else {
+        saved_state_[k]->prefetch(*options_.copy_engine);
+        ++copy_stats_.num_prefetches;
+      }
+      return;
+    case OpKind::OffloadInput:
+    case OpKind::OffloadCarried: {
+      // Note [Moving bytes from under their holders] (storage_move.h): the tensors of a_k
+      // that neither neighbour passes through, or those a_{k-1} passed in that a_{k+1}
+      // does not pass on (Note [Carried bytes may leave] in solver/simulate.h).
+      const model::Activation& a = plain_[k].empty() ? saved_out_[k] : plain_[k];
+      if (a.empty() || saved_out_[k + 1].empty())
+        throw std::logic_error("executor: " + solver::to_string(op) + " without a_" + std::to_string(k) + " and ā_" +
+                               std::to_string(k + 1) + " resident");
+      const size_t passed_in = std::min(a.size(), carried_count_[k]), passed_on = std::min(a.size(), carried_count_[k + 1]);
+      const size_t from = op.kind == OpKind::OffloadInput ? std::max(passed_in, passed_on) : passed_on;
+      const size_t to = op.kind == OpKind::OffloadInput ? a.size() : std::max(passed_in, passed_on);
+      auto& move = storage_moves(op.kind)[k];
+      move = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(from),
+                                                             a.begin() + static_cast<std::ptrdiff_t>(to)),
+                                           *options_.copy_engine);
+      for (const auto& t : move->transfers()) unwaited_offloads_.push_back(t);
+      if (!hold) move->release();  // else at its due op (wait_offloads_due)
       ++copy_stats_.num_offloads;
-    } else {
-      saved_state_[k]->prefetch(*options_.copy_engine);
+      return;
+    }
+    case OpKind::PrefetchInput:
+    case OpKind::PrefetchCarried: {
+      const auto& move = storage_moves(op.kind)[k];
+      if (!move) throw std::logic_error("executor: " + solver::to_string(op) + ", but nothing of a_" + std::to_string(k) + " went to the host");
+      move->prefetch(*options_.copy_engine);
       ++copy_stats_.num_prefetches;
+      return;
     }
-    return;
-  }
-  if (op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried) {
-    // Note [Moving bytes from under their holders] (storage_move.h): the tensors of a_k
-    // that neither neighbour passes through, or those a_{k-1} passed in that a_{k+1}
-    // does not pass on (Note [Carried bytes may leave] in solver/simulate.h).
-    const model::Activation& a = plain_[k].empty() ? saved_out_[k] : plain_[k];
-    if (a.empty() || saved_out_[k + 1].empty())
-      throw std::logic_error("executor: " + solver::to_string(op) + " without a_" + std::to_string(k) + " and ā_" +
-                             std::to_string(k + 1) + " resident");
-    const size_t passed_in = std::min(a.size(), carried_count_[k]), passed_on = std::min(a.size(), carried_count_[k + 1]);
-    const size_t from = op.kind == OpKind::OffloadInput ? std::max(passed_in, passed_on) : passed_on;
-    const size_t to = op.kind == OpKind::OffloadInput ? a.size() : std::max(passed_in, passed_on);
-    auto& move = storage_moves(op.kind)[k];
-    move = std::make_unique<StorageMove>(model::Activation(a.begin() + static_cast<std::ptrdiff_t>(from),
-                                                           a.begin() + static_cast<std::ptrdiff_t>(to)),
-                                         *options_.copy_engine);
-    for (const auto& t : move->transfers()) unwaited_offloads_.push_back(t);
-    if (!hold) move->release();  // else at its due op (wait_offloads_due)
-    ++copy_stats_.num_offloads;
-    return;
-  }
-  if (op.kind == OpKind::PrefetchInput || op.kind == OpKind::PrefetchCarried) {
-    const auto& move = storage_moves(op.kind)[k];
-    if (!move) throw std::logic_error("executor: " + solver::to_string(op) + ", but nothing of a_" + std::to_string(k) + " went to the host");
-    move->prefetch(*options_.copy_engine);
-    ++copy_stats_.num_prefetches;
-    return;
-  }
-  if (op.kind == OpKind::Offload) {
-    if (plain_[k].empty()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
-    for (const at::Tensor& t : plain_[k]) {
-      const at::Tensor device = t.contiguous();
-      offloaded_[k].push_back(options_.copy_engine->offload(device));
-      if (hold) outbound_[p].push_back({device, offloaded_[k].back()});
-      all_copies_.push_back(offloaded_[k].back());
-      unwaited_offloads_.push_back(offloaded_[k].back());
-    }
-    plain_[k].clear();  // the engine holds them until their copies end
-    ++copy_stats_.num_offloads;
-  } else {
-    if (offloaded_[k].empty()) throw std::logic_error("executor: prefetch of a_" + std::to_string(k) + ", which is not on the host");
-    for (const auto& host : offloaded_[k]) {
-      arriving_[k].push_back(options_.copy_engine->prefetch(host));
-      all_copies_.push_back(arriving_[k].back());
-    }
-    offloaded_[k].clear();
-    ++copy_stats_.num_prefetches;
+    case OpKind::Offload:
+      if (plain_[k].empty()) throw std::logic_error("executor: offload of a_" + std::to_string(k) + ", which is not resident");
+      for (const at::Tensor& t : plain_[k]) {
+        const at::Tensor device = t.contiguous();
+        offloaded_[k].push_back(options_.copy_engine->offload(device));
+        if (hold) outbound_[p].push_back({device, offloaded_[k].back()});
+        all_copies_.push_back(offloaded_[k].back());
+        unwaited_offloads_.push_back(offloaded_[k].back());
+      }
+      plain_[k].clear();  // the engine holds them until their copies end
+      ++copy_stats_.num_offloads;
+      return;
+    case OpKind::Prefetch:
+      if (offloaded_[k].empty()) throw std::logic_error("executor: prefetch of a_" + std::to_string(k) + ", which is not on the host");
+      for (const auto& host : offloaded_[k]) {
+        arriving_[k].push_back(options_.copy_engine->prefetch(host));
+        all_copies_.push_back(arriving_[k].back());
+      }
+      offloaded_[k].clear();
+      ++copy_stats_.num_prefetches;
+      return;
+    case OpKind::FwdKeep:
+    case OpKind::FwdCkpt:
+    case OpKind::FwdDrop:
+    case OpKind::Loss:
+    case OpKind::Bwd:
+    case OpKind::WaitOffloads: throw std::logic_error("executor: " + solver::to_string(op) + " is not a copy");
   }
 }
 
@@ -278,10 +289,22 @@ void ScheduleRunner::run_op(const Op& op) {
     else if (solver::info(op.kind).has_index) what = model_.stage(op.index).name;
     range.emplace(options_.tracer, std::string(solver::info(op.kind).word), what);
   }
-  if (op.kind == OpKind::Bwd) backward_op(op.index);
-  else if (op.kind == OpKind::WaitOffloads) wait_for_offloads();
-  else if (copy) copy_op(op, next_op_);
-  else forward_op(op);
+  switch (op.kind) {
+    case OpKind::FwdKeep:
+    case OpKind::FwdCkpt:
+    case OpKind::FwdDrop: forward_op(op); return;
+    case OpKind::Bwd: backward_op(op.index); return;
+    case OpKind::WaitOffloads: wait_for_offloads(); return;
+    case OpKind::Offload:
+    case OpKind::Prefetch:
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
+    case OpKind::OffloadInput:
+    case OpKind::PrefetchInput:
+    case OpKind::OffloadCarried:
+    case OpKind::PrefetchCarried: copy_op(op, next_op_); return;
+    case OpKind::Loss: throw std::logic_error("executor: the loss runs between run_forward and run_backward");
+  }
 }
 
 at::Tensor ScheduleRunner::run_forward(model::Batch batch) {

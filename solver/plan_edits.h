@@ -31,23 +31,6 @@ inline std::vector<Op> erased(std::vector<Op> ops, size_t at) {
   return ops;
 }
 
-// offload, offload_saved, offload_input, offload_carried: the copies that take data
-// off the device.
-inline bool is_offload(OpKind kind) {
-  return kind == OpKind::Offload || kind == OpKind::OffloadSaved || kind == OpKind::OffloadInput ||
-         kind == OpKind::OffloadCarried;
-}
-
-// The copy that brings back what `offload` (an is_offload kind) moved out.
-inline OpKind way_back(OpKind offload) {
-  switch (offload) {
-    case OpKind::Offload: return OpKind::Prefetch;
-    case OpKind::OffloadSaved: return OpKind::PrefetchSaved;
-    case OpKind::OffloadInput: return OpKind::PrefetchInput;
-    default: return OpKind::PrefetchCarried;
-  }
-}
-
 // The wait_offloads at `at` taken out, or the offload at `at` with the prefetch that
 // brings its data back (if any); any other op is left in.
 inline std::vector<Op> dropped(std::vector<Op> ops, size_t at) {
@@ -59,10 +42,6 @@ inline std::vector<Op> dropped(std::vector<Op> ops, size_t at) {
     return ops;
   }
   return erased(std::move(ops), at);
-}
-
-inline bool is_forward(OpKind kind) {
-  return kind == OpKind::FwdKeep || kind == OpKind::FwdCkpt || kind == OpKind::FwdDrop;
 }
 
 // A round trip a plan could add: `out` (an is_offload kind) after position

@@ -9,19 +9,35 @@
 namespace memopt::solver {
 
 namespace {
-// info() indexes the table by the enum's value, so the table must list the kinds in
-// declaration order; checked here at compile time rather than searched at run time.
-constexpr bool table_in_enum_order() {
+// Each row is its kind's (op_kind_row), so info() is an index.
+constexpr bool rows_are_their_kinds() {
   for (size_t i = 0; i < std::size(kOpKinds); ++i)
-    if (static_cast<size_t>(kOpKinds[i].kind) != i) return false;
+    if (op_kind_row(kOpKinds[i].kind) != i) return false;
   return true;
 }
-static_assert(table_in_enum_order(), "kOpKinds must list OpKind values in declaration order");
+static_assert(rows_are_their_kinds(), "kOpKinds must list each OpKind at its op_kind_row");
+
+// A copy moves something and does not compute; its counterpart goes the other way and
+// moves the same bytes. Every other kind moves nothing and is its own counterpart.
+constexpr bool rows_are_consistent() {
+  for (const OpKindInfo& k : kOpKinds) {
+    const bool copy = k.direction != CopyDirection::None;
+    const OpKindInfo& back = kOpKinds[op_kind_row(k.counterpart)];
+    if (copy != (k.payload != CopyPayload::None) || (copy && k.is_compute) || (k.is_forward && !k.is_compute))
+      return false;
+    if (copy ? back.counterpart != k.kind || back.direction == k.direction || back.payload != k.payload
+             : k.counterpart != k.kind)
+      return false;
+  }
+  return true;
+}
+static_assert(rows_are_consistent(), "kOpKinds: each offload_* and its prefetch_* name each other");
 }  // namespace
 
 const OpKindInfo& info(OpKind kind) {
-  const auto i = static_cast<size_t>(kind);
-  if (i >= std::size(kOpKinds)) throw std::logic_error("bug: OpKind " + std::to_string(i) + " is not in kOpKinds");
+  const size_t i = op_kind_row(kind);
+  if (i >= std::size(kOpKinds))
+    throw std::logic_error("bug: OpKind " + std::to_string(static_cast<int>(kind)) + " is not in kOpKinds");
   return kOpKinds[i];
 }
 

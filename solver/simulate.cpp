@@ -180,7 +180,15 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
         resident -= chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
         if (r.plain[i]) { r.plain[i] = 0; resident -= chain.x(i) - activation_overlap(chain, r, i); }
         break;
-      default:
+      case OpKind::Offload:
+      case OpKind::Prefetch:
+      case OpKind::OffloadSaved:
+      case OpKind::PrefetchSaved:
+      case OpKind::OffloadInput:
+      case OpKind::PrefetchInput:
+      case OpKind::OffloadCarried:
+      case OpKind::PrefetchCarried:
+      case OpKind::WaitOffloads:  // refused above: the timeline simulator's
         break;
     }
   }
@@ -246,8 +254,18 @@ ComputeCost compute_cost(const Chain& chain, const Op& op) {
     case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), i};
     case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), L};
     case OpKind::Bwd: return {chain.x(i), chain.btmp(i), chain.ub(i), i};
-    default: return {};
+    case OpKind::Offload:
+    case OpKind::Prefetch:
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
+    case OpKind::OffloadInput:
+    case OpKind::PrefetchInput:
+    case OpKind::OffloadCarried:
+    case OpKind::PrefetchCarried:
+    case OpKind::WaitOffloads:
+      return {};  // not a compute op
   }
+  return {};
 }
 
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
@@ -422,7 +440,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     // An a_{i+1} on the host still exists: computing it again would leave two copies
     // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
-    if ((op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop) && place[i + 1] == Place::OnHost)
+    if (is_forward(op.kind) && place[i + 1] == Place::OnHost)
       return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
     // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.
     if (op.kind == OpKind::Bwd && inputs.is_out(i))
@@ -491,7 +509,15 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
           remove_bytes += chain.x(i) - activation_overlap(chain, r, i);
         }
         break;
-      default:
+      case OpKind::Offload:
+      case OpKind::Prefetch:
+      case OpKind::OffloadSaved:
+      case OpKind::PrefetchSaved:
+      case OpKind::OffloadInput:
+      case OpKind::PrefetchInput:
+      case OpKind::OffloadCarried:
+      case OpKind::PrefetchCarried:
+      case OpKind::WaitOffloads:  // handled above, before the compute stream
         break;
     }
     events.push_back({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});

@@ -235,16 +235,14 @@ std::vector<std::optional<std::vector<Op>>> starts_keeping_a_stage(const Chain& 
   std::vector<Start> starts;
   const auto loss = std::find(best.begin(), best.end(), Op{OpKind::Loss, -1});
   const double best_ms = simulate_timeline(chain, best).time_ms;
-  const auto is_forward = [](const Op& op) {
-    return op.kind == OpKind::FwdKeep || op.kind == OpKind::FwdCkpt || op.kind == OpKind::FwdDrop;
-  };
+  const auto forward = [](const Op& op) { return is_forward(op.kind); };
   for (auto first = best.begin(); first != loss; ++first) {
     if (first->kind != OpKind::FwdCkpt && first->kind != OpKind::FwdDrop) continue;
     const int k = first->index;
     std::vector<Op> ops;
     for (auto op = best.begin(); op != best.end(); ++op) {
       if (op == first) ops.push_back({OpKind::FwdKeep, k});
-      else if (!(op > loss && is_forward(*op) && op->index == k)) ops.push_back(*op);
+      else if (!(op > loss && forward(*op) && op->index == k)) ops.push_back(*op);
     }
     const SimResult r = simulate_timeline(chain, ops);
     if (!r.valid || r.time_ms >= best_ms) continue;

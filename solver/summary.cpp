@@ -19,7 +19,14 @@ std::vector<StageActivity> stage_activity(const Chain& chain, const std::vector<
       case OpKind::Offload:
       case OpKind::OffloadInput:
       case OpKind::OffloadCarried: a.input_offloaded = true; break;
-      default: break;
+      case OpKind::Loss:
+      case OpKind::Bwd:
+      case OpKind::Prefetch:
+      case OpKind::OffloadSaved:  // counted above
+      case OpKind::PrefetchSaved:
+      case OpKind::PrefetchInput:
+      case OpKind::PrefetchCarried:
+      case OpKind::WaitOffloads: break;
     }
   }
   return out;

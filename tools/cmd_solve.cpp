@@ -91,7 +91,7 @@ void add_solve_command(CLI::App& app) {
   cmd->add_option("--profile", args->profile_path, "profile.json from `memopt profile`")->required();
   cmd->add_option("--budget", args->budget_text,
                   "activation budget: 4GiB, 3.5GB, 4000000000, 60% (of the store-all peak), or min (the smallest that works)")->required();
-  cmd->add_option("--solver", args->solver, "optimal|rotor-compat|store-all|sqrt|recompute-blocks|recompute-all")
+  cmd->add_option("--solver", args->solver, solver_words("|"))
       ->capture_default_str();
   cmd->add_option("--bandwidth", args->bandwidth,
                   "host<->device link for offloading, e.g. 16GB/s (default: the profile's link; none: no offload)");

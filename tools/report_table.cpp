@@ -11,9 +11,9 @@ namespace memopt::tools {
 
 using namespace memopt::solver;
 
-std::string solver_words() {
+std::string solver_words(const std::string& separator) {
   std::string out;
-  for (const auto& k : kSolverKinds) out += (out.empty() ? "" : ", ") + std::string(k.word);
+  for (const auto& k : kSolverKinds) out += (out.empty() ? "" : separator) + std::string(k.word);
   return out;
 }
 

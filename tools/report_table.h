@@ -11,7 +11,7 @@
 
 namespace memopt::tools {
 
-std::string solver_words();  // "optimal, rotor-compat, ..."
+std::string solver_words(const std::string& separator = ", ");  // "optimal, recompute-only, ...", from kSolverKinds
 void print_profile_header(const std::string& path, const solver::Profile& profile, int64_t store_all_peak_bytes);
 // One row per solver at options.budget_bytes; the chosen one is starred.
 void print_solver_comparison(const solver::Chain& chain, const solver::SolveOptions& options);

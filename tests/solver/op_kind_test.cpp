@@ -1,5 +1,5 @@
 // op_kind_test.cpp: the op table of schedule.h -- one entry per kind, words that
-// round-trip, and nothing else accepted.
+// round-trip, nothing else accepted, and each kind's semantics.
 //   ctest --test-dir build -R 'OpKind'
 #include <set>
 #include <string>
@@ -21,7 +21,7 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
     EXPECT_TRUE(words.insert(k.word).second) << "duplicate word " << k.word;
   }
   EXPECT_EQ(words.size(), 14u);
-  for (const OpKindInfo& k : kOpKinds) EXPECT_FALSE(k.is_compute && k.is_copy) << k.word;
+  for (const OpKindInfo& k : kOpKinds) EXPECT_FALSE(k.is_compute && is_copy(k.kind)) << k.word;
   EXPECT_FALSE(info(OpKind::OffloadSaved).is_compute);
   EXPECT_FALSE(info(OpKind::PrefetchSaved).is_compute);
   EXPECT_EQ(op_kind_from_word("offload_saved"), OpKind::OffloadSaved);
@@ -43,6 +43,34 @@ TEST(OpKind, TableIsConsistentAndWordsRoundTrip) {
   EXPECT_FALSE(info(OpKind::WaitOffloads).has_index);
   EXPECT_TRUE(needs_timeline(OpKind::WaitOffloads));
   EXPECT_FALSE(needs_timeline(OpKind::FwdDrop));
+}
+
+// Note [The semantics of an op kind]: what the table says of each kind, against the
+// kinds written out by hand.
+TEST(OpKind, TheTableSaysWhichWayEachCopyGoesWhatItMovesAndWhatUndoesIt) {
+  const std::set<OpKind> offloads{OpKind::Offload, OpKind::OffloadSaved, OpKind::OffloadInput, OpKind::OffloadCarried};
+  const std::set<OpKind> forwards{OpKind::FwdKeep, OpKind::FwdCkpt, OpKind::FwdDrop};
+  for (const OpKindInfo& k : kOpKinds) {
+    EXPECT_EQ(is_offload(k.kind), offloads.count(k.kind) == 1) << k.word;
+    EXPECT_EQ(is_forward(k.kind), forwards.count(k.kind) == 1) << k.word;
+    if (is_copy(k.kind)) {
+      EXPECT_EQ(way_back(way_back(k.kind)), k.kind) << k.word;
+      EXPECT_NE(info(way_back(k.kind)).direction, k.direction) << k.word;
+      EXPECT_EQ(info(way_back(k.kind)).payload, k.payload) << k.word;
+    } else {
+      EXPECT_EQ(way_back(k.kind), k.kind) << k.word;
+      EXPECT_EQ(k.payload, CopyPayload::None) << k.word;
+    }
+  }
+  EXPECT_EQ(way_back(OpKind::Offload), OpKind::Prefetch);
+  EXPECT_EQ(way_back(OpKind::OffloadSaved), OpKind::PrefetchSaved);
+  EXPECT_EQ(way_back(OpKind::OffloadInput), OpKind::PrefetchInput);
+  EXPECT_EQ(way_back(OpKind::OffloadCarried), OpKind::PrefetchCarried);
+  EXPECT_EQ(info(OpKind::Prefetch).direction, CopyDirection::ToDevice);
+  EXPECT_EQ(info(OpKind::OffloadSaved).payload, CopyPayload::SavedState);
+  EXPECT_EQ(info(OpKind::PrefetchInput).payload, CopyPayload::OwnBytes);
+  EXPECT_EQ(info(OpKind::OffloadCarried).payload, CopyPayload::EndingCarry);
+  EXPECT_EQ(info(OpKind::WaitOffloads).direction, CopyDirection::None);
 }
 
 TEST(OpKind, UnknownWordsAreRejected) {
