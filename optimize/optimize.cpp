@@ -1,6 +1,7 @@
 // optimize.cpp: profile -> solve -> a module that trains along the schedule.
 #include "optimize/optimize.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -40,7 +41,17 @@ struct ScheduledChain : torch::autograd::Function<ScheduledChain> {
     auto holder = c10::make_intrusive<RunnerHolder>();
     holder->in_flight = std::move(in_flight);
     holder->runner = std::make_unique<runtime::ScheduleRunner>(*model, schedule->ops, options);
-    const at::Tensor a_L = holder->runner->run_forward(model::Batch{x.detach(), targets.tensor, targets.step_inputs});
+    // Note [A plan that moves a_0 runs on a copy]
+    // offload 0 and offload_input 0 take a_0's storage off the device while the step
+    // runs, from under every other holder of it: the caller's tensor, and labels that
+    // are the same tensor as the inputs (model(input_ids=ids, labels=ids)). Such a
+    // plan runs on a copy of the input, as `memopt run` does (Note [The step owns
+    // a_0]); any other plan reads the caller's tensor.
+    const bool moves_a0 = std::any_of(schedule->ops.begin(), schedule->ops.end(), [](const solver::Op& op) {
+      return op.index == 0 && solver::is_offload(op.kind);
+    });
+    const at::Tensor a_L = holder->runner->run_forward(
+        model::Batch{moves_a0 ? x.detach().clone() : x.detach(), targets.tensor, targets.step_inputs});
     ctx->saved_data["runner"] = at::IValue::make_capsule(holder);
     // The caller's tensor must not carry the inner graph of a kept last stage.
     return a_L.detach();

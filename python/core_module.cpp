@@ -216,6 +216,8 @@ class Runner {
   }
 
   const solver::Schedule& schedule() const { return schedule_; }
+  // Whether a step this runner began still waits for its backward (its graph alive).
+  bool in_flight() const { return !in_flight_.expired(); }
 
  private:
   Chain chain_;
@@ -259,7 +261,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Runner>(m, "Runner")
       .def(py::init<Chain, const std::string&, const std::string&>(), py::arg("chain"), py::arg("profile"),
            py::arg("schedule"))
-      .def("run", &Runner::run, py::arg("input"), py::arg("targets"), py::arg("step_inputs") = std::vector<at::Tensor>{});
+      .def("run", &Runner::run, py::arg("input"), py::arg("targets"), py::arg("step_inputs") = std::vector<at::Tensor>{})
+      .def("in_flight", &Runner::in_flight);
 
   // The testbed's device memory: the counting allocator (Note [A caching testbed
   // allocator]) that every CPU measurement reads, installed by its first use.

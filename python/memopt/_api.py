@@ -41,6 +41,10 @@ def _build_chain(model, sample_inputs, granularity, blocks=None) -> ChainSpec:
         if granularity != "block" or blocks is not None:
             raise ValueError("memopt: an nn.Sequential's stages are its children: pass no granularity or blocks")
         return sequential_chain(model, sample_inputs)
+    if _is_hf_model(model) and blocks is None:
+        raise TypeError(f"memopt: {type(model).__name__} is a transformers model but not a causal LM with an output "
+                        f"embedding and a loss; memopt takes transformers' causal LMs (docs/python.md, 'Which "
+                        f"models'), or pass blocks= for a model whose forward returns one tensor")
     if blocks is not None or getattr(model, "_no_split_modules", None):
         if granularity != "block":
             raise ValueError(f"memopt.optimize: granularity '{granularity}' is for transformers' causal LMs; a "
@@ -51,6 +55,14 @@ def _build_chain(model, sample_inputs, granularity, blocks=None) -> ChainSpec:
                     f"nn.ModuleList of blocks), or a transformers causal LM (GPT-2, Llama, Mistral, Qwen, "
                     f"GPT-NeoX, Phi-3, or any other whose forward is embedding, blocks, final norm, output "
                     f"embedding and loss; docs/python.md, 'Which models')")
+
+
+def _is_hf_model(model: nn.Module) -> bool:
+    try:
+        from transformers import PreTrainedModel
+    except ImportError:
+        return False
+    return isinstance(model, PreTrainedModel)
 
 
 def _check_devices(spec: ChainSpec) -> torch.device:
@@ -147,6 +159,29 @@ def _model_json(spec: ChainSpec) -> dict:
     return j
 
 
+def _model_json_at(spec: ChainSpec, shape: tuple) -> str:
+    """The profile's model object for a batch of `shape` (a language model's B x T)."""
+    j = _model_json(spec)
+    j["batch"], j["seq_len"] = shape
+    return json.dumps(j)
+
+
+@contextlib.contextmanager
+def _grads_kept(module: nn.Module):
+    """The parameters' .grad as they were after whatever runs inside (the profiler
+    allocates, zeroes and frees gradients): what a training loop has accumulated when a
+    batch of a new shape is profiled survives it. They are held, not copied, so the
+    profile needs their bytes beside its own."""
+    saved = [(p, p.grad) for p in module.parameters()]
+    for p, _ in saved:
+        p.grad = None
+    try:
+        yield
+    finally:
+        for p, g in saved:
+            p.grad = g
+
+
 def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
     chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
     return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
@@ -182,7 +217,7 @@ def _check_profile_matches(profile: dict, spec: ChainSpec):
         raise ValueError(f"memopt.optimize: the profile's stages ({len(names)}: {', '.join(map(str, names[:3]))}, ...) "
                          f"are not this model's ({len(spec.names)}: {', '.join(spec.names[:3])}, ...); profile "
                          f"this model (profile=None)")
-    for key in ("batch", "seq_len"):
+    for key in ("batch", "seq_len", "input_shape"):
         if key in spec.model_json and profile.get("model", {}).get(key) != spec.model_json[key]:
             raise ValueError(f"memopt.optimize: the profile's model/{key} is {profile['model'].get(key)}, the "
                              f"sample's {spec.model_json[key]}; profile this sample (profile=None)")
@@ -255,8 +290,10 @@ class OptimizedModel(nn.Module):
         with _on(x.device):
             if self._stages is None:
                 return self._runner.run(x, None)
+            if self._runner.in_flight():
+                raise ValueError(_IN_FLIGHT)
             self._stages.prepare(x)
-            return self._runner.run(x, None, self._stages.step_inputs())
+            return self._runner.run(x, None, self._stages.step_inputs() + list(module.buffers()))
 
 
 class OptimizedSequential(OptimizedModel):
@@ -265,6 +302,15 @@ class OptimizedSequential(OptimizedModel):
 
     def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple):
         super().__init__(seq, runner, plan, shape, name="seq")
+
+
+# Frames between a warning in _ShapePlans._make and the user's call of the model:
+# _make, get, _LMForward.__call__, and nn.Module's two call wrappers.
+_CALLER = 6
+
+_IN_FLIGHT = ("memopt: a forward while the previous step's backward is still to come; the stages read one step's "
+              "inputs (the mask, position tables, the loss's arguments) when they recompute, so call backward (or "
+              "drop that loss) before the next forward")
 
 
 class _ShapePlans:
@@ -284,7 +330,7 @@ class _ShapePlans:
         self.measure = measure          # repeat, warmup, threads for profiling a shape
         self.by_shape: Dict[tuple, tuple] = {}  # shape -> (runner, plan)
         self.law: Optional[ShapeLaw] = None
-        self.why_no_law = "optimize(..., other_shapes=False) planned the sample's shape only"
+        self.why_no_law: Optional[str] = "optimize(..., other_shapes=False) planned the sample's shape only"
         self.sample_only = True
         self.budget_bytes = 0
 
@@ -302,21 +348,34 @@ class _ShapePlans:
             self.why_no_law = f"the sample's {shape[1]} positions are too few to measure how bytes grow with T"
             return
         profiles = {shape: sample_profile}
-        model_json = json.dumps(_model_json(self.spec))
         try:
             for s in shapes:
-                self.spec.stages.prepare(cut_sample(ids, s))
-                profiles[s] = json.loads(_core.profile(self.chain, cut_sample(ids, s), cut_sample(labels, s),
-                                                       model_json, repeat, warmup, threads, None))
+                profiles[s] = self._profile(cut_sample(ids, s), cut_sample(labels, s), repeat, warmup, threads)
+        except RuntimeError as e:  # out of memory above all: other shapes are then profiled when they come
+            self.why_no_law = f"profiling the probe shape {s} failed ({e})"
+            return
         finally:
             self.spec.stages.prepare(ids)
         try:
             self.law = ShapeLaw(profiles, shape)
+            self.why_no_law = None
         except ValueError as e:
             self.why_no_law = f"its bytes do not follow the shape law ({e})"
 
+    def _profile(self, input_ids, labels, repeat, warmup, threads) -> dict:
+        """A profile of this batch's shape, leaving the generators and the parameters'
+        gradients as they were."""
+        devices = [input_ids.device] if input_ids.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), _grads_kept(self.spec.owner):
+            self.spec.stages.prepare(input_ids)
+            return json.loads(_core.profile(self.chain, input_ids, labels,
+                                            _model_json_at(self.spec, tuple(input_ids.shape)), repeat, warmup,
+                                            threads, None))
+
     def get(self, input_ids: torch.Tensor, labels: torch.Tensor):
         """The runner and plan for this batch's shape, made on its first batch."""
+        if any(runner.in_flight() for runner, _ in self.by_shape.values()):
+            raise ValueError(_IN_FLIGHT)
         shape = tuple(input_ids.shape)
         if shape not in self.by_shape and self.sample_only:
             raise ValueError(f"memopt: the plan was made for input_ids of shape {tuple(self.spec.sample_input.shape)}, "
@@ -333,15 +392,10 @@ class _ShapePlans:
             why = self.why_no_law if self.law is None else \
                 f"it is larger than the sample {self.law.sample} in rows or positions"
             warnings.warn(f"memopt: profiling a batch of shape {shape} for its own plan, because {why}; "
-                          f"optimize() given the largest batch plans the others without profiling", stacklevel=4)
-            # Inside the user's step: the profile's dropout draws must not move the
-            # generators the step then draws its masks from.
-            devices = [input_ids.device] if input_ids.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=devices):
-                self.spec.stages.prepare(input_ids)
-                profile = json.loads(_core.profile(self.chain, input_ids, labels,
-                                                   json.dumps(_model_json(self.spec)), self.measure["repeat"],
-                                                   self.measure["warmup"], self.measure["threads"], None))
+                          f"optimize() given the largest batch plans the others without profiling",
+                          stacklevel=_CALLER)
+            profile = self._profile(input_ids, labels, self.measure["repeat"], self.measure["warmup"],
+                                    self.measure["threads"])
         profile.pop("link", None)
         if self.link_word == "measured":
             profile["link"] = self.measured_link
@@ -352,8 +406,9 @@ class _ShapePlans:
         try:
             schedule_text = _core.solve(profile_text, str(self.budget_bytes), self.solver, self.slots, 0)
         except InfeasibleBudget as e:
-            raise InfeasibleBudget(f"memopt: a batch of shape {shape} does not fit the plan's budget of "
-                                   f"{self.budget_bytes} bytes: {e}") from e
+            raise InfeasibleBudget(f"memopt: a batch of shape {shape} does not fit the budget of {self.budget_bytes} "
+                                   f"bytes that optimize() resolved on the sample ({e}); optimize with a budget in "
+                                   f"bytes that fits the largest batch, or with that batch as the sample") from e
         plan = Plan(profile, json.loads(schedule_text), json.loads(_core.simulate(profile_text, schedule_text)))
         return _core.Runner(self.chain, profile_text, schedule_text), plan
 
@@ -370,6 +425,9 @@ class _LMForward:
         self.stages = spec.stages
         self.plans = plans
         self.device = spec.sample_input.device
+        # A stage may save a buffer of the model for backward; like a parameter it is
+        # never moved.
+        self.buffers = list(model.buffers())
 
     def __call__(self, input_ids=None, labels=None, attention_mask=None, return_dict=None, use_cache=None,
                  **kwargs):
@@ -393,7 +451,7 @@ class _LMForward:
             runner, plan = self.plans.get(input_ids, labels)
             _check_autocast(plan, self.device)
             self.stages.prepare(input_ids, attention_mask, loss_kwargs)
-            loss = runner.run(input_ids, labels, self.stages.step_inputs())
+            loss = runner.run(input_ids, labels, self.stages.step_inputs() + self.buffers)
         if return_dict is False:
             return (loss,)
         from transformers.modeling_outputs import CausalLMOutputWithPast
@@ -491,12 +549,14 @@ class _PlansView(Mapping):
         return self._plans.law
 
     @property
-    def why_no_law(self) -> str:
+    def why_no_law(self) -> Optional[str]:
+        """Why there is no law (None when there is one)."""
         return self._plans.why_no_law
 
 
 def unoptimize(model: nn.Module) -> nn.Module:
-    """Gives an optimized GPT-2 back its own forward (an OptimizedSequential's is `.seq`)."""
+    """Gives an optimized causal LM back its own forward (an OptimizedSequential's
+    model is `.seq`, an OptimizedModel's `.module`)."""
     if isinstance(model.__dict__.get("forward"), _LMForward):
         del model.forward
         del model.memopt_plan

@@ -24,6 +24,27 @@ def split_hidden(args, kwargs):
     return kwargs.pop("hidden_states"), (), kwargs
 
 
+def check_distinct(blocks, name: str):
+    """A block listed twice would run twice per forward: not a chain of stages."""
+    for i, block in enumerate(blocks):
+        for j in range(i):
+            if blocks[j] is block:
+                raise TypeError(f"memopt: {name}'s block {i} is its block {j}; memopt cuts stacks whose blocks are "
+                                f"distinct modules")
+
+
+@contextlib.contextmanager
+def train_flags_kept(model):
+    """Every module's training flag as it was after whatever runs inside (model.train()
+    would set them all alike, undoing a submodule the user froze in eval mode)."""
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        yield
+    finally:
+        for m, flag in flags:
+            m.training = flag
+
+
 @contextlib.contextmanager
 def replaced_forwards(blocks, make):
     """Each block's forward replaced by make(i) while inside; the model's own after."""
@@ -39,18 +60,24 @@ def replaced_forwards(blocks, make):
 def record_block_args(blocks, call: Callable[[], object], x: torch.Tensor, name: str) -> List[tuple]:
     """Per block, (positional args after the hidden states, kwargs) that call() -- the
     model's forward on x -- passes it: run without grad, each block handing its input
-    on, the generators forked so that nothing is drawn."""
+    on, the generators forked so that nothing is drawn, and stopped at the last block,
+    so that what follows the blocks (a vocabulary head) costs nothing."""
     recorded = [None] * len(blocks)
 
     def recorder(i):
         def forward(*args, **kwargs):
             hidden, rest, kw = split_hidden(args, kwargs)
             recorded[i] = (rest, kw)
+            if i == len(blocks) - 1:
+                raise _Stop(hidden)
             return hidden
         return forward
     devices = [x.device] if x.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad(), replaced_forwards(blocks, recorder):
-        call()
+        try:
+            call()
+        except _Stop:
+            pass
     missing = [i for i, r in enumerate(recorded) if r is None]
     if missing:
         raise TypeError(f"memopt: {name}'s forward did not call blocks {missing}; memopt cuts models that run "

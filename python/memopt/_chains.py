@@ -102,6 +102,7 @@ class Gpt2Stages:
         self.granularity = granularity
         self.position_ids = None
         self.mask = None
+        self.loss_kwargs = {}
 
     def prepare(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 loss_kwargs: Optional[dict] = None):
@@ -121,8 +122,8 @@ class Gpt2Stages:
                                        position_ids=self.position_ids)
 
     def step_inputs(self) -> List[torch.Tensor]:
-        """The tensors the blocks read besides their input, made by prepare()."""
-        return [t for t in (self.position_ids, self.mask) if isinstance(t, torch.Tensor)]
+        """The tensors the stages read besides their input, made by prepare()."""
+        return [t for t in (self.position_ids, self.mask, *self.loss_kwargs.values()) if isinstance(t, torch.Tensor)]
 
     def embed(self, input_ids, targets):
         tr = self.model.transformer

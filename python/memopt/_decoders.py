@@ -24,7 +24,7 @@ from typing import Callable, List, Optional
 import torch
 from torch import nn
 
-from ._blocks import record_block_args, tensors_in, until_first_block
+from ._blocks import check_distinct, record_block_args, tensors_in, train_flags_kept, until_first_block
 from ._chains import ChainSpec, _own_parameters, lm_sample, layer_stages
 
 # The names transformers gives the norm applied after the blocks.
@@ -69,6 +69,7 @@ class DecoderStages:
     def __init__(self, model: nn.Module, blocks: nn.ModuleList):
         self.model = model
         self.blocks = blocks
+        check_distinct(blocks, type(model).__name__)
         self.decoder = _parent_of(model, blocks)
         norms = [getattr(self.decoder, n) for n in _FINAL_NORMS if isinstance(getattr(self.decoder, n, None), nn.Module)]
         if len(norms) != 1:
@@ -79,6 +80,7 @@ class DecoderStages:
         self.head_module = model.get_output_embeddings()
         self.block_args: List[tuple] = []  # per block: (positional args after the hidden states, kwargs)
         self.attention_mask = None
+        self.loss_kwargs = {}
 
     def _decoder_call(self, input_ids):
         return self.decoder(input_ids=input_ids, attention_mask=self.attention_mask, use_cache=False)
@@ -94,7 +96,7 @@ class DecoderStages:
     def step_inputs(self) -> List[torch.Tensor]:
         """The tensors the blocks read besides their input, made by prepare(): the
         runner leaves them in place when it moves a stage's saved state."""
-        return tensors_in(self.block_args)
+        return tensors_in(self.block_args) + [v for v in self.loss_kwargs.values() if isinstance(v, torch.Tensor)]
 
     def embed(self, input_ids, targets):
         return until_first_block(self.blocks, lambda: self._decoder_call(input_ids), type(self.decoder).__name__)
@@ -191,16 +193,12 @@ def decoder_chain(model: nn.Module, sample, granularity: str, blocks: Optional[n
 def check_cut(model: nn.Module, forwards: List[Callable], input_ids, labels):
     """The chain's loss on the sample, stage after stage, equals the model's own,
     dropout off, or the model is refused (Note [Cutting a decoder at its blocks])."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            own = model(input_ids=input_ids, labels=labels, use_cache=False).loss
-            chained = input_ids
-            for forward in forwards:
-                chained = forward(chained, labels)
-    finally:
-        model.train(was_training)
+    with train_flags_kept(model), torch.no_grad():
+        model.eval()
+        own = model(input_ids=input_ids, labels=labels, use_cache=False).loss
+        chained = input_ids
+        for forward in forwards:
+            chained = forward(chained, labels)
     if not torch.equal(own, chained):
         raise TypeError(f"memopt: {type(model).__name__} cut at its blocks does not reproduce its own forward "
                         f"(loss {chained.item():.9g} against {own.item():.9g}); memopt cuts causal LMs whose "

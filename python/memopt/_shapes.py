@@ -8,16 +8,19 @@ B x T x V, eager attention's weights B x H x T x T, the loss's shifted labels
 B x (T + 1), rotary tables T x d, a few scalars. No tensor has two batch dimensions or
 three of length T, so each such byte count is a polynomial with whole coefficients
     bytes(B, T) = (c0 + c1 T + c2 T^2) + B (c3 + c4 T + c5 T^2).
-optimize() profiles the sample (B0, T0) and five smaller shapes, which with it make
-the grid B in {B0, B1} x T in {T0, T0/2, T0/4} (B1 = B0/2, or 2 when B0 = 1), on
-which the six coefficients are the unique fit; a seventh shape, (B1, 3 T0/8), must
-fall on the law to the byte, and every coefficient must be a whole number of bytes.
+optimize() profiles the sample (B0, T0) and five shapes of no more tokens: (B0, T0/2),
+(B0, T0/4) and, with B1 = B0/2, (B1, T) for T in {T0, T0/2, T0/4} -- or, for a one-row
+sample, B1 = 2 and T in {T0/2, T0/4, T0/8}. Three lengths at each of two batch sizes
+fix the six coefficients; a seventh shape, (B1, the mean of its two shorter lengths),
+must fall on the law to the byte, and every coefficient must be a whole number of
+bytes. The check is at B1, so that bytes are linear in B is the law's assumption,
+not something the probes test: no tensor of a decoder has two batch dimensions.
 Temporaries follow no such law: a peak of transient buffers switches between terms
 as the shape grows, and some depend on the tokens themselves (the embedding's
 backward sizes its buffers by the indices it sees), so two batches of one shape can
-differ by a few hundred bytes. For a temporary field memopt takes the value measured
-at a probed shape at least as large in B and in T as the new one, the smallest such:
-a bound, as temporaries grow with the batch, not a law.
+differ by a few hundred bytes. For a temporary field memopt takes the least value
+measured at a probed shape at least as large in B and in T as the new one (and no
+less than zero): a bound, as temporaries grow with the batch, not a law.
 Times need no exactness: each stage's time is the sample's measured time, scaled by
 the ratio a least-squares fit t = a + b B T + c B T^2 over the seven shapes gives
 between the new shape and the sample.
@@ -41,12 +44,17 @@ Shape = Tuple[int, int]
 
 def probe_shapes(batch: int, seq_len: int) -> Optional[List[Shape]]:
     """The six shapes besides the sample that fix the law and check it (the last), or
-    None when the sample is too short for three distinct lengths and a fourth."""
-    if seq_len < 8:
+    None when the sample is too short for three distinct lengths and a fourth. None
+    holds more tokens than the sample: a sample of one row is probed at two rows of
+    at most half its length."""
+    if seq_len < 8 or (batch == 1 and seq_len < 16):
         return None
-    other = batch // 2 if batch >= 2 else 2
-    grid = [(b, t) for b in (batch, other) for t in (seq_len, seq_len // 2, seq_len // 4)]
-    return grid[1:] + [(other, 3 * seq_len // 8)]
+    if batch >= 2:
+        other, lengths = batch // 2, (seq_len, seq_len // 2, seq_len // 4)
+    else:
+        other, lengths = 2, (seq_len // 2, seq_len // 4, seq_len // 8)
+    grid = [(batch, t) for t in (seq_len, seq_len // 2, seq_len // 4)] + [(other, t) for t in lengths]
+    return grid[1:] + [(other, 3 * lengths[2] // 2)]
 
 
 def cut_sample(ids: torch.Tensor, shape: Shape) -> torch.Tensor:
@@ -170,7 +178,9 @@ class ShapeLaw:
             _set(out, path, int(sum(c * x for c, x in zip(coeffs, _byte_basis(shape)))))
         above = [s for s in self.temporaries if s[0] >= shape[0] and s[1] >= shape[1]]
         for path in self.temporaries[self.sample]:
-            _set(out, path, min(self.temporaries[s][path] for s in above))
+            # A negative temporary (a backward that frees before it peaks) shrinks as
+            # the shape does, so no larger shape bounds it: none is assumed.
+            _set(out, path, max(0, min(self.temporaries[s][path] for s in above)))
         for path in self.times:
             _set(out, path, self._time_at(path, shape))
         model = out.setdefault("model", {})

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from ._chains import ChainSpec
-from ._blocks import record_block_args, replaced_forwards, split_hidden, tensors_in, until_first_block
+from ._blocks import (check_distinct, record_block_args, replaced_forwards, split_hidden, tensors_in,
+                      train_flags_kept, until_first_block)
 
 
 class _Generators:
@@ -56,6 +57,7 @@ class StackStages:
             raise TypeError("memopt: blocks= must be a non-empty nn.ModuleList of the model's blocks")
         if not any(m is blocks for m in model.modules()):
             raise TypeError("memopt: blocks= is not a module of this model")
+        check_distinct(blocks, type(model).__name__)
         self.model = model
         self.blocks = blocks
         self.block_args: List[tuple] = []
@@ -141,39 +143,70 @@ def _stage_parameters(model: nn.Module, stages: StackStages, x: torch.Tensor):
     return out["before"], [list(b.parameters()) for b in stages.blocks], out["after"]
 
 
-def check_stack_cut(model: nn.Module, forwards: List[Callable], x: torch.Tensor):
+def _same(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> bool:
+    """Equal, bit for bit on the CPU; on a GPU, whose backward kernels may add in any
+    order, equal to rounding: what the check looks for is a gradient lost, not a bit."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a.device.type == "cpu":
+        return torch.equal(a, b)
+    return torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def check_stack_cut(model: nn.Module, stages: "StackStages", forwards: List[Callable], x: torch.Tensor):
     """The chain's output and the parameters' gradients equal the model's own, dropout
-    off, or the model is refused (Note [Cutting a stack of blocks])."""
-    was_training = model.training
-    params = [p for p in model.parameters() if p.requires_grad]
-    saved = [p.grad for p in params]
-    model.eval()
-    try:
-        def output_and_grads(run):
-            for p in params:
-                p.grad = None
-            out = run()
-            weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-            (out.double() * weights.to(out.device)).sum().backward()
-            return out.detach(), [p.grad for p in params]
-        own, own_grads = output_and_grads(lambda: model(x))
-        chained, chained_grads = output_and_grads(lambda: _run_chain(forwards, x))
-    finally:
-        model.train(was_training)
-        for p, g in zip(params, saved):
-            p.grad = g
+    off, or the model is refused (Note [Cutting a stack of blocks]). The outputs are
+    compared without grad on the whole sample; the gradients, which need everything
+    stored, on its first row only."""
     name = type(model).__name__
-    if own.shape != chained.shape or not torch.equal(own, chained):
-        raise TypeError(f"memopt: {name} cut at its blocks does not reproduce its own forward; memopt cuts models "
-                        f"whose forward runs what comes before the blocks, the blocks in order (h = block(h, ...)), "
-                        f"then what comes after them (docs/python.md, 'Which models')")
-    differ = [n for (n, p), a, b in zip([(n, p) for n, p in model.named_parameters() if p.requires_grad],
-                                         own_grads, chained_grads)
-              if (a is None) != (b is None) or (a is not None and not torch.equal(a, b))]
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    saved = [p.grad for _, p in params]
+    with train_flags_kept(model):
+        model.eval()
+        with torch.no_grad():
+            own = model(x)
+            if not isinstance(own, torch.Tensor):
+                raise TypeError(f"memopt: {name}'s forward returned {type(own).__name__}; a stack of blocks returns "
+                                f"one tensor, which the caller's loss reads")
+            chained = _run_chain(forwards, x)
+        if own.shape != chained.shape or not _same(own, chained):
+            raise TypeError(f"memopt: {name} cut at its blocks does not reproduce its own forward; memopt cuts "
+                            f"models whose forward runs what comes before the blocks, the blocks in order (h = "
+                            f"block(h, ...)), then what comes after them (docs/python.md, 'Which models')")
+        row = x[:1]
+        try:
+            def grads(run):
+                for _, p in params:
+                    p.grad = None
+                out = run()
+                weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(0)).to(out)
+                (out * weights).sum().backward()
+                return [p.grad for _, p in params]
+            own_grads = grads(lambda: model(row))
+            stages.prepare(row)
+            chained_grads = grads(lambda: _run_chain(forwards, row))
+        finally:
+            stages.prepare(x)
+            for (_, p), g in zip(params, saved):
+                p.grad = g
+    differ = [n for (n, _), a, b in zip(params, own_grads, chained_grads) if not _same(a, b)]
     if differ:
         raise TypeError(f"memopt: {name} cut at its blocks gives other gradients for {', '.join(differ[:3])}: its "
                         f"forward uses, after the blocks, something made before them (a skip around the blocks), "
-                        f"which a chain of stages cannot carry")
+                        f"or its blocks read a tensor made from parameters before them (which memopt makes once "
+                        f"per step, without grad); a chain of stages carries neither")
+
+
+def _refuse_running_statistics(model: nn.Module, blocks: nn.ModuleList):
+    """The stages run what comes before the blocks more than once per step (Note
+    [Cutting a stack of blocks]); a module that updates running statistics there
+    would count each batch several times."""
+    inside = {id(m) for b in blocks for m in b.modules()}
+    for name, m in model.named_modules():
+        if id(m) not in inside and getattr(m, "track_running_stats", False) and m.training:
+            raise TypeError(f"memopt: {type(model).__name__}.{name} ({type(m).__name__}) keeps running statistics "
+                            f"outside the blocks, which memopt's stages would update more than once per step; "
+                            f"put it in eval mode or inside a block")
 
 
 def stack_chain(model: nn.Module, sample: torch.Tensor, blocks: nn.ModuleList) -> ChainSpec:
@@ -181,10 +214,11 @@ def stack_chain(model: nn.Module, sample: torch.Tensor, blocks: nn.ModuleList) -
         raise TypeError(f"memopt.optimize: a stack of blocks takes one tensor as its sample input, got "
                         f"{type(sample).__name__}")
     stages = StackStages(model, blocks)
+    _refuse_running_statistics(model, blocks)
     stages.prepare(sample)
     names = ["before"] + [f"blocks.{i}" for i in range(len(blocks))] + ["after"]
     forwards = [stages.before] + [stages.block(i) for i in range(len(blocks))] + [stages.after]
-    check_stack_cut(model, forwards, sample)
+    check_stack_cut(model, stages, forwards, sample)
     before, inside, after = _stage_parameters(model, stages, sample)
     model_json = {"name": type(model).__name__, "n_layer": len(blocks), "input_shape": list(sample.shape),
                   "source": "a stack of blocks"}
