@@ -277,6 +277,9 @@ class OptimizedModel(nn.Module):
         self._runner = runner
         self._shape = shape
         self._stages = stages
+        # A stage may save a buffer of the model for backward; like a parameter it is
+        # never moved (the list is taken once, not each step).
+        self._buffers = list(module.buffers())
 
     def forward(self, x):
         module = getattr(self, self._name)
@@ -293,7 +296,7 @@ class OptimizedModel(nn.Module):
             if self._runner.in_flight():
                 raise ValueError(_IN_FLIGHT)
             self._stages.prepare(x)
-            return self._runner.run(x, None, self._stages.step_inputs() + list(module.buffers()))
+            return self._runner.run(x, None, self._stages.step_inputs() + self._buffers)
 
 
 class OptimizedSequential(OptimizedModel):
