@@ -85,7 +85,9 @@ struct Discrete {
   std::vector<int64_t> x_beside;        // x_{k+1} - c_{k+1}: a_{k+1} next to a_k (d_{k+1} next to d_k), k in 0..L
   std::vector<int64_t> x_after_table;   // x_j - sh(s, j) at [s * (L + 2) + j], only when the chain carries
 
-  Discrete(const Chain& c, int64_t budget, const DpOptions& o) : L(c.length()), S(o.slots), rotor_compat(o.rotor_compat) {
+  // Sizes in slots of budget / o.slots; the table runs on to m = o.slots + extra.
+  Discrete(const Chain& c, int64_t budget, const DpOptions& o, int64_t extra = 0)
+      : L(c.length()), S(o.slots + extra), rotor_compat(o.rotor_compat) {
     const TimeQuantum q = time_quantum_for(c);
     const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
     x.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
@@ -311,15 +313,17 @@ struct RecomputeTable::Impl {
   const Chain& chain;
   Discrete d;
   Table tab;
-  Impl(const Chain& c, int64_t budget, const DpOptions& o) : chain(c), d(c, budget, o), tab(d.L, d.S) {
+  Impl(const Chain& c, int64_t budget, const DpOptions& o, int64_t extra)
+      : chain(c), d(c, budget, o, extra), tab(d.L, d.S) {
     fill_table(d, tab, o.num_threads);
   }
 };
 
-RecomputeTable::RecomputeTable(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
-  if (budget_bytes <= 0 || options.slots <= 0)
-    throw std::invalid_argument("RecomputeTable: budget and slots must be positive");
-  impl_ = std::make_unique<Impl>(chain, budget_bytes, options);
+RecomputeTable::RecomputeTable(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
+                               int64_t extra_slots) {
+  if (budget_bytes <= 0 || options.slots <= 0 || extra_slots < 0)
+    throw std::invalid_argument("RecomputeTable: budget and slots must be positive, extra slots not negative");
+  impl_ = std::make_unique<Impl>(chain, budget_bytes, options, extra_slots);
 }
 RecomputeTable::~RecomputeTable() = default;
 

@@ -57,18 +57,22 @@ TimeQuantum time_quantum_for(const Chain& chain);
 int64_t bytes_to_slots(int64_t bytes, int64_t budget_bytes, int slots);
 
 // The filled table of one solve: C(m, s, t) for every subchain and every m in
-// 0..slots, so that other solvers (offload.h) can price any subchain at any memory.
-// Sizes are in slots of budget_bytes / slots, times in quantum units.
+// 0..slots + extra_slots, so that other solvers (offload.h) can price any subchain at
+// any memory. Sizes are in slots of budget_bytes / options.slots, times in quantum
+// units. Note [A table past its budget]: a cell depends only on cells at no more
+// memory, so the extra slots leave every value at m <= slots as it is without them;
+// one table answers the budget and every larger memory up to slots + extra_slots
+// slots of the same size.
 class RecomputeTable {
  public:
   static constexpr int64_t kInfinity = int64_t{1} << 30;
 
-  RecomputeTable(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {});
+  RecomputeTable(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {}, int64_t extra_slots = 0);
   ~RecomputeTable();
   RecomputeTable(const RecomputeTable&) = delete;
   RecomputeTable& operator=(const RecomputeTable&) = delete;
 
-  int64_t slots() const;
+  int64_t slots() const;             // the last m the table holds: options.slots + extra_slots
   TimeQuantum quantum() const;
   int64_t x_slots(int k) const;      // a_k, k in 0..L+1
   int64_t ftmp_slots(int i) const;

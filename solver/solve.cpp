@@ -76,40 +76,49 @@ int64_t max_slots(const Chain& chain, SolverKind kind) {
 // The DP rounds every resident object up to a slot of budget/slots bytes, so at a
 // peak where n objects are resident it may overcount by up to n slots and refuse a
 // plan whose exact peak fits -- an operator-level chain holds eight times as many
-// objects as a block-level one, and loses the most. So the table is also filled at a
-// larger budget with proportionally more slots (the same slot size), up to the most
-// that rounding can have cost (a slot per object the recurrence may hold: 2L + 4) and
-// at most a quarter more, and the plan at every memory from the nominal root up
-// (each distinct value once) is simulated exactly: the fastest whose exact peak fits
-// the budget is a candidate. Every candidate is checked by the simulator, so none
-// over-runs, and the plain DP's own plan stays a candidate, so this never loses.
-std::optional<std::vector<Op>> recompute_with_slack(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
-  if (budget_bytes <= 0 || dp.slots <= 0 || dp.rotor_compat) return std::nullopt;
+// objects as a block-level one, and loses the most. So the table runs on past the
+// budget in slots of the same size (Note [A table past its budget] in rotor.h), up to
+// the most that rounding can have cost (a slot per object the recurrence may hold:
+// 2L + 4) and at most a quarter more, and the plan at every memory from the nominal
+// root up (each distinct value once) is simulated exactly: the fastest whose exact
+// peak fits the budget is a candidate. Every candidate is checked by the simulator, so
+// none over-runs, and the plain DP's own plan stays a candidate, so this never loses.
+// The plain DP's plan is read from the same table at the nominal root: one fill gives
+// both.
+struct RecomputePlans {
+  std::optional<std::vector<Op>> at_budget;   // the recompute DP's plan (solve_recompute's)
+  std::optional<std::vector<Op>> with_slack;  // the fastest that fits from the slack
+};
+
+RecomputePlans recompute_plans(const Chain& chain, int64_t budget_bytes, const DpOptions& dp, bool want_at_budget) {
+  RecomputePlans plans;
+  if (budget_bytes <= 0 || dp.slots <= 0) return plans;
   const int64_t L = chain.length();
-  const int64_t slack = std::min({2 * L + 4, int64_t{dp.slots} / 4, max_table_slots(chain) - dp.slots});
-  if (slack <= 0) return std::nullopt;
-  DpOptions wide = dp;
-  wide.slots = static_cast<int>(dp.slots + slack);
-  const int64_t wide_budget =
-      static_cast<int64_t>(static_cast<__int128>(budget_bytes) * wide.slots / dp.slots);
-  const RecomputeTable table(chain, wide_budget, wide);
-  std::optional<std::vector<Op>> best;
+  const int64_t slack = dp.rotor_compat ? 0 : std::min({2 * L + 4, int64_t{dp.slots} / 4, max_table_slots(chain) - dp.slots});
+  if (slack <= 0 && !want_at_budget) return plans;
+  const RecomputeTable table(chain, budget_bytes, dp, std::max<int64_t>(slack, 0));
+  const int64_t root = dp.slots - table.x_slots(0);
+  if (want_at_budget && root >= 0 && table.value(0, L, root) < RecomputeTable::kInfinity) {
+    plans.at_budget.emplace();
+    table.emit(0, static_cast<int>(L), root, *plans.at_budget);
+  }
+  if (slack <= 0) return plans;
   double best_ms = 0;
   int64_t last_value = RecomputeTable::kInfinity;
-  for (int64_t m = dp.slots - table.x_slots(0); m <= table.slots() - table.x_slots(0); ++m) {
-    const int64_t v = table.value(0, chain.length(), m);
+  for (int64_t m = std::max<int64_t>(root, 0); m <= table.slots() - table.x_slots(0); ++m) {
+    const int64_t v = table.value(0, L, m);
     if (v >= last_value) continue;  // the same plan's time as a smaller m: seen
     last_value = v;
     std::vector<Op> ops;
-    table.emit(0, chain.length(), m, ops);
+    table.emit(0, static_cast<int>(L), m, ops);
     const SimResult r = simulate_timeline(chain, ops);
     if (!fits(r, budget_bytes)) continue;
-    if (!best || r.time_ms < best_ms) {
-      best = std::move(ops);
+    if (!plans.with_slack || r.time_ms < best_ms) {
+      plans.with_slack = std::move(ops);
       best_ms = r.time_ms;
     }
   }
-  return best;
+  return plans;
 }
 
 // The fastest candidate that fits, by simulated time; the first among equals.
@@ -399,11 +408,12 @@ std::optional<std::vector<Op>> best_of(const Chain& chain, int64_t budget_bytes,
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all, &selective, &pointwise})
     candidates.push_back((*baseline)(chain, budget_bytes, dp));
   const size_t dp_place = candidates.size();
-  candidates.push_back(with_offload ? std::nullopt : solve_recompute(chain, budget_bytes, dp));
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
   // plans fit but may be slower than the recompute DP's, which counts them exactly.
-  if (with_offload && chain.carries()) candidates.push_back(solve_recompute(chain, budget_bytes, dp));
-  candidates.push_back(recompute_with_slack(chain, budget_bytes, dp));
+  RecomputePlans recompute = recompute_plans(chain, budget_bytes, dp, !with_offload || chain.carries());
+  if (with_offload) candidates.push_back(std::nullopt);
+  candidates.push_back(std::move(recompute.at_budget));
+  candidates.push_back(std::move(recompute.with_slack));
   if (with_offload && chain.link) {
     candidates.push_back(offload_all(chain, budget_bytes, dp));
     candidates.push_back(solve_offload_pipeline(chain, budget_bytes, dp));

@@ -154,6 +154,49 @@ TEST(DpProperties, TableIsMonotoneInMemory) {
   }
 }
 
+// Note [A table past its budget] in rotor.h: extra slots change no value at m <= slots,
+// and at m = slots + e they equal the table of e more slots of the same size (a budget
+// of (slots + e) * budget / slots bytes, chosen divisible so that the sizes are equal).
+TEST(DpProperties, ATablePastItsBudgetKeepsEveryValue) {
+  std::mt19937_64 rng(19);
+  int num_compared_past = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Chain chain = property_chain(rng, trial, trial % 3 == 0 ? 0.4 : 0.1);
+    const int slots = random_slots(rng);
+    const int64_t budget = std::max<int64_t>(1, random_budget(rng, chain) / slots) * slots;  // divisible by slots
+    const int extra = 1 + static_cast<int>(rng() % 60);
+    const bool compat = trial % 2 == 1;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", budget=" + std::to_string(budget) + ", slots=" +
+                 std::to_string(slots) + ", extra=" + std::to_string(extra));
+    const RecomputeTable plain(chain, budget, dp_options(slots, compat));
+    const RecomputeTable past(chain, budget, dp_options(slots, compat), extra);
+    const RecomputeTable wider(chain, budget / slots * (slots + extra), dp_options(slots + extra, compat));
+    ASSERT_EQ(past.slots(), slots + extra);
+    const int L = chain.length();
+    for (int s = 0; s <= L; ++s) {
+      for (int t = s; t <= L; ++t) {
+        for (int64_t m = 0; m <= slots + extra; ++m) {
+          ASSERT_EQ(past.value(s, t, m), wider.value(s, t, m)) << "(" << s << ", " << t << ", " << m << ")";
+          if (m <= slots) {
+            ASSERT_EQ(past.value(s, t, m), plain.value(s, t, m)) << "(" << s << ", " << t << ", " << m << ")";
+          } else {
+            num_compared_past += past.value(s, t, m) < RecomputeTable::kInfinity;
+          }
+        }
+      }
+    }
+    // The plan at the budget's root is the plain table's.
+    const int64_t root = slots - plain.x_slots(0);
+    if (root >= 0 && plain.value(0, L, root) < RecomputeTable::kInfinity) {
+      std::vector<Op> a, b;
+      plain.emit(0, L, root, a);
+      past.emit(0, L, root, b);
+      ASSERT_EQ(a, b);
+    }
+  }
+  EXPECT_GT(num_compared_past, 10000);
+}
+
 struct Baseline {
   const char* name;
   std::function<std::vector<Op>(const Chain&)> ops;
