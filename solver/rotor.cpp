@@ -324,6 +324,9 @@ RecomputeTable::RecomputeTable(const Chain& chain, int64_t budget_bytes, const D
   if (budget_bytes <= 0 || options.slots <= 0 || extra_slots < 0)
     throw std::invalid_argument("RecomputeTable: budget and slots must be positive, extra slots not negative");
   impl_ = std::make_unique<Impl>(chain, budget_bytes, options, extra_slots);
+  values_ = impl_->tab.values.get();
+  length_ = impl_->d.L;
+  slots_ = impl_->d.S;
 }
 RecomputeTable::~RecomputeTable() = default;
 
@@ -332,10 +335,6 @@ TimeQuantum RecomputeTable::quantum() const { return time_quantum_for(impl_->cha
 int64_t RecomputeTable::x_slots(int k) const { return impl_->d.x[k]; }
 int64_t RecomputeTable::ftmp_slots(int i) const { return impl_->d.ftmp[i]; }
 int64_t RecomputeTable::uf_units(int i) const { return impl_->d.uf_nograd[i]; }
-int64_t RecomputeTable::value(int s, int t, int64_t m) const {
-  if (m > impl_->d.S) m = impl_->d.S;  // more memory than the budget never helps here
-  return impl_->tab.at(s, t, m);
-}
 int64_t RecomputeTable::finite_from(int s, int t) const { return impl_->tab.finite_from(s, t); }
 
 void RecomputeTable::emit(int s, int t, int64_t m, std::vector<Op>& ops) const {

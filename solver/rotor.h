@@ -78,8 +78,14 @@ class RecomputeTable {
   int64_t ftmp_slots(int i) const;
   int64_t uf_units(int i) const;     // a no-grad forward (fwd_ckpt / fwd_drop) of stage i
   // C(m, s, t): least time of subchain (s, t) with a_s outside m and d_{t+1} inside;
-  // kInfinity when nothing fits (also for m < 0).
-  int64_t value(int s, int t, int64_t m) const;
+  // kInfinity when nothing fits (also for m < 0). Inline: the offload DP reads it in
+  // its innermost loop.
+  int64_t value(int s, int t, int64_t m) const {
+    if (m < 0) return kInfinity;
+    if (m > slots_) m = slots_;  // more memory than the table holds never helps here
+    const size_t pair = static_cast<size_t>(s) * (2 * (length_ + 1) - s + 1) / 2 + static_cast<size_t>(t - s);
+    return values_[pair * static_cast<size_t>(slots_ + 1) + static_cast<size_t>(m)];
+  }
   int64_t finite_from(int s, int t) const;  // smallest m with a finite value, slots+1 if none
   // Appends the ops of the schedule that attains value(s, t, m).
   void emit(int s, int t, int64_t m, std::vector<Op>& ops) const;
@@ -87,6 +93,11 @@ class RecomputeTable {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // The filled table, rows of slots_ + 1 values per subchain (s, t) in the order of
+  // rotor.cpp's Table::pair; owned by impl_.
+  const int32_t* values_ = nullptr;
+  int length_ = 0;
+  int64_t slots_ = 0;
 };
 
 // The plain Θ(slots·L³) reference of the same recurrence, on the same quantised
