@@ -14,7 +14,8 @@
 //  3. Only the band of m that can matter is computed: below the first finite m
 //     of each operand nothing is feasible, and from the point where keeping every
 //     stage fits, the value is the lower bound Σ(uf+ub) and needs no search.
-//  4. Columns are filled as a wavefront over the cores (Note [Column wavefront]).
+//  4. Columns are filled in groups that share their operands in cache, as a
+//     wavefront over the cores (Note [Column wavefront]).
 #include "solver/rotor.h"
 
 #include <algorithm>
@@ -238,13 +239,29 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
 }
 
 // Note [Column wavefront]
-// Row (s, t) reads (j, t) for j > s and (s, j-1) for j <= t. Filling column t
-// (all s, descending) right after its own rows keeps the (j, t) operands hot in
-// cache, which halves the memory traffic of the diagonal order. Columns are dealt
-// round-robin to threads; row (s, t) waits until the previous column has finished
-// row s, its only cross-column input that might not be ready.
+// Row (s, t) reads (j, t) for j > s and (s, j-1) for j <= t. Filling column t (all s,
+// descending) right after its own rows keeps the (j, t) operands hot in cache. The
+// (s, j-1) operands are row s of every earlier column: filled one column at a time,
+// each column streams the whole table filled so far, which no longer fits in cache
+// once L is in the hundreds, so the fill becomes bound by memory. So columns are
+// filled in groups of kColumnGroup: for each s, descending, the rows (s, t) of every
+// column t of the group, t ascending. Row s of the earlier columns is then read by
+// the group's columns back to back, while it is hot, and the group's own columns
+// stay in cache. Every cell still reads only cells filled before it: (j, t), j > s,
+// came with an earlier s; (s, j-1) with an earlier group or an earlier t of this s.
+// Groups are dealt round-robin to threads; row s of a group waits until the previous
+// group has finished its row s, its only input from another thread.
+constexpr int kColumnGroup = 8;
+
+void fill_group_row(const Discrete& d, Table& tab, int s, int t0, int t1) {
+  for (int t = std::max(s, t0); t < t1; ++t) fill_row(d, tab, s, t);
+}
+
 void fill_table(const Discrete& d, Table& tab, int num_threads) {
   const int L = d.L;
+  const int groups = (L + 1 + kColumnGroup - 1) / kColumnGroup;
+  const auto first_column = [](int g) { return g * kColumnGroup; };
+  const auto end_column = [&](int g) { return std::min(L + 1, (g + 1) * kColumnGroup); };
   int threads = 1;
 #ifdef _OPENMP
   // Small tables finish in about a millisecond on one core, less than threads cost
@@ -252,16 +269,16 @@ void fill_table(const Discrete& d, Table& tab, int num_threads) {
   // num_threads or a big table (about L = 64 at 500 slots) spreads out.
   const double cells = static_cast<double>(L + 1) * (L + 1) * (L + 1) * static_cast<double>(d.S) / 6.0;
   const int wanted = num_threads > 0 ? num_threads : (cells > 2e7 ? omp_get_max_threads() : 1);
-  threads = std::clamp(wanted, 1, L + 1);
+  threads = std::clamp(wanted, 1, groups);
 #endif
   if (threads == 1) {
-    for (int t = 0; t <= L; ++t)
-      for (int s = t; s >= 0; --s) fill_row(d, tab, s, t);
+    for (int g = 0; g < groups; ++g)
+      for (int s = end_column(g) - 1; s >= 0; --s) fill_group_row(d, tab, s, first_column(g), end_column(g));
     return;
   }
-  // done_down_to[t] = smallest s whose row (s, t) is complete; t + 1 when none.
-  std::unique_ptr<std::atomic<int>[]> done_down_to(new std::atomic<int>[L + 1]);
-  for (int t = 0; t <= L; ++t) done_down_to[t].store(t + 1, std::memory_order_relaxed);
+  // done_down_to[g] = smallest s whose rows of group g are complete; end_column(g) when none.
+  std::unique_ptr<std::atomic<int>[]> done_down_to(new std::atomic<int>[groups]);
+  for (int g = 0; g < groups; ++g) done_down_to[g].store(end_column(g), std::memory_order_relaxed);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
@@ -270,14 +287,14 @@ void fill_table(const Discrete& d, Table& tab, int num_threads) {
 #ifdef _OPENMP
     me = omp_get_thread_num();
 #endif
-    for (int t = me; t <= L; t += threads) {
-      for (int s = t; s >= 0; --s) {
-        if (t > 0 && s < t) {
-          for (int spins = 0; done_down_to[t - 1].load(std::memory_order_acquire) > s; ++spins)
+    for (int g = me; g < groups; g += threads) {
+      for (int s = end_column(g) - 1; s >= 0; --s) {
+        if (g > 0 && s < first_column(g)) {
+          for (int spins = 0; done_down_to[g - 1].load(std::memory_order_acquire) > s; ++spins)
             if (spins > 64) std::this_thread::yield();
         }
-        fill_row(d, tab, s, t);
-        done_down_to[t].store(s, std::memory_order_release);
+        fill_group_row(d, tab, s, first_column(g), end_column(g));
+        done_down_to[g].store(s, std::memory_order_release);
       }
     }
   }

@@ -7,7 +7,8 @@ through memopt.solve (the C++ solver, from JSON text to schedule JSON) in one pr
 interleaved rounds (A B A B ...) after a warm-up, and the plan's predicted step time is
 read from its schedule.
 Reports the median and interquartile range of the wall time, the predicted time, and
-the exponent of time in L between consecutive lengths. Writes JSON and a Markdown table.
+the exponents of time in L between consecutive lengths and in slots between
+consecutive slot counts (at --slots-length). Writes JSON and a Markdown table.
 
   .venv/bin/python tools/solver_compare.py --out results/solver-compare
 """
@@ -65,45 +66,59 @@ def main():
     ap.add_argument("--threads", default="1,0", help="thread counts, comma-separated (0: all cores)")
     ap.add_argument("--budget", default="40%")
     ap.add_argument("--slots", type=int, default=500)
+    ap.add_argument("--slot-counts", default="250,1000",
+                    help="further slot counts, comma-separated, timed at --slots-length for the exponent in slots")
+    ap.add_argument("--slots-length", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     solvers = ["recompute-only", "rotor-compat"]
     rows = []
-    for length in [int(x) for x in args.lengths.split(",")]:
+    cases = [(int(x), args.slots) for x in args.lengths.split(",")]
+    cases += [(args.slots_length, int(x)) for x in args.slot_counts.split(",") if x]
+    for length, slots in cases:
         profile = json.dumps(block_dominated_profile(length))
         for threads in [int(x) for x in args.threads.split(",")]:
             walls = {s: [] for s in solvers}
             predicted = {}
             for s in solvers:  # warm-up
-                solve_once(profile, s, threads, args.budget, args.slots)
+                solve_once(profile, s, threads, args.budget, slots)
             for _ in range(args.rounds):
                 for s in solvers:
-                    ms, pred = solve_once(profile, s, threads, args.budget, args.slots)
+                    ms, pred = solve_once(profile, s, threads, args.budget, slots)
                     walls[s].append(ms)
                     predicted[s] = pred
             for s in solvers:
                 q1, median, q3 = quartiles(walls[s])
-                rows.append({"L": length, "threads": threads, "solver": s,
+                rows.append({"L": length, "slots": slots, "threads": threads, "solver": s,
                              "wall_ms": {"median": median, "q1": q1, "q3": q3, "values": walls[s]},
                              "predicted_ms": predicted[s]})
-                print(f"[compare] L={length} threads={threads or 'all'} {s}: {median:.0f} ms ({q1:.0f}-{q3:.0f}), "
-                      f"plan {predicted[s]:.1f} ms", file=sys.stderr, flush=True)
-    for r in rows:  # the exponent of time in L from the previous length, same solver and threads
-        before = [p for p in rows if p["solver"] == r["solver"] and p["threads"] == r["threads"] and p["L"] < r["L"]]
+                print(f"[compare] L={length} slots={slots} threads={threads or 'all'} {s}: {median:.0f} ms "
+                      f"({q1:.0f}-{q3:.0f}), plan {predicted[s]:.1f} ms", file=sys.stderr, flush=True)
+    rows.sort(key=lambda r: (r["slots"] != args.slots, r["L"], r["slots"], r["threads"] == 0, r["solver"]))
+    same = lambda a, b: a["solver"] == b["solver"] and a["threads"] == b["threads"]  # noqa: E731
+    for r in rows:  # exponents from the next smaller length (same slots) and slot count (same length)
+        before = [p for p in rows if same(p, r) and p["slots"] == r["slots"] and p["L"] < r["L"]]
         if before:
             p = max(before, key=lambda x: x["L"])
             r["exponent_in_L"] = math.log(r["wall_ms"]["median"] / p["wall_ms"]["median"]) / math.log(r["L"] / p["L"])
+        fewer = [p for p in rows if same(p, r) and p["L"] == r["L"] and p["slots"] < r["slots"]]
+        if fewer:
+            p = max(fewer, key=lambda x: x["slots"])
+            r["exponent_in_slots"] = (math.log(r["wall_ms"]["median"] / p["wall_ms"]["median"]) /
+                                      math.log(r["slots"] / p["slots"]))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "solver_compare.json"), "w") as f:
         json.dump({"budget": args.budget, "slots": args.slots, "rounds": args.rounds, "rows": rows}, f, indent=2)
-    lines = ["| L | threads | solver | solve time, median (IQR) | exponent in L | plan's predicted step |",
-             "|---:|---|---|---:|---:|---:|"]
+    lines = ["| L | slots | threads | solver | solve time, median (IQR) | exponent in L | exponent in slots | "
+             "plan's predicted step |",
+             "|---:|---:|---|---|---:|---:|---:|---:|"]
     for r in rows:
         w = r["wall_ms"]
         exp = f"{r['exponent_in_L']:.2f}" if "exponent_in_L" in r else ""
-        lines.append(f"| {r['L']} | {r['threads'] or 'all'} | {r['solver']} | {w['median']:.1f} ms "
-                     f"({w['q1']:.1f}-{w['q3']:.1f}) | {exp} | {r['predicted_ms']:.1f} ms |")
+        exp_slots = f"{r['exponent_in_slots']:.2f}" if "exponent_in_slots" in r else ""
+        lines.append(f"| {r['L']} | {r['slots']} | {r['threads'] or 'all'} | {r['solver']} | {w['median']:.1f} ms "
+                     f"({w['q1']:.1f}-{w['q3']:.1f}) | {exp} | {exp_slots} | {r['predicted_ms']:.1f} ms |")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
