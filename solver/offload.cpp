@@ -29,13 +29,18 @@ struct StateIndex {
   int64_t S;
   // D varies fastest: the DP reads the states of one (e, left) in order of D, and an
   // item relaxes states whose D follows the same order, so both walk memory in order.
+  // A state at e has left < e (an offloaded input starts before e), so stage e has
+  // e - kFirstLeft lefts and the (e, left) pairs form a triangle, stored without the
+  // half that could never be reached.
+  static size_t pairs_before(int e) {
+    const size_t n = static_cast<size_t>(e);
+    return n * (n - 1) / 2 + n * static_cast<size_t>(-kFirstLeft);  // Σ_{e' < e} (e' - kFirstLeft)
+  }
   size_t operator()(int e, int64_t device, int left) const {
-    return (static_cast<size_t>(e) * static_cast<size_t>(L + 1 - kFirstLeft) + static_cast<size_t>(left - kFirstLeft)) *
-               static_cast<size_t>(S + 1) + static_cast<size_t>(device);
+    return (pairs_before(e) + static_cast<size_t>(left - kFirstLeft)) * static_cast<size_t>(S + 1) +
+           static_cast<size_t>(device);
   }
-  size_t size() const {
-    return static_cast<size_t>(L + 1) * static_cast<size_t>(S + 1) * static_cast<size_t>(L + 1 - kFirstLeft);
-  }
+  size_t size() const { return pairs_before(L + 1) * static_cast<size_t>(S + 1); }
 };
 
 // How a state was reached: the item that ended at it, and whether the prefetch of

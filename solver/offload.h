@@ -154,7 +154,7 @@ namespace memopt::solver {
 
 // The bytes solve_offload allocates for its states on `length` stages with `slots`
 // slots: a cost and a way back for each (item start, device slots, what the previous
-// item left), about 12 times the recompute table (Note [Largest problem] in solve.h).
+// item left), about 6 times the recompute table (Note [Largest problem] in solve.h).
 int64_t offload_dp_bytes(int length, int64_t slots);
 
 // Note [The DP's memory kept between solves]

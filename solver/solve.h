@@ -73,7 +73,7 @@ struct InfeasibleBudget : std::runtime_error {
 // table, peaked at 0.27 GB resident); at 10,000 stages it would take weeks and 100 GiB.
 // GPT-2 xl cut into sublayers has under 300 stages, so memopt refuses longer chains
 // (every solver: one rule, one message) and tables above kMaxTableBytes -- for
-// `optimal` over a link, the offload DP's states too (offload_dp_bytes, about 12
+// `optimal` over a link, the offload DP's states too (offload_dp_bytes, about 6
 // times the table) -- each with the fix, instead of hanging or being killed for
 // memory.
 inline constexpr int kMaxStages = 512;

@@ -62,7 +62,7 @@ TEST(Limits, ATableAboveTheMemoryLimitNamesTheLargestSlotsThatFit) {
   EXPECT_EQ(check_problem_size(chain, {0, SolverKind::Sqrt, 100000}), "");
 }
 
-// Over a link `optimal` also runs the offload DP, whose states take about 12 times
+// Over a link `optimal` also runs the offload DP, whose states take about 6 times
 // the recompute table: the limit is lower, and named the same way.
 TEST(Limits, TheOffloadDpsStatesAboveTheMemoryLimitNameTheLargestSlotsThatFit) {
   Chain chain = homogeneous_chain(96, 1, 2, 1000, 3000);
@@ -71,10 +71,11 @@ TEST(Limits, TheOffloadDpsStatesAboveTheMemoryLimitNameTheLargestSlotsThatFit) {
   const std::string e = check_problem_size(chain, {0, SolverKind::Optimal, 100000});
   ASSERT_FALSE(e.empty());
   EXPECT_TRUE(contains(e, "the offload DP's states of 100000 slots on 96 stages")) << e;
-  // (L+1)·(slots+1)·(L+6) states of a cost and a way back.
+  // (slots+1)·Σ_{e=0}^{L} (e+5) states (an item start e, and a left < e of the five
+  // kinds or a stage), each of an 8-byte cost and a 16-byte way back.
   const int64_t bytes_per_slot = offload_dp_bytes(96, 1) - offload_dp_bytes(96, 0);
   EXPECT_EQ(offload_dp_bytes(96, 0), bytes_per_slot);
-  EXPECT_EQ(bytes_per_slot % (97 * 102), 0);
+  EXPECT_EQ(bytes_per_slot, 24 * (97 * 96 / 2 + 5 * 97));
   const int max_slots = static_cast<int>(kMaxTableBytes / bytes_per_slot - 1);
   EXPECT_TRUE(contains(e, "use " + std::to_string(max_slots) + " slots or fewer")) << e;
   EXPECT_EQ(check_problem_size(chain, {0, SolverKind::Optimal, max_slots}), "");
