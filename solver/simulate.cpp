@@ -54,7 +54,7 @@ int64_t gradient_overlap(const Chain& chain, const Residency& r, int k) {
   return overlap(chain, k, [&](int j) { return r.grad[j] != 0; });
 }
 
-// Checks what op p needs (section 4 table) and returns an error, or "".
+// Checks what op p needs (section 4 table) and returns an error, or an empty string.
 std::string check_needs(const Chain& chain, const Residency& r, const std::vector<Op>& ops, int p) {
   const int L = chain.length();
   const Op& op = ops[p];
@@ -72,7 +72,7 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
       if (!r.input_of(i)) return missing("the input of stage " + std::to_string(i) + " (a_" + std::to_string(i) + ")");
       if (r.plain[i + 1] || r.saved[i + 1])
         return op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is already resident";
-      return "";
+      return {};
     case OpKind::FwdDrop:
       if (!r.plain[i]) {
         if (r.saved[i]) return op_label(ops, p) + ": fwd_drop needs a plain a_" + std::to_string(i) + " but only ā_" + std::to_string(i) + " is resident (use fwd_ckpt or fwd_keep)";
@@ -80,16 +80,16 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
       }
       if (r.plain[i + 1] || r.saved[i + 1])
         return op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is already resident";
-      return "";
+      return {};
     case OpKind::Loss:
       if (!r.input_of(L)) return missing("a_" + std::to_string(L) + " (the last stage's output)");
       if (r.grad[L]) return op_label(ops, p) + ": d_" + std::to_string(L) + " is already resident";
-      return "";
+      return {};
     case OpKind::Bwd:
       if (!r.grad[i + 1]) return missing("d_" + std::to_string(i + 1) + (i + 1 == L ? " (run loss first)" : " (run bwd " + std::to_string(i + 1) + " first)"));
       if (!r.saved[i + 1]) return missing("ā_" + std::to_string(i + 1) + " (stage " + std::to_string(i) + " must run fwd_keep before its bwd)");
       if (!r.input_of(i)) return missing("the input of stage " + std::to_string(i));
-      return "";
+      return {};
     case OpKind::Offload:
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
@@ -99,9 +99,9 @@ std::string check_needs(const Chain& chain, const Residency& r, const std::vecto
     case OpKind::OffloadCarried:
     case OpKind::PrefetchCarried:
     case OpKind::WaitOffloads:
-      return "";
+      return {};
   }
-  return "";
+  return {};
 }
 
 std::string check_end(const Chain& chain, const Residency& r) {
@@ -112,7 +112,7 @@ std::string check_end(const Chain& chain, const Residency& r) {
     if (r.saved[k]) return "the schedule ends with ā_" + std::to_string(k) + " still resident";
     if (k > 0 && r.grad[k]) return "the schedule ends with d_" + std::to_string(k) + " still resident";
   }
-  return "";
+  return {};
 }
 
 std::string carried_copy_error(const std::vector<Op>& ops, int p, int64_t shared_bytes) {
@@ -310,7 +310,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
   const auto need_link = [&](int p) -> std::string {
     if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one to the profile";
-    return "";
+    return {};
   };
   // Section 5.2: op p copies `bytes`, complete on the device since `data_ms`, to the
   // host, and frees them when the copy ends (returned).
