@@ -823,7 +823,7 @@ AnalyticStage replay(const StageLayout& stage, int64_t input_bytes, const gpt2::
   s.fwd_tmp_nograd_bytes = nograd.peak_bytes() - nograd.live_bytes();
   // Note [Stage byte accounting] in profiler.h: the peak less the new part of d_i --
   // x_i, even for the token ids, which get no gradient, less the residual gradient it
-  // shares with d_{i+1} (docs/formats.md section 1.7); negative when the backward
+  // shares with d_{i+1} (docs/formats.md, "Carried bytes"); negative when the backward
   // frees saved tensors first (Note [A backward may peak below its gradient] in
   // solver/chain.h).
   s.bwd_tmp_bytes = grad.backward_peak(out) - (input_bytes - s.carried_bytes);

@@ -1,5 +1,6 @@
 // config.h: GPT-2's dimensions, its presets, how it is cut into stages, which
-// attention kernel, which dropout/GELU kernels and which loss it runs, and their JSON form (the profile's "model" object). No
+// attention kernel, which dropout/GELU kernels and which loss it runs, and their JSON form (the
+// profile's "model" object). No
 // LibTorch here, so the analytic twin and the CLI's flag checks can use it cheaply.
 #pragma once
 
@@ -165,7 +166,7 @@ struct Gpt2Spec {
   std::string preset;  // informational
 };
 
-// Keys in the order of docs/formats.md section 2.9: the dimensions, then the rest
+// Keys in the order of docs/formats.md, "How memopt writes its JSON files": the dimensions, then the rest
 // alphabetically (Note [Key order in written files] in solver/json_printer.h).
 nlohmann::ordered_json gpt2_spec_to_json(const Gpt2Spec& spec);
 // Throws std::invalid_argument naming the field when the object is not a GPT-2 spec.

@@ -357,7 +357,7 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
 
 nlohmann::ordered_json estimate_json(const Estimate& est, const EstimateOptions& o) {
   const nlohmann::ordered_json profile = solver::profile_to_json(est.profile);
-  // The note goes right after the version, as docs/formats.md section 2.9 orders it;
+  // The note goes right after the version, as docs/formats.md, "How memopt writes its JSON files" orders it;
   // update() keeps the keys it replaces in place and appends the others in order.
   nlohmann::ordered_json j = {{"format", profile.at("format")}, {"version", profile.at("version")}};
   j["note"] = "MODELED, not measured: bytes from gpt2/analytic.h scaled to " + std::string(info(o.dtype).word) +

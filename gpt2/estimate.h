@@ -107,7 +107,7 @@ struct EstimateOptions {
   std::string command;  // recorded in the profile so that it can be regenerated
 };
 
-// The profile (docs/formats.md section 2, "measured": false) and its JSON, which adds per
+// The profile (docs/formats.md, "profile.json", with "measured": false) and its JSON, which adds per
 // stage "fwd_flop", "fwd_bytes_moved" and "fwd_tmp_grad_bytes"/"fwd_tmp_nograd_bytes".
 struct Estimate {
   solver::Profile profile;

@@ -46,7 +46,7 @@ struct LinkEmulation {
 LinkEmulation emulate_link(const solver::Profile& profile, const std::string& text);
 
 // The profile with its link set to the emulation's rate both ways and the emulation
-// recorded under device.link_emulation (docs/formats.md section 2).
+// recorded under device.link_emulation (docs/formats.md, "profile.json").
 void apply_link_emulation(solver::Profile& profile, const LinkEmulation& emulation);
 
 nlohmann::ordered_json to_json(const LinkEmulation& emulation);

@@ -27,7 +27,7 @@ namespace memopt::gpt2 {
 // attn.mix are one stage, attn.core (x, qkv) -> (x, y): eight stages per block, nine
 // with explicit attention. The residual x travels beside the operators as the first
 // tensor of each output, the same tensor its input held: the stage's carried bytes
-// (docs/formats.md section 1.7), so that keeping two of those boundaries costs x once.
+// (docs/formats.md, "Carried bytes"), so that keeping two of those boundaries costs x once.
 // Its own output follows; attn.softmax also carries qkv on to attn.mix.
 //
 // Note [Two attention-core stages]

@@ -1,5 +1,5 @@
 // staged_model.h: the seam between models and everything that schedules them -- a
-// model as an ordered chain of named stages a_i -> a_{i+1} (docs/formats.md section 1) plus the
+// model as an ordered chain of named stages a_i -> a_{i+1} (docs/formats.md, "The chain model") plus the
 // parameters they use. The profiler measures it, the executor replays schedules on it.
 #pragma once
 
@@ -35,7 +35,7 @@ struct Batch {
 // An activation a_i is a list of tensors. Most stages take one and return one. An
 // operator stage (GPT-2 at --granularity op) passes the residual stream beside its
 // value: ln_1 maps x to (x, ln_1(x)), and the list it returns begins with the very
-// tensor object its input began with. That is what docs/formats.md section 1.7 calls
+// tensor object its input began with. That is what docs/formats.md, "Carried bytes" calls
 // carried bytes: the two activations share those bytes, and a backward hands the
 // carried tensor's gradient straight to the input's (backward_stage), so d_i shares
 // them with d_{i+1} too. A carried tensor is always a prefix of both lists.
@@ -78,7 +78,8 @@ int64_t carried_bytes(const Activation& input, const Activation& output);
 
 // Note [Why the loss is a stage]
 // When `ends_with_loss` is true the last stage returns the scalar loss, so a_L is
-// that scalar, the loss op of docs/formats.md section 4 only seeds d_L = 1 (ub_L = btmp_L = 0),
+// that scalar, the loss op of docs/formats.md, "Operations and memory without offload: the
+// sequential simulator" only seeds d_L = 1 (ub_L = btmp_L = 0),
 // and the big logits live and die inside one stage instead of crossing a boundary.
 // When it is false (e.g. a Sequential wrapped for an ordinary training loop), a_L is
 // the model's output and d_L comes from whoever computes the loss outside.

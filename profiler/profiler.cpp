@@ -124,7 +124,7 @@ Run run_stage(const model::StagedModel& model, int i, const model::Activation& a
     }
     r.input_grad_bytes = model::activation_bytes(d);
     // The model's d_i is as big as a_i, real or not, and shares the carried bytes with
-    // d_{i+1} (docs/formats.md section 1.7): only the rest is new.
+    // d_{i+1} (docs/formats.md, "Carried bytes"): only the rest is new.
     const int64_t d_i_bytes = model::activation_bytes(a) - r.carried_bytes;
     // Negative when the backward frees saved tensors before d_i is whole: Note [A
     // backward may peak below its gradient] in solver/chain.h.

@@ -1,5 +1,5 @@
 // profiler.h: rotor's measurement protocol on a StagedModel, producing the solver's
-// Chain (docs/formats.md section 1) and the profile.json that `memopt profile` writes.
+// Chain (docs/formats.md, "The chain model") and the profile.json that `memopt profile` writes.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@
 namespace memopt::profiler {
 
 // Note [Stage byte accounting]
-// How each byte field is measured so that the peaks of docs/formats.md section 4 equal what a run
+// How each byte field is measured so that the peaks of docs/formats.md, "Operations and memory
+// without offload: the sequential simulator" equal what a run
 // really allocates. Per stage i, repeated (the fields are the max over runs; they
 // are identical in practice), with parameters and their gradients already allocated
 // and a_i resident; M = meter.current_bytes(), P = meter.peak_bytes() after a reset:
@@ -75,7 +76,8 @@ namespace memopt::profiler {
 // 1.00-1.37x the measured peak; the same simulator with fwd_keep using
 // fwd_tmp_grad_bytes and fwd_ckpt/fwd_drop using fwd_tmp_nograd_bytes predicts
 // every peak to the byte. Both are written per stage as extra fields of
-// profile.json, and fwd_keep_tmp_bytes carries the first to the simulators (docs/formats.md section 1.2).
+// profile.json, and fwd_keep_tmp_bytes carries the first to the simulators (docs/formats.md,
+// "Per-stage fields").
 
 // Note [One compute thread]
 // Times are taken with at::set_num_threads(threads), 1 by default: in this testbed
@@ -139,7 +141,7 @@ DeviceProfile profile_on(measure::Backend backend, model::StagedModel& model, co
 solver::Profile profile_cpu(model::StagedModel& model, const model::Batch& batch, nlohmann::ordered_json model_json,
                             const ProfileOptions& options);
 
-// The JSON of docs/formats.md section 2 plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
+// The JSON of docs/formats.md, "profile.json" plus, per stage, "fwd_nograd_ms", "fwd_tmp_grad_bytes" and
 // "fwd_tmp_nograd_bytes" (Note [One forward tmp is not enough]); readers that do not
 // know them ignore them. Those three follow the documented keys, alphabetically.
 nlohmann::ordered_json profile_json(const MeasuredProfile& measured);

@@ -110,7 +110,8 @@ std::vector<int64_t> parse_budget_list(const std::string& text, int64_t referenc
 // One colour per stage and budget must summarise solver::StageActivity. Offloading
 // wins (it is the rarest and costs link time, not compute): "offloaded" when the
 // stage's input went to the host, "saved-offloaded" when only the saved state of its
-// fwd_keep did (its input and output stay); then a stage run once and stored is "kept"; a recomputed stage is "checkpointed" when its own input is
+// fwd_keep did (its input and output stay); then a stage run once and stored is "kept"; a
+// recomputed stage is "checkpointed" when its own input is
 // the checkpoint it restarts from (fwd_ckpt on it) and "recomputed" when it is
 // rebuilt from an earlier checkpoint (fwd_drop). The count of extra forwards is
 // kept beside the category for the map's labels.
@@ -432,10 +433,10 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
       << e.value("link", "?") << " (" << format_bandwidth(e.value("link_bytes_per_s", 0.0))
       << "): the copy link scaled by this machine's compute rate on this model ("
       << format_number("%.3g", e.value("testbed_flop_per_s", 0.0) / 1e9) << " GFLOP/s) over the GPU's ("
-      << format_number("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md section 2.8";
+      << format_number("%.3g", e.value("gpu_flop_per_s", 0.0) / 1e12) << " TFLOP/s, roofline), docs/formats.md, \"Where the numbers come from\"";
   }
   o << ".\n";
-  o << "- **predicted** = memopt's simulator (docs/formats.md sections 4-5) on the profile"
+  o << "- **predicted** = memopt's simulator (docs/formats.md, \"Operations and memory without offload: the sequential simulator\" and \"Offload: the timeline simulator\") on the profile"
     << (r.predicted_times == "this process"
             ? ", its stage times re-measured in the measuring process before the measured rounds (bytes from the "
               "profile)"

@@ -1,5 +1,6 @@
 // copy_engine.h: moves activations between device and host memory beside the compute
-// stream -- offload, prefetch, wait -- as the two links of docs/formats.md section 5 do. The CPU
+// stream -- offload, prefetch, wait -- as the two links of docs/formats.md, "Offload: the timeline
+// simulator" do. The CPU
 // testbed's engine (here) uses one worker thread per direction; the CUDA one
 // (runtime/cuda/) uses copy streams, events and pinned memory behind the same interface;
 // make_copy_engine picks by device. The pool bookkeeping both share is HostArena.
@@ -62,7 +63,8 @@ class CopyEngine {
   // Queues the copy of `device_tensor` (contiguous) to the host; the device memory is
   // released once the copy has read it. Returns at once.
   virtual std::shared_ptr<Transfer> offload(const at::Tensor& device_tensor) = 0;
-  // Allocates the device tensor now (docs/formats.md section 5: at issue) and queues the copy back; the
+  // Allocates the device tensor now (docs/formats.md, "Offload: the timeline simulator": at issue)
+  // and queues the copy back; the
   // copy starts after `offloaded` (a transfer of this engine) has finished.
   virtual std::shared_ptr<Transfer> prefetch(const std::shared_ptr<Transfer>& offloaded) = 0;
   // Between steps: wait for everything and recycle the host pool.

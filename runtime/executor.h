@@ -1,4 +1,5 @@
-// executor.h: replays a schedule (docs/formats.md section 4) on a StagedModel for one training
+// executor.h: replays a schedule (docs/formats.md, "Operations and memory without offload: the
+// sequential simulator") on a StagedModel for one training
 // step -- forward ops with or without autograd, recomputations that restore the RNG
 // state of the first run, and per-stage backward from the gradient of the output.
 // It never decides anything: the solver does, and the schedule says.
@@ -73,7 +74,8 @@ struct CopyStats {
 class ScheduleRunner {
  public:
   // Throws std::invalid_argument when the ops do not fit the model (stage count,
-  // op validity per docs/formats.md section 4 -- checked by the solver's simulator up front).
+  // op validity per docs/formats.md, "Operations and memory without offload: the sequential
+  // simulator" -- checked by the solver's simulator up front).
   ScheduleRunner(const model::StagedModel& model, std::vector<solver::Op> ops, ExecutorOptions options = {});
 
   // Runs every op before `loss` and returns a_L: the loss itself for models that end

@@ -62,6 +62,8 @@ std::optional<std::vector<Op>> pointwise_ops(const Chain& chain) {
   return recompute_role_ops(chain, StageRole::Pointwise);
 }
 
+int64_t store_all_peak_bytes(const Chain& chain) { return simulate_sequential(chain, store_all_ops(chain)).peak_bytes; }
+
 std::vector<Op> store_all_ops(const Chain& chain) {
   return emit_persistent(chain, [](int, int, int64_t) { return Decision{true, -1}; });
 }

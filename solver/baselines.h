@@ -1,4 +1,5 @@
-// baselines.h: the simple strategies of docs/formats.md section 7, first-class solvers with the
+// baselines.h: the simple strategies of docs/formats.md, "Baselines and the solver front door",
+// first-class solvers with the
 // same signature as the DP so every report compares like with like.
 #pragma once
 
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "solver/chain.h"
-#include "solver/rotor.h"
+#include "solver/dp_options.h"
 #include "solver/schedule.h"
 
 namespace memopt::solver {
@@ -27,6 +28,10 @@ std::optional<std::vector<Op>> pointwise(const Chain&, int64_t budget_bytes, con
 
 // The ops of each strategy regardless of any budget.
 std::vector<Op> store_all_ops(const Chain&);
+// The peak of keeping every activation, simulated (docs/formats.md, "Operations and memory without
+// offload: the sequential simulator"): the
+// 100% of a budget written as a percentage.
+int64_t store_all_peak_bytes(const Chain& chain);
 std::vector<Op> recompute_blocks_ops(const Chain&);
 std::vector<Op> sqrt_ops(const Chain&);
 std::vector<Op> recompute_all_ops(const Chain&);

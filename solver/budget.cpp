@@ -4,12 +4,9 @@
 #include <stdexcept>
 
 #include "solver/baselines.h"
-#include "solver/simulate.h"
 #include "solver/units.h"
 
 namespace memopt::solver {
-
-int64_t store_all_peak_bytes(const Chain& chain) { return simulate_sequential(chain, store_all_ops(chain)).peak_bytes; }
 
 int64_t budget_from_text(const std::string& text, const Chain& chain, const SolveOptions& options) {
   if (text == "min") {

@@ -6,13 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "solver/baselines.h"  // store_all_peak_bytes
 #include "solver/chain.h"
 #include "solver/solve.h"
 
 namespace memopt::solver {
-
-// The peak of keeping every activation, simulated (docs/formats.md section 4).
-int64_t store_all_peak_bytes(const Chain& chain);
 
 // "min": min_feasible_budget(chain, options), std::runtime_error when no budget
 // works; otherwise parse_budget(text, store_all_peak_bytes(chain)): "4GiB", "60%",

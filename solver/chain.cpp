@@ -1,4 +1,4 @@
-// chain.cpp: the invariants of docs/formats.md section 1, checked once for any Chain however it
+// chain.cpp: the invariants of docs/formats.md, "The chain model", checked once for any Chain however it
 // was made (read from a file, built by a profiler or a test), so that the simulators
 // and the DPs can trust every number they are given.
 #include "solver/chain.h"

@@ -1,4 +1,4 @@
-// chain.h: the chain model of docs/formats.md section 1 -- a model as L stages plus a loss,
+// chain.h: the chain model of docs/formats.md, "The chain model" -- a model as L stages plus a loss,
 // described only by times and byte sizes. Everything the solver knows about a model.
 #pragma once
 
@@ -13,7 +13,7 @@
 namespace memopt::solver {
 
 // What a stage computes, for the baselines that recompute by kind (docs/formats.md
-// section 7.1); the simulators and the DPs ignore it. One table: value, JSON word.
+// docs/formats.md, "Baselines"); the simulators and the DPs ignore it. One table: value, JSON word.
 enum class StageRole { Other, AttentionCore, Pointwise };
 struct StageRoleInfo { StageRole value; const char* word; const char* meaning; };
 inline constexpr StageRoleInfo kStageRoles[] = {
@@ -35,7 +35,8 @@ struct Stage {
   int64_t bwd_tmp_bytes = 0;    // btmp_i; may be negative: Note [A backward may peak below its gradient]
   // Note [A backward may peak below its gradient]
   // `bwd i` peaks at "resident once the new part of d_i is allocated" + btmp_i
-  // (docs/formats.md section 4). Autograd frees each saved tensor as soon as its node
+  // (docs/formats.md, "Operations and memory without offload: the sequential simulator"). Autograd
+  // frees each saved tensor as soon as its node
   // has run, so a backward can let go of part of ā_{i+1} before the last of d_i
   // exists: with memopt's dropout, explicit attention's `attn.mix` lets the dropped
   // probabilities go before it stacks the qkv gradient. Its real peak then sits
@@ -44,7 +45,8 @@ struct Stage {
   // >= -(x_i - c_{i+1}): a backward never peaks below what was resident when it
   // started (validate() checks this), so the simulator's peak at `bwd i` is never
   // below the memory the op starts with.
-  // Note [Two forward temporaries] (memopt's extension, docs/formats.md section 9): a
+  // Note [Two forward temporaries] (memopt's extension, docs/formats.md, "Extensions beyond the
+  // original contract"): a
   // forward under autograd keeps what it saves, so its transient above ā_{i+1} is
   // far smaller than a no-grad forward's above a_{i+1}, which frees those tensors
   // as it goes. When set, fwd_keep uses this and fwd_ckpt/fwd_drop fwd_tmp_bytes;
@@ -150,7 +152,8 @@ struct Chain {
   bool has_usable_link() const { return link && link->d2h_bytes_per_s > 0 && link->h2d_bytes_per_s > 0; }
 };
 
-// Checks the invariants of docs/formats.md section 1 (non-negative finite numbers, saved >= out, at least one
+// Checks the invariants of docs/formats.md, "The chain model" (non-negative finite numbers, saved
+// >= out, at least one
 // stage, positive link bandwidths). Returns an empty string when the chain is valid,
 // otherwise what is wrong, naming the field with a JSON path such as
 // "/stages/3/saved_bytes" so that readers can prefix the file name.

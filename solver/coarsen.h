@@ -20,7 +20,7 @@ namespace memopt::solver {
 // back. The offload DP's items make at most two copies each, so that plan lies outside
 // every class it searches, and over a link at tight budgets it can be faster than the
 // DP's operator plans. So `optimal` also solves the chain of blocks (Note [Known
-// plans from the blocks] in solve.cpp) and writes its plan out here.
+// plans from the blocks] in optimal.cpp) and writes its plan out here.
 //
 // The block chain is built from the operator chain alone, so that the numbers the
 // block plan is chosen by are the operator chain's: each block's forward runs its

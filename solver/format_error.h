@@ -1,6 +1,6 @@
 // format_error.h: the error memopt's file readers throw, one line naming the file,
 // the place in it and the fix: "<file>: <JSON path>: <what is wrong>; <fix>"
-// (docs/formats.md sections 2.7 and 3.4).
+// (docs/formats.md, "Errors" and "Errors").
 #pragma once
 
 #include <stdexcept>

@@ -10,7 +10,7 @@
 namespace memopt::solver {
 
 // Note [Key order in written files]: files list their keys in a fixed order
-// (docs/formats.md section 2.9), so that every file reads alike and diffs stay
+// (docs/formats.md, "How memopt writes its JSON files"), so that every file reads alike and diffs stay
 // small. The order lives where each object is built: the writers (profile_to_json,
 // schedule_to_json, and whoever adds keys to what they return) build
 // nlohmann::ordered_json, which keeps keys in insertion order, and the printer keeps

@@ -1,7 +1,7 @@
 // json_reader.h: what the readers of profile.json and schedule.json share -- the
 // format words, the parse of a file's text, and JsonReader, which takes a parsed
 // document apart field by field. Every failure is a FormatError
-// "<file>: <JSON path>: <what is wrong>; <fix>" (docs/formats.md sections 2.7, 3.4).
+// "<file>: <JSON path>: <what is wrong>; <fix>" (docs/formats.md, "Errors", "Errors").
 #pragma once
 
 #include <cstdint>

@@ -5,13 +5,13 @@
 // The polish (Note [Polishing a plan's copies] in polish.h) keeps one move at a time
 // and stops where no single move helps. The plans that still beat `optimal` on small
 // and medium chains (the exhaustive oracle's, and the copy-placement MILP's of
-// docs/formats.md section 8.10) are a few moves away, none of which helps alone:
+// docs/formats.md, "The placement check") are a few moves away, none of which helps alone:
 //  - a recomputation run one op later, and a prefetch moved ahead of another (each
-//    alone 2 ms slower on a 6-stage chain, both 4 ms faster);
+//    alone slower, both together faster: Kicks.MoveARecomputationAndAPrefetchTogether);
 //  - one saved state's round trip swapped for another's (dropping the first makes
 //    the plan overflow; adding the second alone only costs time);
 //  - a saved state moved out and back that then lets another stay, at the same
-//    time (on a 6-stage chain, 91.5 -> 91 ms);
+//    time (Kicks.SwapOneRoundTripForAnother);
 //  - the last stage checkpointed, the loss run on its output, the stage re-run
 //    with `fwd_keep` just before its backward and a wait put inside that backward.
 // So the kick search perturbs the polished plan by one such move -- a round trip or
@@ -25,11 +25,10 @@
 //
 // A kicked plan's polish moves only the ops within `focus_radius` stage indices of
 // the kick's (PolishOptions::focus): the rest of the plan was already a local optimum
-// and a kick changes it locally, and a whole polish per kick makes `optimal` on the
-// solver bench's 48-stage chain over 1 GB/s take 1.19 s instead of 0.77 s. With a
-// radius of 6 the search ends where the unrestricted one does on all 40 random
-// 6-12-stage chains of results/2026-11-27-copy-placement-milp; with 3, one of them
-// ended 1 ms slower (93 against 92 ms). It is the polish's local search one level up
+// and a kick changes it locally, and a whole polish per kick makes `optimal` about
+// half again as slow (BM_SolveOptimalWithSlowLink at L = 48). With a radius of 6 the
+// search ends where the unrestricted one does on the random chains of the placement
+// check (tools/copy_placement_milp.py); with 3, not always. It is the polish's local search one level up
 // (iterated local search), so it too is not a proof; it only ever returns a plan at
 // least as good as the one it was given, and every plan it returns is one the
 // simulator accepted. Each kick costs a whole polish, so `max_kick_polishes` bounds

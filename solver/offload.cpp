@@ -128,7 +128,7 @@ struct Previous {
   bool has_prefetch() const { return offloaded; }
   bool pending() const { return pending_ms > 0; }
   // The slots still copying at an op that starts `elapsed_ms` after e's start (a
-  // copy ending exactly then has freed its bytes first, section 5).
+  // copy ending exactly then has freed its bytes first, docs/formats.md, "Offload: the timeline simulator").
   int64_t pending_at(double elapsed_ms) const {
     return (elapsed_ms < first_ms ? first_slots : 0) + (elapsed_ms < pending_ms ? pending_slots - first_slots : 0);
   }
@@ -365,7 +365,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             for (int next = e + 1; next <= L; ++next) {
               if (next > e + 1) {
                 // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
-                // a copy ending exactly then has freed its bytes first (section 5).
+                // a copy ending exactly then has freed its bytes first (docs/formats.md, "Offload:
+                // the timeline simulator").
                 const int k = next - 1;
                 fwd_units += n.uf_nograd_units[k];
                 const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + pending_at(n.nograd_prefix_ms, k);

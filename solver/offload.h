@@ -1,5 +1,6 @@
 // offload.h: keep / recompute / offload chosen jointly under a budget and the link
-// bandwidths -- checkpointed stage inputs a_k (docs/formats.md section 5) and, memopt's
+// bandwidths -- checkpointed stage inputs a_k (docs/formats.md, "Offload: the timeline simulator")
+// and, memopt's
 // extension, the saved state of kept stages (Note [Offloading saved state] in
 // simulate.h).
 //
@@ -34,11 +35,13 @@
 // of its forward or of the fwd_keep of the K taken with it, and where it is a KR
 // run, of the run's forward -- and before the tail starts unless the tail is the
 // lone loss; or the next item, or a KR run right after it, waits for it (Note
-// [Waiting for the previous offload], Note [A copy through a kept run]); `offload e` needs a plain a_e that shares no
+// [Waiting for the previous offload], Note [A copy through a kept run]); `offload e` needs a plain
+// a_e that shares no
 // carried bytes with a neighbour (Note [Carried bytes] in chain.h).
 // The DP runs over (item start e, device slots D held by earlier items including
 // a_e, what the previous item left: nothing / a kept ā_e / a hollow ā_e / an
-// offloaded a_e'). Every peak and time is what the section 5 simulator gives for
+// offloaded a_e'). Every peak and time is what the docs/formats.md, "Offload: the timeline
+// simulator" simulator gives for
 // these ops (a copy in flight is counted exactly until the op it ends before), so
 // the DP is exact over this class in slots and quantum units; the tests compare it
 // with an exhaustive search over the class. The class does not hold every optimum:
@@ -54,7 +57,8 @@
 // `fwd_keep`; the pipelined family moves inputs inside longer queues of copies.
 // `optimal` also tries the pipelined family of offload_pipeline.h, whose plans of one
 // shape have far prefetches and queued copies, and polishes its best candidate with
-// moves outside the class (Note [Polishing a plan's copies] in polish.h). The tail alone is the recompute DP, so the value is
+// moves outside the class (Note [Polishing a plan's copies] in polish.h). The tail alone is the
+// recompute DP, so the value is
 // never worse than recompute-only.
 //
 // Note [Waiting for the previous offload]
@@ -95,7 +99,8 @@
 // output and a temporary, so the previous item's copy may run on through them: each
 // `fwd_drop k` that starts before the copy ends holds its bytes too, and is checked
 // with them (the simulator frees a copy's bytes at the first op that starts after
-// it ends, section 5). The item's own `offload e` would queue behind it, so it is
+// it ends, docs/formats.md, "Offload: the timeline simulator"). The item's own `offload e` would
+// queue behind it, so it is
 // allowed only when the copy has ended by the end of `fwd_ckpt e`. Where the copy
 // is still running when the item's forward ends, the state after the item would
 // have to carry the pending copy, which it does not record; instead the item lands
@@ -154,7 +159,7 @@ namespace memopt::solver {
 
 // The bytes solve_offload allocates for its states on `length` stages with `slots`
 // slots: a cost and a way back for each (item start, device slots, what the previous
-// item left), about 6 times the recompute table (Note [Largest problem] in solve.h).
+// item left), about 6 times the recompute table (Note [Largest problem] in limits.h).
 int64_t offload_dp_bytes(int length, int64_t slots);
 
 // Note [The DP's memory kept between solves]

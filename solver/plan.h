@@ -1,4 +1,4 @@
-// plan.h: persistent schedules -- those built by the recursion of docs/formats.md section 6 --
+// plan.h: persistent schedules -- those built by the recursion of docs/formats.md, "The recompute DP" --
 // written as a decision per subchain (keep s, or checkpoint and restart at j), and
 // turned into ops. The DP, the baselines and the brute force all emit through here.
 #pragma once
@@ -22,7 +22,7 @@ struct Decision {
 };
 
 // m is the DP's memory argument in whatever units the caller uses, passed down the
-// recursion as section 6 does (keep: m - x̄_{s+1}; checkpoint: m - x_j for (j, t),
+// recursion as docs/formats.md, "The recompute DP" does (keep: m - x̄_{s+1}; checkpoint: m - x_j for (j, t),
 // m for (s, j-1), each less what it shares with a_s: Note [Carried bytes] in
 // chain.h); callers that do not need it ignore it.
 using Decide = std::function<Decision(int s, int t, int64_t m)>;

@@ -1,5 +1,5 @@
 // polish.h: improves a valid plan by local moves of its copies and waits, each move
-// judged by the timeline simulator (docs/formats.md section 5) in exact bytes.
+// judged by the timeline simulator (docs/formats.md, "Offload: the timeline simulator") in exact bytes.
 //
 // Note [Polishing a plan's copies]
 // The offload DP decides which data moves and, within its class (Note [The offload
@@ -44,25 +44,24 @@
 // a round trip is also tried with a wait_offloads before one of the `window_ops`
 // compute ops after the offload: an offload frees its bytes only when its copy ends,
 // and a plan that needs the room must wait for it. A plan still over the budget after
-// `max_repair_passes` passes is given back as it is: on the GPT-2 profiles of
-// results/ nearly every plan that could be repaired fit after the first pass, and the
-// passes of one that cannot are the polish's dearest. The caller simulates the plan
-// and drops it if it is over (Note [Starts over the budget] in solve.cpp).
+// `max_repair_passes` passes is given back as it is: a plan that can be repaired
+// nearly always fits after the first pass, and the passes of one that cannot are the
+// polish's dearest. The caller simulates the plan
+// and drops it if it is over (Note [Starts over the budget] in optimal.cpp).
 //
 // Note [The best repair first]
 // Every round trip that lowers the excess is a repair, and the first one found
 // need not be the one to take: on a small chain, offloading a kept stage's saved
-// state made the plan fit only with a wait (45 ms), and the plan was then a local
-// optimum, while offloading the input a_0 instead made it fit with no wait at all
-// (33 ms, the fastest plan the oracle finds). So while the plan is over the budget,
-// a round trip that makes it fit is not taken when found: the round-trip scan goes
-// on to its end, and the fastest round trip that made the plan fit is taken then. A
-// round trip that lowers the excess without making the plan fit is still taken at
-// once. Taking the best round trip at every step instead costs three times as much
-// on the solver bench's chain (96 stages, 1 GB/s: 9.4 s against 3.3 s) and closes
-// no more of the oracle test's budgets. It is still a local search: on the GPT-2
-// link profiles of results/2026-11-26-kept-stage-optimal-links the other repair
-// made 7 points faster and one slower (by 0.13%; the recompute move won it back).
+// state can make the plan fit only with a wait, and leave a local optimum, while
+// offloading the input a_0 instead makes it fit with no wait at all
+// (Polish.RepairsWithTheFastestRoundTripThatFits). So while the plan is over the
+// budget, a round trip that makes it fit is not taken when found: the round-trip
+// scan goes on to its end, and the fastest round trip that made the plan fit is
+// taken then. A round trip that lowers the excess without making the plan fit is
+// still taken at once. Taking the best round trip at every step instead costs about
+// three times as much on the solver bench's slow-link rows
+// (BM_SolveOptimalWithSlowLink) and closes no more of the oracle's budgets. It is
+// still a local search.
 #pragma once
 
 #include <cstdint>

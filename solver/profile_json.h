@@ -1,4 +1,4 @@
-// profile_json.h: profile.json (docs/formats.md section 2) to and from Profile. The
+// profile_json.h: profile.json (docs/formats.md, "profile.json") to and from Profile. The
 // reader validates at the border: every error names the file, the JSON path of the
 // field and the fix; what it returns, the solver trusts.
 #pragma once
@@ -33,7 +33,8 @@ ProfiledOn profiled_on(const Profile& p);
 
 // `source` names the file in error messages.
 Profile profile_from_json(const nlohmann::ordered_json& j, const std::string& source);
-// Keys in the order of docs/formats.md section 2.9 (Note [Key order in written files]).
+// Keys in the order of docs/formats.md, "How memopt writes its JSON files" (Note [Key order in
+// written files]).
 nlohmann::ordered_json profile_to_json(const Profile& p);
 
 // The text of a file named `source`: what read_profile does after reading it (the

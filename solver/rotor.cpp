@@ -1,4 +1,4 @@
-// rotor.cpp: the keep/recompute DP of docs/formats.md section 6, fast and plain.
+// rotor.cpp: the keep/recompute DP of docs/formats.md, "The recompute DP", fast and plain.
 //
 // Note [How the fast DP is fast]
 // The recurrence is Θ(slots·L³). Four things make it quick without changing a
@@ -69,7 +69,8 @@ namespace {
 
 constexpr int32_t kInf = 1 << 30;
 
-// The chain in slots and quantised times, with the conventions of docs/formats.md section 1.4 for stage L.
+// The chain in slots and quantised times, with the conventions of docs/formats.md, "Conventions
+// the simulators and DPs use" for stage L.
 struct Discrete {
   int L = 0;
   int64_t S = 0;                        // slots
@@ -81,7 +82,7 @@ struct Discrete {
   std::vector<int32_t> keep_prefix;     // keep_prefix[k] = Σ_{i<k} uf_i + ub_i
   bool rotor_compat = false;
   // Note [Carried bytes] in chain.h, in slots. Without carried bytes each equals the
-  // plain size it replaces, so the DP is the one of section 6 unchanged.
+  // plain size it replaces, so the DP is the one of docs/formats.md, "The recompute DP" unchanged.
   std::vector<int64_t> xbar_beside;     // x̄_{s+1} - c_{s+1}: ā_{s+1} next to a_s, s in 0..L
   std::vector<int64_t> x_beside;        // x_{k+1} - c_{k+1}: a_{k+1} next to a_k (d_{k+1} next to d_k), k in 0..L
   std::vector<int64_t> x_after_table;   // x_j - sh(s, j) at [s * (L + 2) + j], only when the chain carries

@@ -1,4 +1,4 @@
-// rotor.h: the exact keep/recompute DP of docs/formats.md section 6 (rotor's persistent DP with
+// rotor.h: the exact keep/recompute DP of docs/formats.md, "The recompute DP" (rotor's persistent DP with
 // the forward check of the keep branch fixed), and rotor's published variant.
 #pragma once
 
@@ -8,32 +8,10 @@
 #include <vector>
 
 #include "solver/chain.h"
+#include "solver/dp_options.h"
 #include "solver/schedule.h"
 
 namespace memopt::solver {
-
-// The shapes the offload DP's class admits (Note [The offload schedule class] in
-// offload.h), each level all those of the one before it.
-enum class OffloadShapes {
-  // Every offload copy ends within the next item's first op or is waited for.
-  Windowed,
-  // + CR items and copies running on through a C item's forward (Notes [A recomputed
-  // run] and [A copy through a recomputed segment] in offload.h).
-  ThroughRecomputation,
-  // + copies running on through a KR run's forward (Note [A copy through a kept run]).
-  ThroughKeptRuns,
-  // + KR runs that end waiting for the copy they run through (the same Note).
-  WaitingKeptRuns,
-  // + K and KO items that move their input too (Note [A kept item that moves its input]).
-  MovingKeptInputs,
-};
-
-struct DpOptions {
-  int slots = 500;            // memory discretisation: unit = budget / slots, sizes rounded up
-  bool rotor_compat = false;  // keep branch checks x_{s+1} instead of x_{t+1}, as rotor does
-  int num_threads = 0;        // 0: all cores
-  OffloadShapes offload_shapes = OffloadShapes::MovingKeptInputs;  // the offload DP only
-};
 
 // The ops of the fastest persistent schedule whose peak fits budget_bytes, or nullopt
 // when none fits at this discretisation. In rotor_compat mode the ops may exceed the

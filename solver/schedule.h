@@ -1,4 +1,4 @@
-// schedule.h: a schedule is data -- the ops of docs/formats.md sections 3-5 in program order,
+// schedule.h: a schedule is data -- the ops of docs/formats.md, "schedule.json", in program order,
 // plus the budget it was solved for and what the simulator predicts for it.
 #pragma once
 
@@ -18,7 +18,8 @@ namespace memopt::solver {
 //
 // Note [The semantics of an op kind]
 // Each row of kOpKinds also says what kind of op it is, so that no code spells a
-// list of kinds out: whether it computes (section 4) or copies, which way a copy
+// list of kinds out: whether it computes (docs/formats.md, "Operations and memory without offload:
+// the sequential simulator") or copies, which way a copy
 // goes, what it moves, the copy that undoes it, and whether it is one of the three
 // forwards. What an op does to memory and time is the simulators' and the executor's,
 // each a switch over OpKind with a case for every kind and no default: with
@@ -31,7 +32,7 @@ enum class OpKind {
 
 enum class CopyDirection { None, ToHost, ToDevice };
 
-// What a copy moves of a_k (sections 5.2 and 1.7): the whole plain activation, the
+// What a copy moves of a_k (docs/formats.md, "Copy ops" and "Carried bytes"): the whole plain activation, the
 // saved state of ā_k beyond a_k, the bytes of a_k no neighbour shares, or the bytes
 // a_k took over from a_{k-1} and does not pass on.
 enum class CopyPayload { None, Activation, SavedState, OwnBytes, EndingCarry };
@@ -40,7 +41,7 @@ struct OpKindInfo {
   OpKind kind;
   std::string_view word;  // in schedule.json and in printed schedules
   bool has_index;
-  bool is_compute;        // a compute op of section 4 (runs on the compute stream)
+  bool is_compute;        // a compute op of docs/formats.md, "Operations and memory without offload: the sequential simulator" (runs on the compute stream)
   CopyDirection direction;
   CopyPayload payload;
   OpKind counterpart;     // a copy's other way (offload <-> prefetch); the kind itself otherwise
@@ -125,7 +126,7 @@ inline bool is_offload(OpKind kind) { return info(kind).direction == CopyDirecti
 // The copy that brings back what an offload moved out, and the reverse.
 inline OpKind way_back(OpKind copy) { return info(copy).counterpart; }
 inline bool is_forward(OpKind kind) { return info(kind).is_forward; }
-// The ops of section 5 only: the copies and wait_offloads.
+// The ops of docs/formats.md, "Offload: the timeline simulator" only: the copies and wait_offloads.
 inline bool needs_timeline(OpKind kind) { return !info(kind).is_compute; }
 
 struct Prediction {

@@ -1,4 +1,4 @@
-// schedule_json.h: schedule.json (docs/formats.md section 3) to and from Schedule. The
+// schedule_json.h: schedule.json (docs/formats.md, "schedule.json") to and from Schedule. The
 // reader checks the format of every op and that its index exists in a chain of
 // /chain_length stages; whether the ops make a valid step is the simulator's question
 // (schedule_check.h).
@@ -16,7 +16,8 @@ namespace memopt::solver {
 
 // `source` names the file in error messages.
 Schedule schedule_from_json(const nlohmann::ordered_json& j, const std::string& source);
-// Keys in the order of docs/formats.md section 2.9 (Note [Key order in written files]).
+// Keys in the order of docs/formats.md, "How memopt writes its JSON files" (Note [Key order in
+// written files]).
 nlohmann::ordered_json schedule_to_json(const Schedule& s);
 
 // The text of a file named `source`: what read_schedule does after reading it (the

@@ -1,4 +1,5 @@
-// simulate.cpp: the two simulators of docs/formats.md sections 4 and 5.
+// simulate.cpp: the two simulators of docs/formats.md, "Operations and memory without offload: the
+// sequential simulator" and "Offload: the timeline simulator".
 #include "solver/simulate.h"
 
 #include <algorithm>
@@ -13,7 +14,8 @@ std::string op_label(const std::vector<Op>& ops, int p) {
   return "op " + std::to_string(p) + " (" + to_string(ops[p]) + ")";
 }
 
-// Which activations exist on the device. ā_k contains a_k, and section 4 never has
+// Which activations exist on the device. ā_k contains a_k, and docs/formats.md, "Operations and
+// memory without offload: the sequential simulator" never has
 // both, so one slot per index keeps plain and saved apart.
 struct Residency {
   std::vector<char> plain, saved, grad;  // a_k, ā_k, d_k for k in 0..L+1
@@ -54,7 +56,8 @@ int64_t gradient_overlap(const Chain& chain, const Residency& r, int k) {
   return overlap(chain, k, [&](int j) { return r.grad[j] != 0; });
 }
 
-// Checks what op p needs (section 4 table) and returns an error, or an empty string.
+// Checks what op p needs (docs/formats.md, "Operations and memory without offload: the sequential
+// simulator" table) and returns an error, or an empty string.
 std::string check_needs(const Chain& chain, const Residency& r, const std::vector<Op>& ops, int p) {
   const int L = chain.length();
   const Op& op = ops[p];
@@ -117,7 +120,7 @@ std::string check_end(const Chain& chain, const Residency& r) {
 
 std::string carried_copy_error(const std::vector<Op>& ops, int p, int64_t shared_bytes) {
   return op_label(ops, p) + ": a_" + std::to_string(ops[p].index) + " shares " + std::to_string(shared_bytes) +
-         " carried bytes with another activation on the device (docs/formats.md section 1.7); move it only when no "
+         " carried bytes with another activation on the device (docs/formats.md, \"Carried bytes\"); move it only when no "
          "activation of its run is resident";
 }
 
@@ -144,7 +147,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
   for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
     const Op& op = ops[p];
     if (needs_timeline(op.kind))
-      return fail(out, p, op_label(ops, p) + ": copies and waits need the timeline simulator (docs/formats.md section 5)");
+      return fail(out, p, op_label(ops, p) + ": copies and waits need the timeline simulator (docs/formats.md, \"Offload: the timeline simulator\")");
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     const int i = op.index;
     switch (op.kind) {
@@ -417,9 +420,9 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
         }
         if (bytes <= 0)
           return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) +
-                                  (own ? " shares all its bytes with a neighbour (docs/formats.md section 1.7); it has nothing of its own to move"
+                                  (own ? " shares all its bytes with a neighbour (docs/formats.md, \"Carried bytes\"); it has nothing of its own to move"
                                        : " passes on every byte it carries from a_" + std::to_string(i - 1) + " (c_" + std::to_string(i) +
-                                             " <= c_" + std::to_string(i + 1) + ", docs/formats.md section 1.7); it has no ending carry to move"));
+                                             " <= c_" + std::to_string(i + 1) + ", docs/formats.md, \"Carried bytes\"); it has no ending carry to move"));
         moved.on_host_ms[i] = offload_copy(p, data_ms, bytes);
         moved.out[i] = 1;
       } else {
@@ -439,7 +442,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     }
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     // An a_{i+1} on the host still exists: computing it again would leave two copies
-    // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which section 4 never has).
+    // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which docs/formats.md,
+    // "Operations and memory without offload: the sequential simulator" never has).
     if (is_forward(op.kind) && place[i + 1] == Place::OnHost)
       return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
     // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.

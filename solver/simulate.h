@@ -1,5 +1,6 @@
 // simulate.h: replays a schedule on a chain and says whether it is valid, its peak
-// device bytes and its time -- docs/formats.md section 4 (sequential, no offload) and section 5
+// device bytes and its time -- docs/formats.md, "Operations and memory without offload: the
+// sequential simulator" (sequential, no offload) and docs/formats.md, "Offload: the timeline simulator"
 // (compute stream plus full-duplex d2h/h2d links). Every schedule is checked here
 // before anyone trusts it.
 #pragma once
@@ -20,7 +21,7 @@ struct SimResult {
   int64_t peak_bytes = 0;   // highest device total at any instant
   double time_ms = 0;       // when the last compute op or copy ends
   int peak_op = -1;         // the op at whose start the peak was reached
-  // Offload statistics (section 5 only; zero without offload ops).
+  // Offload statistics (docs/formats.md, "Offload: the timeline simulator" only; zero without offload ops).
   double copy_ms = 0;       // total time the links were busy
   double stall_ms = 0;      // time the compute stream waited for a prefetch
   // For each offload / offload_saved op p: the first op that allocates at or after the
@@ -32,10 +33,11 @@ struct SimResult {
   std::vector<int> offload_done_before;
 };
 
-// docs/formats.md section 4. Rejects offload/prefetch ops (use simulate_timeline for those).
+// docs/formats.md, "Operations and memory without offload: the sequential simulator". Rejects
+// offload/prefetch ops (use simulate_timeline for those).
 SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 
-// Note [Offloading saved state] (memopt's extension of docs/formats.md section 5)
+// Note [Offloading saved state] (memopt's extension of docs/formats.md, "Offload: the timeline simulator")
 // The original contract moves only plain activations a_k. A transformer block saves ~25x its input,
 // so at a tight budget moving a_k frees almost nothing; what must move is the
 // saved state. `offload_saved k` (ā_k resident and whole, k in 1..L) copies the
@@ -51,7 +53,8 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // Note [Waiting for the offloads]
 // A compute op waits for the data it reads, never for memory: while an offload is
 // still copying, its device bytes count, and the next op's allocation lands on top
-// of them. `wait_offloads` (memopt's extension of section 5) makes the compute
+// of them. `wait_offloads` (memopt's extension of docs/formats.md, "Offload: the timeline
+// simulator") makes the compute
 // stream wait until every offload and offload_saved issued before it has ended --
 // on a GPU, the compute stream waiting on the d2h stream's last event -- so that
 // the ops after it start once those bytes are gone. Copies issued after it start
@@ -108,7 +111,7 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 // three moves of a kept run -- own bytes, ending carries, saved states -- together
 // move everything a block's `offload_input` and `offload_saved` move (solver/coarsen.h).
 
-// What a compute op costs at its start (docs/formats.md sections 4.2 and 5.3): the
+// What a compute op costs at its start (docs/formats.md, "The ops" and "Compute ops"): the
 // object it adds, its transient, its time, and the plain activation it reads and so
 // may wait for (a_i, or a_L for the loss).
 struct ComputeCost {
@@ -119,7 +122,7 @@ struct ComputeCost {
 };
 ComputeCost compute_cost(const Chain& chain, const Op& op);
 
-// docs/formats.md section 5. Needs chain.link when the ops offload or prefetch.
+// docs/formats.md, "Offload: the timeline simulator". Needs chain.link when the ops offload or prefetch.
 // On schedules without offload it gives exactly simulate_sequential's numbers.
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops);
 

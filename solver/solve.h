@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "solver/chain.h"
+#include "solver/limits.h"
+#include "solver/search_options.h"
 #include "solver/schedule.h"
 
 namespace memopt::solver {
@@ -24,7 +26,7 @@ struct SolverKindInfo {
 
 inline constexpr SolverKindInfo kSolverKinds[] = {
     {SolverKind::Optimal, "optimal", "best of the keep/recompute/offload DP and every baseline"},
-    {SolverKind::RecomputeOnly, "recompute-only", "best of the exact keep/recompute DP (docs/formats.md section 6) and the non-offload baselines"},
+    {SolverKind::RecomputeOnly, "recompute-only", "best of the exact keep/recompute DP (docs/formats.md, \"The recompute DP\") and the non-offload baselines"},
     {SolverKind::RotorCompat, "rotor-compat", "rotor's published recurrence"},
     {SolverKind::StoreAll, "store-all", "keep everything"},
     {SolverKind::Sqrt, "sqrt", "Chen et al. sqrt(L) segments"},
@@ -52,8 +54,10 @@ struct SolveOptions {
   bool find_min_budget = true;
   // `optimal` only: plans the caller already has, typically the ones found at smaller
   // budgets of a sweep. Each that fits is a candidate too (Note [Known plans] in
-  // solve.cpp), so that a sweep's `optimal` never gets slower as the budget grows.
+  // optimal.cpp), so that a sweep's `optimal` never gets slower as the budget grows.
   std::vector<std::vector<Op>> known_plans;
+  // `optimal` and `recompute-only`: the search's tuned numbers, each with its reason.
+  SearchOptions search;
 };
 
 // Thrown when no schedule of the chosen solver fits the budget.
@@ -66,18 +70,7 @@ struct InfeasibleBudget : std::runtime_error {
   int64_t store_all_peak_bytes;
 };
 
-// Note [Largest problem]: the DP takes time ∝ slots·L³ and a table of 4 bytes ×
-// slots × L²/2. At 192 stages and 500 slots one solve takes 0.14 s on one thread
-// (results/solver-bench), so ~2.6 s at 512 stages with a 0.26 GiB table (measured:
-// `memopt solve --threads 1` on 512 stages, which solves three DPs for its comparison
-// table, peaked at 0.27 GB resident); at 10,000 stages it would take weeks and 100 GiB.
-// GPT-2 xl cut into sublayers has under 300 stages, so memopt refuses longer chains
-// (every solver: one rule, one message) and tables above kMaxTableBytes -- for
-// `optimal` over a link, the offload DP's states too (offload_dp_bytes, about 6
-// times the table) -- each with the fix, instead of hanging or being killed for
-// memory.
-inline constexpr int kMaxStages = 512;
-inline constexpr int64_t kMaxTableBytes = int64_t{4} << 30;
+// Note [Largest problem] in limits.h: kMaxStages and kMaxTableBytes.
 
 // Empty when `solve` can take this chain with these options, otherwise what is too
 // large and the fix (fewer stages, fewer slots). solve() and min_feasible_budget()

@@ -58,7 +58,7 @@ def translate(block_schedule: dict, op_profile: dict, groups: list) -> list:
     def x(k):  # bytes of a_k
         return op_profile["input_bytes"] if k == 0 else stages[k - 1]["out_bytes"]
 
-    def carried(k):  # c_k, docs/formats.md section 1.7
+    def carried(k):  # c_k, docs/formats.md, "Carried bytes"
         return stages[k - 1].get("carried_bytes", 0) if 1 <= k <= length else 0
 
     def moves(block):  # what the block's offload_saved becomes, in issue order

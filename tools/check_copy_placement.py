@@ -52,7 +52,7 @@ def random_integer_profile(rng: random.Random, length: int) -> dict:
 def plan_at(profile: dict, budget, solver: str, byte_slots: bool = False) -> dict:
     """`solver`'s plan at `budget`, or at the smallest budget it meets when that is
     larger. With `byte_slots` (an integer budget), one slot per byte: the DPs then
-    round no size up (docs/formats.md section 6.1), as in the oracle's tests."""
+    round no size up (docs/formats.md, "Discretisation"), as in the oracle's tests."""
     import memopt
     try:
         if byte_slots:

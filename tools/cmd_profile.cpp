@@ -1,5 +1,5 @@
 // cmd_profile.cpp: `memopt profile` -- build a GPT-2, measure every stage on this
-// CPU (profiler/profiler.h) and write profile.json (docs/formats.md section 2).
+// CPU (profiler/profiler.h) and write profile.json (docs/formats.md, "profile.json").
 //   memopt profile --model gpt2 --preset tiny --out profile.json
 //   memopt profile --preset small --batch 1 --seq 512 --granularity sublayer --out small.json
 //   memopt profile --hf-dir ~/gpt2 --seq 256 --attention sdpa --out hf.json

@@ -11,11 +11,11 @@ the host, where each offload, prefetch, offload_saved, prefetch_saved, offload_i
 prefetch_input is issued,
 and where wait_offloads goes. It prints S's time, the best time of that space and the
 solver's lower bound, and writes the best plan with --out. It is a check of the
-offload solver: docs/formats.md section 8.10 says what it covers and what it does not.
+offload solver: docs/formats.md, "The placement check" says what it covers and what it does not.
 
 Note [The placement MILP]
 The space is every op sequence with S's compute ops, in order, that the timeline
-simulator (docs/formats.md section 5) accepts, under the exhaustive oracle's rule
+simulator (docs/formats.md, "Offload: the timeline simulator") accepts, under the exhaustive oracle's rule
 that each a_k and each ā_k moves at most once each way, with at most one
 wait_offloads between two compute ops. Copies are issued in gaps: gap g is the
 place just before compute op g, split into phase A and, after the gap's wait,
@@ -57,14 +57,14 @@ from typing import Dict, List, Optional, Tuple
 COMPUTE = ("fwd_keep", "fwd_ckpt", "fwd_drop", "loss", "bwd")
 COPIES = ("offload", "prefetch", "offload_saved", "prefetch_saved", "offload_input", "prefetch_input", "wait_offloads")
 # The copy words of each kind of moved tensor: a plain a_k, the saved state of ā_k
-# beyond a_k, a kept stage's input a_k (docs/formats.md section 5.2).
+# beyond a_k, a kept stage's input a_k (docs/formats.md, "Copy ops").
 MOVE_WORDS = {"a": ("offload", "prefetch"), "abar": ("offload_saved", "prefetch_saved"),
               "in": ("offload_input", "prefetch_input")}
 
 
 @dataclass
 class Chain:
-    """The chain of docs/formats.md section 1 in exact bytes and ms (no carried bytes)."""
+    """The chain of docs/formats.md, 'The chain model' in exact bytes and ms (no carried bytes)."""
     L: int
     x: List[int]          # x[k], k in 0..L
     xbar: List[int]       # xbar[k], k in 1..L (xbar[0] = 0)
@@ -115,7 +115,7 @@ def parse_ops(schedule: dict) -> List[Op]:
     for n, op in enumerate(schedule["ops"]):
         if not isinstance(op, list) or not op or op[0] not in COMPUTE + COPIES:
             raise ValueError(f"ops[{n}] is {op!r}: expected [\"word\", index] or [\"loss\"] with a word of "
-                             "docs/formats.md section 3.3")
+                             "docs/formats.md, 'Ops'")
         ops.append((op[0], int(op[1]) if len(op) > 1 else -1))
     return ops
 
@@ -144,7 +144,7 @@ class Move:
 
 
 def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Walk, List[Move]]:
-    """The compute-only memory walk (docs/formats.md sections 4 and 5, no carried bytes)
+    """The compute-only memory walk (docs/formats.md, 'Operations and memory without offload: the sequential simulator' and 'Offload: the timeline simulator', no carried bytes)
     and every stretch in which a tensor could leave the device (a kept stage's input
     only with `kept_inputs`)."""
     L = chain.L

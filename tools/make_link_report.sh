@@ -33,7 +33,7 @@ o.append(f"- From {binding[0]['requested_bytes_per_s']/1e6:g} MB/s to {binding[-
          f"cap (largest achieved/requested {over:.4f}).")
 o.append(f"- Uncapped, this machine's memcpy moves {min(uncapped[0]['d2h_bytes_per_s'], uncapped[0]['h2d_bytes_per_s'])/1e9:.1f} "
          f"GB/s or more each way; a cap above half of that is shown but does not bind (the copy itself is slower). "
-         f"Emulated GPU links on this testbed are tens of MB/s (docs/formats.md section 2.8).")
+         f"Emulated GPU links on this testbed are tens of MB/s (docs/formats.md, 'Where the numbers come from').")
 o += ["", "## Reproduce", "", "```sh", f"tools/make_link_report.sh {date}", "```", "",
       "`build/tests/bench/copy_link_bench` (Google Benchmark, 5 iterations per rate, each the median of 3 offload + "
       "prefetch round trips after one warm-up; a transfer lasts about 20 ms at the requested rate, 64 MiB uncapped). "

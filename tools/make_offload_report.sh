@@ -2,7 +2,7 @@
 # make_offload_report.sh: regenerates the offloading benchmark under emulated GPU links
 # -- two GPT-2 shapes profiled on this CPU (stage times from warm training steps), the
 # copy engine capped at an H100's PCIe 5 and at a GH200's NVLink-C2C, each scaled to
-# this CPU's compute rate (docs/formats.md section 2.8) -- and the measured step time
+# this CPU's compute rate (docs/formats.md, "Where the numbers come from") -- and the measured step time
 # of optimal, recompute-only, offload-all and store-all at 30%..90% of the store-all
 # activation peak, interleaved in one process per link, with their spreads.
 #   tools/make_offload_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make_op_measured_report.sh: the measured side of the operator-stage report -- the
 # 8-layer C=256 GPT-2 profiled on this CPU at operator granularity (nine stages per
-# block with its explicit attention, the residual carried beside them), then every distinct schedule of optimal,
+# block with its explicit attention, the residual carried beside them), then every distinct
+# schedule of optimal,
 # selective, pointwise, recompute-only and store-all at 20%..100% of the store-all
 # activation peak trained here, interleaved in one process, with the copy link
-# emulated at an H100's PCIe 5 ratio (docs/formats.md section 2.8) and every step's
+# emulated at an H100's PCIe 5 ratio (docs/formats.md, "Where the numbers come from") and every step's
 # gradients compared with plain autograd (--check). Predicted against measured.
 #   tools/make_op_measured_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
 # Writes results/DATE-op-granularity-cpu/: the profile and its printout, and the

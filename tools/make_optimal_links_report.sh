@@ -2,7 +2,7 @@
 # make_optimal_links_report.sh: how much faster than recompute-only `optimal` plans
 # are, before and after a solver change, on the two GPT-2 profiles measured on this
 # CPU for the offloading benchmark (results/2026-11-24-offload-emulated-cpu), under
-# each emulated GPU link (docs/formats.md section 2.8: the link at that GPU's ratio
+# each emulated GPU link (docs/formats.md, "Where the numbers come from": the link at that GPU's ratio
 # of link bandwidth to compute). Solver only: every time is the timeline simulator's
 # prediction; nothing is run.
 #   tools/make_optimal_links_report.sh OLD_MEMOPT [DATE] [OLD_LABEL]

@@ -20,7 +20,7 @@ note_profile() {  # README, the memopt arguments that made the profile
 if [ "${MEMOPT_MEASURED:-1}" != 0 ]; then  # MEMOPT_MEASURED=0: the modeled reports only
 dir=results/$date-tradeoff-tiny-cpu
 mkdir -p "$dir"
-# The copy link at an H100's PCIe 5 ratio to compute (docs/formats.md section 2.8).
+# The copy link at an H100's PCIe 5 ratio to compute (docs/formats.md, "Where the numbers come from").
 args="profile --model gpt2 --preset tiny --emulate h100-sxm:pcie5 --out $dir/gpt2_tiny.profile.json"
 "$memopt" $args > "$dir/profile.txt"
 "$memopt" tradeoff --profile "$dir/gpt2_tiny.profile.json" --budgets 20%:100%:5% --run --steps 5 --check --out "$dir"

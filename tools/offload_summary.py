@@ -136,7 +136,7 @@ def readme(reports, command):
           "Each folder below is a `memopt tradeoff --run --emulate` report with its own command, table and figures. "
           "Every distinct schedule of a report ran its warm-up steps, then interleaved measured rounds in one process; "
           "times are medians with the interquartile range. The emulated link keeps the GPU's ratio of copy time "
-          "to compute time (docs/formats.md section 2.8); the stage times come from warm training steps.", ""]
+          "to compute time (docs/formats.md, 'Where the numbers come from'); the stage times come from warm training steps.", ""]
     o += ["![overheads](offload_overheads.png)", "",
           "Time overhead over store-all against the activation budget, per model (rows) and emulated link "
           "(columns): lines predicted by memopt's simulator, circles measured, bars the interquartile range.", ""]

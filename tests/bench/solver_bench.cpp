@@ -10,12 +10,12 @@
 //                                the same link: every (p, q) simulated, bisection on d
 //   BM_SolveOptimalWithLink/L/500  solve() with --solver optimal on one thread: both of
 //                                the above, the baselines, the simulation of each and the
-//                                polish of the fastest (docs/formats.md section 8.9); at
+//                                polish of the fastest (docs/formats.md, "The polish"); at
 //                                L = 48 and 96 its plan takes the least time any plan
 //                                can, so no plan over the budget is repaired
 //   BM_SolveOptimalWithSlowLink/L/500  the same over a 1 GB/s link, where copies stall
 //                                and `optimal` also repairs the DP's plans at larger
-//                                budgets and kicks its plan (section 8.9, "Repair",
+//                                budgets and kicks its plan (docs/formats.md, "The polish", "Repair",
 //                                "Kicks"); both report the plan's predicted_ms
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
@@ -32,7 +32,8 @@
 //                                modeled GPT-2 (C=1600, H=25, bf16, H100, B=8, T=1024) at
 //                                operator granularity with explicit attention, 9 stages
 //                                per layer plus embed and head: 434 stages for XL's 48
-//                                layers, 506 for 56, 500 slots, 50% of store-all. Carried bytes included. Not checked against the
+//                                layers, 506 for 56, 500 slots, 50% of store-all. Carried bytes
+// included. Not checked against the
 //                                reference (minutes at this size); the tests do that on
 //                                small chains.
 //

@@ -92,8 +92,9 @@ expect_error empty_chain "$dir/empty.json" "/stages" "no stages" -- $(solve "$di
 expect_error missing_file "$dir/nope.json" "cannot open" "memopt profile" -- $(solve "$dir/nope.json")
 # 10,000 stages: refused at once with the limit and the fix, not a DP that runs for days.
 expect_error too_many_stages "$dir/huge.json" "/stages" "10000 stages" "512" "merge" -- $(solve "$dir/huge.json")
-# The profile has a link, so `optimal` runs the offload DP, whose states set the limit.
-expect_error too_many_slots "--slots 100000" "400 stages" "use 1098 slots or fewer" -- $(solve "$dir/long400.json") --slots 100000
+# The profile has a link, so `optimal` runs the offload DP, whose states set the limit:
+# 4 GiB / (24 B x sum_{e=0}^{400} (e + 5) states per slot) - 1 = 2175.
+expect_error too_many_slots "--slots 100000" "400 stages" "use 2175 slots or fewer" -- $(solve "$dir/long400.json") --slots 100000
 
 # Budgets and other flags.
 expect_error budget_unit "--budget" "unknown unit 'XB'" "GiB" -- $(solve "$P" 4XB)

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "an invalid schedule without an error or an op\n");
     std::abort();
   }
-  // Without copies the two simulators are the same model (docs/formats.md sections 4 and 5 agree).
+  // Without copies the two simulators are the same model (docs/formats.md, "Operations and memory
+  // without offload: the sequential simulator" and "Offload: the timeline simulator" agree).
   bool copies = false;
   for (const Op& op : s.ops) copies |= is_copy(op.kind);
   if (!copies && (timeline.valid != sequential.valid ||

@@ -51,7 +51,7 @@ Chain random_chain(FuzzedDataProvider& in) {
     const double d2h = in.ConsumeIntegralInRange(1, 1000) * 1e3;  // bytes per s: copies of ~1-1000 ms
     c.link = Link{d2h, in.ConsumeBool() ? d2h : in.ConsumeIntegralInRange(1, 1000) * 1e3};
   }
-  // Roles (selective, pointwise) and carried bytes (docs/formats.md section 1.7), drawn
+  // Roles (selective, pointwise) and carried bytes (docs/formats.md, "Carried bytes"), drawn
   // last so that older seeds keep their meaning.
   for (int i = 0; i < L; ++i) {
     Stage& s = c.stages[static_cast<size_t>(i)];
@@ -105,7 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   } catch (const std::runtime_error& e) {
-    // rotor-compat's known over-budget schedules are refused, by design (docs/formats.md section 6.8).
+    // rotor-compat's known over-budget schedules are refused, by design (docs/formats.md, "rotor's
+    // published recurrence (`rotor-compat`)").
     if (options.solver != SolverKind::RotorCompat) bug(std::string("unexpected runtime_error: ") + e.what());
   } catch (const std::invalid_argument& e) {
     // offload-all without a link, selective or pointwise without roles: refused with

@@ -1,5 +1,6 @@
 // replay_test.cpp: the point of Note [Stage byte accounting] -- run schedules for
-// real (a minimal executor of the ops of docs/formats.md section 4, on the counting allocator) and
+// real (a minimal executor of the ops of docs/formats.md, "Operations and memory without offload:
+// the sequential simulator", on the counting allocator) and
 // check that the peak they reach is the peak the simulator predicts from the
 // profile. The runtime's executor must reach the same numbers; this test
 // pins down what the profile promises it.
@@ -22,7 +23,8 @@ using solver::Op;
 using solver::OpKind;
 
 // The least an executor does: a_k plain tensors, ā_k as (detached input, output
-// with its graph), d_k gradients; ops add and remove them as docs/formats.md section 4 says.
+// with its graph), d_k gradients; ops add and remove them as docs/formats.md, "Operations and
+// memory without offload: the sequential simulator" says.
 class MiniExecutor {
  public:
   MiniExecutor(const model::StagedModel& model, const model::Batch& batch) : model_(model), batch_(batch) {}
@@ -80,7 +82,8 @@ class MiniExecutor {
   std::map<int, at::Tensor> grad_;
 };
 
-// The peak of docs/formats.md section 4, but with the forward tmp split by mode: fwd_keep peaks at
+// The peak of docs/formats.md, "Operations and memory without offload: the sequential simulator",
+// but with the forward tmp split by mode: fwd_keep peaks at
 // resident + the tmp under autograd, fwd_ckpt/fwd_drop at resident + the tmp
 // without grad. (fwd_tmp_bytes alone is one ftmp: the max of the two.)
 int64_t two_tmp_peak(const solver::Chain& chain, const std::vector<StageDetail>& details, const std::vector<Op>& ops) {

@@ -130,7 +130,7 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
   EXPECT_EQ(j.at("points").size(), r.points.size());
   EXPECT_EQ(j.at("stage_names").size(), 6u);
   // optimal at each budget is solved with the plans it found at the smaller ones
-  // (Note [Known plans] in solver/solve.cpp), as the sweep does.
+  // (Note [Known plans] in solver/optimal.cpp), as the sweep does.
   std::vector<std::vector<solver::Op>> optimal_below;
   for (size_t i = 0; i < r.points.size(); ++i) {
     const TradeoffPoint& p = r.points[i];

@@ -1,4 +1,5 @@
-// baselines_test.cpp: the baselines of docs/formats.md section 7 -- valid on any chain, their
+// baselines_test.cpp: the baselines of docs/formats.md, "Baselines and the solver front door" --
+// valid on any chain, their
 // closed forms on homogeneous chains, sqrt's segment count, recompute_all's minimal
 // peak, and the budgeted variants' cut-off exactly at the simulated peak.
 #include <gtest/gtest.h>
@@ -78,7 +79,7 @@ TEST(Baselines, ValidOnRandomChainsAndEndHoldingOnlyD0) {
 }
 
 TEST(Baselines, ClosedFormsOnHomogeneousChains) {
-  // docs/formats.md section 7.1 lists all three closed forms. recompute_all's follow from
+  // docs/formats.md, "Baselines" lists all three closed forms. recompute_all's follow from
   // its ops (derived here): a forward pass of L stages, then before bwd t a recompute
   // of stages 0..t, so (L + L(L+1)/2)·uf + L·ub; its peak is at bwd t >= 1 holding
   // a_0, a_t, ā_{t+1}, d_{t+1}, d_t: 4c + c̄ (for L = 1, bwd 0 holds a_0 once: 3c + c̄).

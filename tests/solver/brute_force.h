@@ -1,4 +1,4 @@
-// brute_force.h: an exhaustive enumerator of persistent schedules (docs/formats.md section 6's
+// brute_force.h: an exhaustive enumerator of persistent schedules (docs/formats.md, "The recompute DP"'s
 // schedule class), written independently of solver/plan.h, and the brute-force
 // optimum over it -- the plain reference the DP is compared with.
 #pragma once

@@ -1,4 +1,4 @@
-// chain_test.cpp: Chain's accessors follow docs/formats.md section 1, and validate()
+// chain_test.cpp: Chain's accessors follow docs/formats.md, "The chain model", and validate()
 // names the field of each broken invariant.
 //   ctest --test-dir build -R 'Chain'
 #include <cmath>

@@ -1,4 +1,4 @@
-// dp_bruteforce_test.cpp: the recompute DP of docs/formats.md section 6 against an exhaustive
+// dp_bruteforce_test.cpp: the recompute DP of docs/formats.md, "The recompute DP" against an exhaustive
 // search over every persistent schedule (tests/solver/brute_force.h) on chains of 1-5
 // stages: same feasibility, same optimal time, and a schedule that really fits.
 //

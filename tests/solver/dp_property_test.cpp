@@ -1,4 +1,4 @@
-// dp_property_test.cpp: properties of the recompute DP (docs/formats.md section 6) over thousands
+// dp_property_test.cpp: properties of the recompute DP (docs/formats.md, "The recompute DP") over thousands
 // of random chains of up to 12 stages: within budget, monotone in the budget, never
 // worse than a baseline that fits, never below Σ(uf+ub), bit-identical to the plain
 // reference recurrence, and equal to store-all when everything fits.

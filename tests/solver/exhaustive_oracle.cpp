@@ -1,6 +1,7 @@
 // exhaustive_oracle.cpp: the branch and bound of Note [What the oracle enumerates].
 // It replays each prefix incrementally, op by op, with the rules of docs/formats.md
-// sections 4 and 5, only to prune; every complete plan is judged by simulate_timeline.
+// docs/formats.md, "Operations and memory without offload: the sequential simulator" and "Offload:
+// the timeline simulator", only to prune; every complete plan is judged by simulate_timeline.
 #include "tests/solver/exhaustive_oracle.h"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // exhaustive_oracle.h: the fastest plan the timeline simulator (docs/formats.md
-// section 5) accepts within a budget, found by searching every op sequence of the
+// docs/formats.md, "Offload: the timeline simulator") accepts within a budget, found by searching
+// every op sequence of the
 // full vocabulary but the kept-input moves -- not a solver's class. The reference the
 // offload DP is held to.
 // Shares nothing with solver/offload.cpp or solver/rotor.cpp; it prices compute

@@ -1,6 +1,7 @@
 // offload_brute_force.h: every schedule of the offload class (Note [The offload
 // schedule class] in solver/offload.h), enumerated from its definition and
-// simulated with the section 5 simulator -- the plain reference the offload DP is
+// simulated with the docs/formats.md, "Offload: the timeline simulator" simulator -- the plain
+// reference the offload DP is
 // compared with. Shares nothing with solver/offload.cpp.
 #pragma once
 

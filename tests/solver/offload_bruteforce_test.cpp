@@ -271,7 +271,8 @@ TEST(ExhaustiveOracle, FindsPlansThatWaitForACopyThroughARoundTrip) {
 }
 
 // The DP against the fastest plan of the oracle's vocabulary (Note [What the oracle
-// enumerates]; or `optimal`'s, where a kept-input move makes it faster) at budgets spread from the least any plan could need to the
+// enumerates]; or `optimal`'s, where a kept-input move makes it faster) at budgets spread from the
+// least any plan could need to the
 // store-all peak, with one slot per byte so that the DP loses nothing to rounding,
 // on chains of up to 4 stages. `optimal`'s plan, or the oracle's at the budget below
 // when faster, seeds the oracle's time bound; the oracle still searches every faster
@@ -355,7 +356,7 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
   EXPECT_GT(num_equal, 80);  // not vacuous: most comparisons are exact matches
   // `optimal` polishes its best candidate (Note [Polishing a plan's copies] in
   // solver/polish.h), repairs the DP's plans at larger budgets (Note [Starts over the
-  // budget] in solver/solve.cpp) and its best plan with a recomputed stage kept (Note
+  // budget] in solver/optimal.cpp) and its best plan with a recomputed stage kept (Note
   // [Starts that keep a recomputed stage]), each with the fastest repair (Note [The
   // best repair first] in solver/polish.h), and kicks its plan out of the polish's
   // local optimum (Note [Kicks out of a local optimum] in solver/kicks.h): it meets

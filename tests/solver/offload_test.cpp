@@ -57,7 +57,7 @@ TEST(OffloadDp, WithoutABandwidthItIsTheRecomputeDp) {
   RecordProperty("plans_only_by_waiting", num_only_by_waiting);
 }
 
-// Note [Classes to start from] in solve.cpp skips the search from the class without
+// Note [Classes to start from] in optimal.cpp skips the search from the class without
 // runs that end waiting and kept items that move their input wherever the widest
 // class's plans have neither, because that class's DP would return the very same
 // plans. Checked on small random chains at budgets across their range, at byte and at

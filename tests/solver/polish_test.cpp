@@ -135,7 +135,7 @@ TEST(Polish, RepairsStoreAllDownToTheBudget) {
 // Random chains: the offload DP's plans at larger budgets, polished down to a
 // smaller one. The excess never grows, no data moves twice, and some fit -- some
 // faster than the polished DP plan of the smaller budget itself (why `optimal`
-// starts there too, Note [Starts over the budget] in solver/solve.cpp).
+// starts there too, Note [Starts over the budget] in solver/optimal.cpp).
 // Note [The best repair first], on a chain worked by hand (copies of 500 B/s each
 // way). Stage 2 is kept where a DP plan recomputes it, which puts the plan 2 bytes
 // over a budget of 29. Two round trips each make it fit: ā_3's 5 bytes beyond a_3

@@ -69,7 +69,7 @@ TEST(ProfileJson, RoundTripWithoutLink) {
 TEST(ProfileJson, WriterFollowsSpecLayout) {
   const std::string text = format_json(valid_profile());
   EXPECT_TRUE(text.starts_with("{\n  \"format\": \"memopt.profile\",\n  \"version\": 1,\n")) << text;
-  // Keys in the order of docs/formats.md section 2.9, top level and within a stage.
+  // Keys in the order of docs/formats.md, "How memopt writes its JSON files", top level and within a stage.
   const char* order[] = {"\"model\"", "\"device\"", "\"measured\"", "\"input_bytes\"", "\"static_bytes\"",
                          "\"link\"",  "\"loss\"",   "\"stages\"",   "\"fwd_ms\"",      "\"bwd_ms\"",
                          "\"out_bytes\"", "\"saved_bytes\"", "\"fwd_tmp_bytes\"", "\"bwd_tmp_bytes\""};
@@ -94,7 +94,8 @@ TEST(ProfileJson, WrittenTextIsTheDocumentedLayout) {
   s.param_bytes = 64;
   s.param_reads = {{0, 64}};
   p.chain.stages = {s, Stage{"t", 1.0, 2.0, 16, 16, 0, 0}};
-  // docs/formats.md section 2.9: optional stage fields sit next to the ones they refine.
+  // docs/formats.md, "How memopt writes its JSON files": optional stage fields sit next to the
+  // ones they refine.
   EXPECT_EQ(format_json(profile_to_json(p)), R"({
   "format": "memopt.profile",
   "version": 1,

@@ -1,5 +1,6 @@
 // random_chains.h: chain generators shared by the solver tests and the solver benchmark --
-// homogeneous chains for the closed forms of docs/formats.md section 7, random chains for property and
+// homogeneous chains for the closed forms of docs/formats.md, "Baselines and the solver front
+// door", random chains for property and
 // brute-force tests, a GPT-2-shaped chain, and the "discretised" view of a chain (sizes
 // in slots, times in quantum units) that lets tests compare with the DP exactly.
 #pragma once
@@ -22,7 +23,8 @@ inline std::string numbered(const char* prefix, int i) {
   return name;
 }
 
-// The homogeneous chain of docs/formats.md section 7: x_i = c (input included), x̄_i = cbar, no tmp,
+// The homogeneous chain of docs/formats.md, "Baselines and the solver front door": x_i = c (input
+// included), x̄_i = cbar, no tmp,
 // ub_L = 0.
 inline Chain homogeneous_chain(int L, double uf_ms, double ub_ms, int64_t c_bytes, int64_t cbar_bytes) {
   Chain chain;
@@ -50,7 +52,8 @@ struct RandomChainOptions {
   // Times: integers in [0, max_ms] when integer_ms, else uniform reals in [0.01, max_ms].
   bool integer_ms = true;
   double max_ms = 9;
-  // Give some stages a separate fwd_keep transient (memopt's extension, docs/formats.md section 9).
+  // Give some stages a separate fwd_keep transient (memopt's extension, docs/formats.md,
+  // "Extensions beyond the original contract").
   bool keep_tmp = true;
   // The chance that a stage passes part of its input through to its output (Note
   // [Carried bytes] in solver/chain.h): c_{i+1}, a multiple of unit_bytes, up to the

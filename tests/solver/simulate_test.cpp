@@ -1,5 +1,7 @@
-// simulate_test.cpp: the simulators of docs/formats.md sections 4 and 5 against hand-computed
-// peaks and times, the closed forms of section 7, and each other.
+// simulate_test.cpp: the simulators of docs/formats.md, "Operations and memory without offload:
+// the sequential simulator" and "Offload: the timeline simulator" against hand-computed
+// peaks and times, the closed forms of docs/formats.md, "Baselines and the solver front door", and
+// each other.
 //
 // Sizes in the hand-computed cases are small integers and times are dyadic, so every
 // expected number is exact and compared with ==.
@@ -270,7 +272,8 @@ TEST(SimulateTimeline, AgreesWithSequentialOnMutatedSchedules) {
   EXPECT_GT(num_invalid, 1000);  // the mutations do exercise the error paths
 }
 
-// docs/formats.md section 5 by hand. Link speeds of 1000 B/s make a copy of k bytes take k ms.
+// docs/formats.md, "Offload: the timeline simulator" by hand. Link speeds of 1000 B/s make a copy
+// of k bytes take k ms.
 Chain offload_chain(double d2h_bytes_per_s, double h2d_bytes_per_s) {
   Chain c;
   c.input_bytes = 10;
@@ -458,7 +461,8 @@ TEST(SimulateTimeline, SavedStateMovesItsBytesBeyondTheOutput) {
 // stage's output reuses the first c_{i+1} bytes of its input's ranges and adds a
 // buffer of its own; ā adds one more; gradients the same with buffers of their own),
 // and the device holds the union of the buffers of what is resident. Replaying
-// section 4's ops on it must give the simulator's peak, op for op.
+// docs/formats.md, "Operations and memory without offload: the sequential simulator"'s ops on it
+// must give the simulator's peak, op for op.
 class TensorLevelReplay {
  public:
   explicit TensorLevelReplay(const Chain& chain) : chain_(chain) {
@@ -477,7 +481,8 @@ class TensorLevelReplay {
     for (int k = 1; k <= L; ++k) saved_extra_[k] = fresh(chain.xbar(k) - chain.x(k));
   }
 
-  // The peak of a valid schedule: section 4's ops, and the moves of a_k's own bytes
+  // The peak of a valid schedule: docs/formats.md, "Operations and memory without offload: the
+  // sequential simulator"'s ops, and the moves of a_k's own bytes
   // and ending carry (Note [Carried bytes may leave] in solver/simulate.h), taken as
   // instant -- as a timeline with a fast link and a wait_offloads after each offload
   // counts them. A move takes the bytes at a_k's positions [lo, hi) off the device
@@ -796,7 +801,7 @@ TEST(SimulateTimeline, RefusesToReadAKeptStagesInputWhileItIsAway) {
 }
 
 // Carried prefixes stay with the neighbours that hold them too (docs/formats.md
-// section 1.7): a_1 shares 30 B with a_0 and 60 B with a_2, so 40 of its 100 B move.
+// docs/formats.md, "Carried bytes"): a_1 shares 30 B with a_0 and 60 B with a_2, so 40 of its 100 B move.
 TEST(SimulateTimeline, AKeptStagesInputLeavesItsCarriedBytes) {
   Chain chain = testing::homogeneous_chain(3, 1.0, 2.0, 100, 300);
   chain.stages[0].carried_bytes = 30;

@@ -269,7 +269,7 @@ TEST(SolveOptimal, IsAtLeastAsFastAsAPipelinedOffloadPlanWrittenByHand) {
               optimal.predicted.time_ms, recompute_only.predicted.time_ms);
 }
 
-// Note [Starts that keep a recomputed stage] in solver/solve.cpp, on a chain worked
+// Note [Starts that keep a recomputed stage] in solver/optimal.cpp, on a chain worked
 // by hand (1 byte = 1 slot, copies of 1000 B/s out and 2000 B/s back). Stage 0 takes
 // 6 ms and saves 9 bytes, 4 of them its output; stage 1 takes 4 + 5 ms, stage 2
 // 0 + 3 ms. At 26 bytes the DP without runs that end waiting (Note [A copy through a
