@@ -179,6 +179,265 @@ int64_t offload_dp_bytes(int length, int64_t slots) {
   return static_cast<int64_t>(index.size() * (sizeof(int64_t) + sizeof(Back)));
 }
 
+namespace {
+
+// The DP's tables and its answer while it runs forward (Note [The offload schedule
+// class]): best[state] is the least cost of reaching a state, back[state] the item
+// that did; a tail that completes the schedule updates the answer.
+struct Forward {
+  const Chain& chain;
+  const Numbers& n;
+  const StateIndex index;
+  int64_t S;
+  bool through_recomputation, through_kept_runs, waiting_kept_runs, moving_kept_inputs;
+  int64_t* best;  // the tables' data: plain pointers, so that the relaxations inline tight
+  Back* back;
+  int64_t answer = kUnreached;
+  Back answer_back;
+
+  Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, std::vector<int64_t>& b,
+          std::vector<Back>& w)
+      : chain(c),
+        n(numbers),
+        index(i),
+        S(i.S),
+        through_recomputation(shapes >= OffloadShapes::ThroughRecomputation),
+        through_kept_runs(shapes >= OffloadShapes::ThroughKeptRuns),
+        waiting_kept_runs(shapes >= OffloadShapes::WaitingKeptRuns),
+        moving_kept_inputs(shapes >= OffloadShapes::MovingKeptInputs),
+        best(b.data()),
+        back(w.data()) {}
+
+  void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
+    const size_t to = index(to_e, to_D, to_left);
+    if (cost < best[to]) { best[to] = cost; back[to] = b; }
+  }
+};
+
+// An item starting at state (e, D, left), after waiting for the previous item's copy
+// or not, with that item's prefetch issued ahead ("lead") or not.
+struct ItemStart {
+  int e;
+  int64_t D;
+  Previous prev;  // a copy: read in every inner loop, it stays in registers and cache
+  bool wait, lead;
+  bool pending;    // the previous item's copy still runs as this item starts
+  int64_t start;   // cost so far, the wait included
+  int64_t m;       // slots for a persistent schedule inside the item
+  int64_t pend;    // the slots of that copy (0 when none is pending)
+  Back here;       // the way back to this start; each item fills in its kind
+
+  // What is left of that copy once the item's ops e .. k-1 have run, their times
+  // summed in `prefix_ms` (<= 0: it has ended).
+  double copy_left_ms(const std::vector<double>& prefix_ms, int k) const {
+    return pending ? prev.pending_ms - (prefix_ms[k] - prefix_ms[e]) : 0.0;
+  }
+  // The slots of that copy an op k of the item still holds.
+  int64_t pending_at(const std::vector<double>& prefix_ms, int k) const {
+    return pending ? prev.pending_at(prefix_ms[k] - prefix_ms[e]) : 0;
+  }
+  // The previous item's backward waits for its prefetch: issued ahead, it overlaps
+  // this item's backward of `inner` units.
+  int64_t stall(int64_t inner) const {
+    if (!prev.has_prefetch()) return 0;
+    return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
+  }
+};
+
+// Tail: a persistent schedule of e..L. A copy still running is allowed only into the
+// lone loss, whose one op then holds it too.
+[[gnu::always_inline]] inline void relax_tail(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const int L = chain.length();
+  const RecomputeTable& table = f.n.table;
+  const Previous& prev = it.prev;
+  if (it.pending && it.e != L) return;
+  int64_t inner, exposed = it.stall(0);
+  if (it.pending) {
+    inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, it.m - prev.pending_slots) : RecomputeTable::kInfinity;
+    // A prefetch issued with the loss starts when its offload ends.
+    if (inner < RecomputeTable::kInfinity)
+      exposed = it.lead ? std::max<int64_t>(0, f.n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
+                        : prev.prefetch_units;
+  } else {
+    inner = table.value(it.e, L, it.m);
+    exposed = it.stall(inner);
+  }
+  if (inner < RecomputeTable::kInfinity && it.start + inner + exposed < f.answer) {
+    f.answer = it.start + inner + exposed;
+    f.answer_back = it.here;
+  }
+}
+
+// K e and KO e (and KI, KOI: Note [A kept item that moves its input]): fwd_keep e
+// (holding a copy still running), bwd e later.
+[[gnu::always_inline]] inline void relax_keep(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const int e = it.e;
+  const int64_t keep_fwd = n.xbar_slots[e + 1] + n.ftmp_keep_slots[e];
+  const int64_t keep_bwd = n.xbar_slots[e + 1] + n.x_slots[e + 1] + n.x_slots[e] + n.btmp_slots[e];
+  if (!((!it.pending || chain.uf(e) >= it.prev.pending_ms) && it.D + it.pend + keep_fwd <= f.S && keep_bwd <= it.m))
+    return;
+  const int64_t cost = it.start + n.uf_units[e] + n.ub_units[e] + it.stall(n.ub_units[e]);
+  const int64_t D = it.D, xbar_next = n.xbar_slots[e + 1], x_next = n.x_slots[e + 1];
+  Back b = it.here;
+  b.item = Item::Keep;
+  f.relax(e + 1, D + xbar_next, kLeftKept, cost, b);
+  const bool hollows = chain.xbar(e + 1) > chain.x(e + 1);
+  if (hollows) {
+    b.item = Item::KeepOffload;
+    f.relax(e + 1, D + x_next, kLeftHollow, cost, b);
+  }
+  if (f.moving_kept_inputs && chain.own_bytes(e) > 0) {
+    b.item = Item::KeepInput;
+    f.relax(e + 1, D + xbar_next - n.own_slots[e], kLeftKeptMoved, cost, b);
+    if (hollows) {
+      b.item = Item::KeepOffloadInput;
+      f.relax(e + 1, D + x_next - n.own_slots[e], kLeftHollowMoved, cost, b);
+    }
+  }
+}
+
+// KR [e, f), f >= e + 2: K e .. K f-1. With lead, the previous item's prefetch is
+// issued before bwd j, the highest of the run such that it and every bwd below it fit
+// holding the prefetch's bytes; it hides behind them. A copy still running may run on
+// through the run's fwd_keep ops, each of which holds its bytes while it starts before
+// the copy ends; the run ends once the copy has, or by waiting for it, which a lone K e
+// may do too (Note [A copy through a kept run]). A run longer than it must be, for its
+// copy and its prefetch, is the same plan as a shorter one and K items after it, so
+// the loop stops there.
+[[gnu::always_inline]] inline void relax_kept_runs(Forward& f, const ItemStart& it) {
+  const Numbers& n = f.n;
+  const int e = it.e, L = f.chain.length();
+  const int64_t S = f.S;
+  const int64_t keep_fwd = n.xbar_slots[e + 1] + n.ftmp_keep_slots[e];
+  const int64_t keep_bwd = n.xbar_slots[e + 1] + n.x_slots[e + 1] + n.x_slots[e] + n.btmp_slots[e];
+  if (!((it.lead || it.pending) && it.D + it.pend + keep_fwd <= S && keep_bwd <= it.m)) return;
+  const auto copying_at = [&](int k) { return it.copy_left_ms(n.keep_prefix_ms, k) > 0; };
+  int64_t d = it.D + n.xbar_slots[e + 1], units = n.uf_units[e] + n.ub_units[e], hidden = it.lead ? n.ub_units[e] : 0;
+  bool holding = it.lead;  // bwd e .. k-1 all hold the prefetch
+  int prefetch_at = e;
+  const auto run_back = [&](bool then_wait) {
+    Back b = it.here;
+    b.item = Item::KeepRun;
+    b.then_wait = then_wait;
+    b.prefetch_at = static_cast<int16_t>(prefetch_at);
+    return b;
+  };
+  for (int k = e + 1; k <= L; ++k) {
+    if (!f.through_kept_runs && copying_at(k)) break;
+    // The run [e, k) may end waiting for the copy, and k start without it.
+    if (f.waiting_kept_runs && copying_at(k))
+      f.relax(k, d, kLeftKept, it.start + units + n.ceil_units(it.copy_left_ms(n.keep_prefix_ms, k)) + it.stall(hidden),
+              run_back(true));
+    if (k == L) break;
+    const int64_t xbar_k = n.xbar_slots[k + 1];
+    if (d + xbar_k + n.ftmp_keep_slots[k] + it.pending_at(n.keep_prefix_ms, k) > S) break;
+    const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
+    if (bwd_k > S) break;
+    holding = holding && bwd_k + it.prev.prefetch_slots <= S;
+    if (holding) {
+      hidden += n.ub_units[k];
+      prefetch_at = k;
+    }
+    d += xbar_k;
+    units += n.uf_units[k] + n.ub_units[k];
+    if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
+    f.relax(k + 1, d, kLeftKept, it.start + units + it.stall(hidden), run_back(false));
+    if (!holding) break;
+  }
+}
+
+// C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still running may
+// run through the item's forward ops (Note [A copy through a recomputed segment]), each
+// of which then holds its bytes. CR [e, next) (Note [A recomputed run]) lands in the
+// same states; only the cheaper of the two is relaxed.
+[[gnu::always_inline]] inline void relax_checkpointed(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const RecomputeTable& table = n.table;
+  const Previous& prev = it.prev;
+  const int e = it.e, L = chain.length();
+  const int64_t S = f.S, D = it.D, x_e = n.x_slots[e];
+  if (!f.through_recomputation && it.pending && chain.uf_nograd(e) < prev.pending_ms) return;
+  if (D + it.pend + n.x_slots[e + 1] + n.ftmp_slots[e] > S) return;
+  const auto still_copying_at = [&](int k) { return it.copy_left_ms(n.nograd_prefix_ms, k) > 0; };
+  // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run; its copy
+  // would queue behind one still running after fwd_ckpt e.
+  const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) && !still_copying_at(e + 1);
+  const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
+  bool fits_kept = true, fits_offloaded = may_offload;
+  int64_t fwd_units = n.uf_nograd_units[e];
+  // CR's backward re-runs stages e..next-1 with fwd_keep, then issues the previous
+  // item's prefetch. Running maxima over the run of the device slots its re-forward and
+  // its bwd ops need.
+  bool may_run = it.lead && f.through_recomputation;
+  int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
+  for (int next = e + 1; next <= L; ++next) {
+    if (next > e + 1) {
+      // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began; a copy
+      // ending exactly then has freed its bytes first (docs/formats.md, "Offload: the
+      // timeline simulator").
+      const int k = next - 1;
+      fwd_units += n.uf_nograd_units[k];
+      const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + it.pending_at(n.nograd_prefix_ms, k);
+      fits_kept = fits_kept && D + work <= S;
+      const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+      fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
+    }
+    if (!fits_kept && !fits_offloaded) break;
+    const bool copied = !still_copying_at(next);  // by the end of the item's forward
+    // Where the item ends: at `next` once the copy is done; while it still runs, only
+    // with K next right after, whose fwd_keep holds the copy's bytes and lasts until it
+    // ends (Note [A copy through a recomputed segment]).
+    bool lands = copied;
+    if (!copied && fits_kept && next < L) {
+      const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
+      lands = chain.uf(next) >= it.copy_left_ms(n.nograd_prefix_ms, next) &&
+              d + it.pending_at(n.nograd_prefix_ms, next) + xbar_k + n.ftmp_keep_slots[next] <= S &&
+              d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
+    }
+    // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
+    int64_t run_cost = kUnreached;
+    if (may_run) {
+      const int k = next - 1;
+      const int64_t xbar_k = n.xbar_slots[k + 1];
+      run_refwd = std::max(run_refwd, run_d + xbar_k + n.ftmp_keep_slots[k]);
+      run_bwd = std::max(run_bwd, run_d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
+      run_d += xbar_k;
+      run_units += n.uf_units[k] + n.ub_units[k];
+      run_hidden += n.ub_units[k];
+      // Both maxima only grow with the run: once one is over, every longer run is.
+      may_run = run_refwd <= S && run_bwd + prev.prefetch_slots <= S;
+      // d_next is on the device through the re-forward; the prefetch's bytes through
+      // every bwd of the run.
+      if (may_run && run_refwd + n.x_slots[next] <= S) run_cost = it.start + fwd_units + run_units + it.stall(run_hidden);
+    }
+    if (!lands) continue;
+    const int64_t inner = table.value(e, next - 1, it.m);
+    const int64_t ckpt_cost =
+        inner < RecomputeTable::kInfinity ? it.start + fwd_units + inner + it.stall(inner) : kUnreached;
+    if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
+    Back b = it.here;
+    b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
+    const int64_t cost = std::min(run_cost, ckpt_cost);
+    if (!copied) {
+      b.then_keep = true;
+      f.relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept, cost + n.uf_units[next] + n.ub_units[next],
+              b);
+      continue;
+    }
+    if (fits_kept) f.relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
+    if (fits_offloaded) {
+      b.offload = true;
+      f.relax(next, D - x_e + n.x_slots[next], e, cost, b);
+    }
+  }
+}
+
+}  // namespace
+
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
                                              OffloadDpMemory* memory) {
   if (!chain.has_usable_link())
@@ -189,10 +448,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const Numbers n(chain, table, budget_bytes, options.slots);
   const int64_t S = table.slots();
   const StateIndex index{L, S};
-  const bool through_recomputation = options.offload_shapes >= OffloadShapes::ThroughRecomputation;
-  const bool through_kept_runs = options.offload_shapes >= OffloadShapes::ThroughKeptRuns;
-  const bool waiting_kept_runs = options.offload_shapes >= OffloadShapes::WaitingKeptRuns;
-  const bool moving_kept_inputs = options.offload_shapes >= OffloadShapes::MovingKeptInputs;
   std::optional<OffloadDpMemory> own;  // Note [The DP's memory kept between solves]
   OffloadDpMemory::Tables& tables = (memory ? *memory : own.emplace()).tables();
   std::vector<int64_t>& best = tables.best;
@@ -202,17 +457,9 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const int64_t x0 = n.x_slots[0];
   if (x0 > S) return std::nullopt;
   best[index(0, x0, kLeftPlain)] = 0;
-  int64_t answer = kUnreached;
-  Back answer_back;
+  Forward f(chain, n, index, options.offload_shapes, best, back);
 
   for (int e = 0; e <= L; ++e) {
-    // Per stage e, in slots and units.
-    const int64_t x_e = n.x_slots[e], x_next = n.x_slots[e + 1];
-    const int64_t xbar_next = n.xbar_slots[e + 1];
-    const int64_t keep_fwd = xbar_next + n.ftmp_keep_slots[e];
-    const int64_t keep_bwd = xbar_next + x_next + x_e + n.btmp_slots[e];
-    const int64_t keep_units = n.uf_units[e] + n.ub_units[e];
-    const int64_t ub_units = n.ub_units[e];
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;
@@ -224,210 +471,39 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         const int64_t so_far = best[index(e, D, left)];
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
-        const auto relax = [&](int to_e, int64_t to_D, int to_left, int64_t cost, Back b) {
-          const size_t to = index(to_e, to_D, to_left);
-          if (cost < best[to]) { best[to] = cost; back[to] = b; }
-        };
         for (const bool wait : {false, true}) {
           // Note [Waiting for the previous offload]: the item may first wait for the
           // previous item's copy; then nothing of it is pending any more.
           if (wait && !prev.pending()) continue;
           const bool pending = prev.pending() && !wait;
-          const int64_t start = so_far + (wait ? n.ceil_units(prev.pending_ms) : 0);
-          // What is left of that copy once the item's ops e .. k-1 have run, their
-          // times summed in `prefix_ms` (<= 0: it has ended).
-          const auto copy_left_ms = [&](const std::vector<double>& prefix_ms, int k) {
-            return pending ? prev.pending_ms - (prefix_ms[k] - prefix_ms[e]) : 0.0;
-          };
-          // The slots of that copy an op k of the item still holds.
-          const auto pending_at = [&](const std::vector<double>& prefix_ms, int k) -> int64_t {
-            return pending ? prev.pending_at(prefix_ms[k] - prefix_ms[e]) : 0;
-          };
           for (const bool lead : {false, true}) {
             if (lead && !prev.has_prefetch()) continue;
             const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
             if (m < 0) continue;
-            // The previous item's backward waits for its prefetch: issued ahead, it
-            // overlaps this item's backward of `inner` units.
-            const auto stall = [&](int64_t inner) -> int64_t {
-              if (!prev.has_prefetch()) return 0;
-              return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
-            };
-            const Back here{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left), Item::Tail, false, lead, wait};
-
-            // Tail: a persistent schedule of e..L. A copy still running is allowed only
-            // into the lone loss, whose one op then holds it too.
-            if (!pending || e == L) {
-              int64_t inner, exposed = stall(0);
-              if (pending) {
-                inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, m - prev.pending_slots)
-                                                       : RecomputeTable::kInfinity;
-                // A prefetch issued with the loss starts when its offload ends.
-                if (inner < RecomputeTable::kInfinity)
-                  exposed = lead ? std::max<int64_t>(0, n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
-                                 : prev.prefetch_units;
-              } else {
-                inner = table.value(e, L, m);
-                exposed = stall(inner);
-              }
-              if (inner < RecomputeTable::kInfinity && start + inner + exposed < answer) {
-                answer = start + inner + exposed;
-                answer_back = here;
-              }
-            }
+            const ItemStart it{e,
+                               D,
+                               prev,
+                               wait,
+                               lead,
+                               pending,
+                               so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
+                               m,
+                               pending ? prev.pending_slots : 0,
+                               Back{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left),
+                                    Item::Tail, false, lead, wait}};
+            // The items in this order, as the ways back record them on a tie.
+            relax_tail(f, it);
             if (e == L) continue;
-            const int64_t pend = pending ? prev.pending_slots : 0;
-
-            // K e and KO e: fwd_keep e (holding a copy still running), bwd e later.
-            if ((!pending || chain.uf(e) >= prev.pending_ms) && D + pend + keep_fwd <= S && keep_bwd <= m) {
-              const int64_t cost = start + keep_units + stall(ub_units);
-              Back b = here;
-              b.item = Item::Keep;
-              relax(e + 1, D + xbar_next, kLeftKept, cost, b);
-              const bool hollows = chain.xbar(e + 1) > chain.x(e + 1);
-              if (hollows) {
-                b.item = Item::KeepOffload;
-                relax(e + 1, D + x_next, kLeftHollow, cost, b);
-              }
-              if (moving_kept_inputs && chain.own_bytes(e) > 0) {
-                b.item = Item::KeepInput;
-                relax(e + 1, D + xbar_next - n.own_slots[e], kLeftKeptMoved, cost, b);
-                if (hollows) {
-                  b.item = Item::KeepOffloadInput;
-                  relax(e + 1, D + x_next - n.own_slots[e], kLeftHollowMoved, cost, b);
-                }
-              }
-            }
-
-            // KR [e, f), f >= e + 2: K e .. K f-1. With lead, the previous item's
-            // prefetch is issued before bwd j, the highest of the run such that it and
-            // every bwd below it fit holding the prefetch's bytes; it hides behind them.
-            // A copy still running may run on through the run's fwd_keep ops, each of
-            // which holds its bytes while it starts before the copy ends; the run ends
-            // once the copy has, or by waiting for it, which a lone K e may do too (Note
-            // [A copy through a kept run]). A run longer than it must be, for its copy
-            // and its prefetch, is the same plan as a shorter one and K items after it,
-            // so the loop stops there.
-            if ((lead || pending) && D + pend + keep_fwd <= S && keep_bwd <= m) {
-              const auto copying_at = [&](int k) { return copy_left_ms(n.keep_prefix_ms, k) > 0; };
-              int64_t d = D + xbar_next, units = keep_units, hidden = lead ? ub_units : 0;
-              bool holding = lead;  // bwd e .. k-1 all hold the prefetch
-              int prefetch_at = e;
-              const auto run_back = [&](bool then_wait) {
-                Back b = here;
-                b.item = Item::KeepRun;
-                b.then_wait = then_wait;
-                b.prefetch_at = static_cast<int16_t>(prefetch_at);
-                return b;
-              };
-              for (int k = e + 1; k <= L; ++k) {
-                if (!through_kept_runs && copying_at(k)) break;
-                // The run [e, k) may end waiting for the copy, and k start without it.
-                if (waiting_kept_runs && copying_at(k))
-                  relax(k, d, kLeftKept,
-                        start + units + n.ceil_units(copy_left_ms(n.keep_prefix_ms, k)) + stall(hidden), run_back(true));
-                if (k == L) break;
-                const int64_t xbar_k = n.xbar_slots[k + 1];
-                if (d + xbar_k + n.ftmp_keep_slots[k] + pending_at(n.keep_prefix_ms, k) > S) break;
-                const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
-                if (bwd_k > S) break;
-                holding = holding && bwd_k + prev.prefetch_slots <= S;
-                if (holding) {
-                  hidden += n.ub_units[k];
-                  prefetch_at = k;
-                }
-                d += xbar_k;
-                units += n.uf_units[k] + n.ub_units[k];
-                if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
-                relax(k + 1, d, kLeftKept, start + units + stall(hidden), run_back(false));
-                if (!holding) break;
-              }
-            }
-
-            // C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still
-            // running may run through the item's forward ops (Note [A copy through a
-            // recomputed segment]), each of which then holds its bytes.
-            if (!through_recomputation && pending && chain.uf_nograd(e) < prev.pending_ms) continue;
-            if (D + pend + x_next + n.ftmp_slots[e] > S) continue;
-            const auto still_copying_at = [&](int k) { return copy_left_ms(n.nograd_prefix_ms, k) > 0; };
-            // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run;
-            // its copy would queue behind one still running after fwd_ckpt e.
-            const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) &&
-                                     !still_copying_at(e + 1);
-            const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
-            bool fits_kept = true, fits_offloaded = may_offload;
-            int64_t fwd_units = n.uf_nograd_units[e];
-            // CR [e, next) (Note [A recomputed run]): its backward re-runs stages
-            // e..next-1 with fwd_keep, then issues the previous item's prefetch. Running
-            // maxima over the run of the device slots its re-forward and its bwd ops need.
-            bool may_run = lead && through_recomputation;
-            int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
-            for (int next = e + 1; next <= L; ++next) {
-              if (next > e + 1) {
-                // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began;
-                // a copy ending exactly then has freed its bytes first (docs/formats.md, "Offload:
-                // the timeline simulator").
-                const int k = next - 1;
-                fwd_units += n.uf_nograd_units[k];
-                const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + pending_at(n.nograd_prefix_ms, k);
-                fits_kept = fits_kept && D + work <= S;
-                const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
-                fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
-              }
-              if (!fits_kept && !fits_offloaded) break;
-              const bool copied = !still_copying_at(next);  // by the end of the item's forward
-              // Where the item ends: at `next` once the copy is done; while it still runs,
-              // only with K next right after, whose fwd_keep holds the copy's bytes and
-              // lasts until it ends (Note [A copy through a recomputed segment]).
-              bool lands = copied;
-              if (!copied && fits_kept && next < L) {
-                const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
-                lands = chain.uf(next) >= copy_left_ms(n.nograd_prefix_ms, next) &&
-                        d + pending_at(n.nograd_prefix_ms, next) + xbar_k + n.ftmp_keep_slots[next] <= S &&
-                        d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
-              }
-              // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
-              int64_t run_cost = kUnreached;
-              if (may_run) {
-                const int k = next - 1;
-                const int64_t xbar_k = n.xbar_slots[k + 1];
-                run_refwd = std::max(run_refwd, run_d + xbar_k + n.ftmp_keep_slots[k]);
-                run_bwd = std::max(run_bwd, run_d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
-                run_d += xbar_k;
-                run_units += n.uf_units[k] + n.ub_units[k];
-                run_hidden += n.ub_units[k];
-                // Both maxima only grow with the run: once one is over, every longer run is.
-                may_run = run_refwd <= S && run_bwd + prev.prefetch_slots <= S;
-                // d_next is on the device through the re-forward; the prefetch's bytes
-                // through every bwd of the run.
-                if (may_run && run_refwd + n.x_slots[next] <= S)
-                  run_cost = start + fwd_units + run_units + stall(run_hidden);
-              }
-              if (!lands) continue;
-              const int64_t inner = table.value(e, next - 1, m);
-              const int64_t ckpt_cost =
-                  inner < RecomputeTable::kInfinity ? start + fwd_units + inner + stall(inner) : kUnreached;
-              if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-              Back b = here;
-              b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
-              const int64_t cost = std::min(run_cost, ckpt_cost);
-              if (!copied) {
-                b.then_keep = true;
-                relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept,
-                      cost + n.uf_units[next] + n.ub_units[next], b);
-                continue;
-              }
-              if (fits_kept) relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
-              if (fits_offloaded) {
-                b.offload = true;
-                relax(next, D - x_e + n.x_slots[next], e, cost, b);
-              }
-            }
+            relax_keep(f, it);
+            relax_kept_runs(f, it);
+            relax_checkpointed(f, it);
           }
         }
       }
     }
   }
+  const int64_t answer = f.answer;
+  const Back answer_back = f.answer_back;
   if (answer == kUnreached) return std::nullopt;
 
   // Walk back to the items: each Back names the state its item started from.
