@@ -18,7 +18,7 @@
 #include "distributed/pipeline.h"
 #include "distributed/zero.h"
 #include "measure/cpu_allocator.h"
-#include "model/gpt2.h"
+#include "model/factory.h"
 #include "model/hf_weights.h"
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
@@ -81,13 +81,13 @@ TrainResult train(const solver::Profile& profile, const TrainOptions& o, const L
   at::set_num_threads(o.threads);
   // Dropout differs per rank, as each replica draws its own masks.
   at::manual_seed(spec.seed * 1000003 + static_cast<uint64_t>(env.rank));
-  model::Gpt2 gpt2 = model::make_gpt2(spec);
-  model::StagedModel full = model::stage_gpt2(gpt2);
+  model::BuiltModel built = model::build_model(profile.model);
+  model::StagedModel& full = built.staged;
   if (full.num_stages() != chain.length())
     throw std::invalid_argument("the profile has " + std::to_string(chain.length()) + " stages but its model has " +
                                 std::to_string(full.num_stages()));
   full.train(true);
-  const model::Batch batch = model::make_gpt2_batch(spec);
+  const model::Batch& batch = built.batch;
   model::StagedModel sub = full.slice(res.chain_begin, res.chain_end);
   const std::vector<at::Tensor> all_params = full.parameters();
   const std::vector<at::Tensor> sub_params = sub.parameters();

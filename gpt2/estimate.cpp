@@ -326,6 +326,7 @@ Estimate estimate_gpt2(const EstimateOptions& o) {
     st.bwd_tmp_bytes = b.bwd_tmp_bytes;
     st.carried_bytes = b.carried_bytes;
     st.role = stage_role(layout.at(i).kind);
+    st.block = layout.at(i).block;
     // fp32 parameters per stage (Note [Parameter homes]); the head reads the tied wte,
     // homed at embed.
     st.param_bytes = kFp32 * home_parameter_count(layout.at(i).kind, o.config);

@@ -12,23 +12,23 @@ std::vector<StageLayout> stage_layout(const Gpt2Config& c) {
         out.push_back({StageKind::Block, h});
         break;
       case Granularity::Sublayer:
-        out.push_back({StageKind::AttentionHalf, h + ".attn"});
-        out.push_back({StageKind::MlpHalf, h + ".mlp"});
+        out.push_back({StageKind::AttentionHalf, h + ".attn", h});
+        out.push_back({StageKind::MlpHalf, h + ".mlp", h});
         break;
       case Granularity::Op:
-        out.push_back({StageKind::Ln1, h + ".ln_1"});
-        out.push_back({StageKind::AttentionQkv, h + ".attn.c_attn"});
+        out.push_back({StageKind::Ln1, h + ".ln_1", h});
+        out.push_back({StageKind::AttentionQkv, h + ".attn.c_attn", h});
         if (c.attention == Attention::Explicit) {
-          out.push_back({StageKind::AttentionSoftmax, h + ".attn.softmax"});
-          out.push_back({StageKind::AttentionMix, h + ".attn.mix"});
+          out.push_back({StageKind::AttentionSoftmax, h + ".attn.softmax", h});
+          out.push_back({StageKind::AttentionMix, h + ".attn.mix", h});
         } else {
-          out.push_back({StageKind::AttentionCore, h + ".attn.core"});
+          out.push_back({StageKind::AttentionCore, h + ".attn.core", h});
         }
-        out.push_back({StageKind::AttentionProj, h + ".attn.c_proj"});
-        out.push_back({StageKind::Ln2, h + ".ln_2"});
-        out.push_back({StageKind::MlpFc, h + ".mlp.c_fc"});
-        out.push_back({StageKind::MlpGelu, h + ".mlp.gelu"});
-        out.push_back({StageKind::MlpProj, h + ".mlp.c_proj"});
+        out.push_back({StageKind::AttentionProj, h + ".attn.c_proj", h});
+        out.push_back({StageKind::Ln2, h + ".ln_2", h});
+        out.push_back({StageKind::MlpFc, h + ".mlp.c_fc", h});
+        out.push_back({StageKind::MlpGelu, h + ".mlp.gelu", h});
+        out.push_back({StageKind::MlpProj, h + ".mlp.c_proj", h});
         break;
     }
   }

@@ -58,7 +58,8 @@ enum class StageKind {
 
 struct StageLayout {
   StageKind kind;
-  std::string name;  // "embed", "h.3", "h.3.attn", "h.3.attn.core", "head"
+  std::string name;   // "embed", "h.3", "h.3.attn", "h.3.attn.core", "head"
+  std::string block;  // "h.3" for a stage that is part of block 3; empty for embed, head and whole blocks
 };
 
 // Every stage of `config` at its granularity, in chain order.

@@ -401,6 +401,7 @@ StagedModel stage_gpt2(Gpt2 model) {
           ++block;
         stages.push_back(block_stage(layout, m->block(block).get(), m->config().kernels));
         stages.back().role = gpt2::stage_role(layout.kind);
+        stages.back().block = layout.block;
     }
   }
   return StagedModel(std::move(stages), model.ptr(), /*ends_with_loss=*/true);

@@ -53,6 +53,9 @@ struct Stage {
   std::vector<at::Tensor> parameters;
   // What the selective and pointwise baselines read; the profiler writes it.
   solver::StageRole role = solver::StageRole::Other;
+  // The block this stage is part of, empty if none; the profiler writes it (Note [Block
+  // boundaries] in solver/coarsen.h).
+  std::string block;
 };
 
 // The forward of a stage of one tensor in and one out.

@@ -169,6 +169,7 @@ Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, 
     solver::Stage s;
     s.name = model.stage(i).name;
     s.role = model.stage(i).role;
+    s.block = model.stage(i).block;
     StageDetail d;
     model::Activation next;
     for (int run = 0; run < options.warmup + options.repeat; ++run) {

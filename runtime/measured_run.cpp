@@ -15,7 +15,7 @@
 #include "measure/backend.h"
 #include "measure/cpu_allocator.h"
 #include "model/device.h"
-#include "model/gpt2.h"
+#include "model/factory.h"
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
@@ -29,20 +29,18 @@ namespace memopt::runtime {
 struct ProfiledModel::Impl {
   measure::Backend backend;
   c10::Device device;
-  gpt2::Gpt2Spec spec;
-  model::Gpt2 gpt2;
   model::StagedModel model;
   model::Batch batch;
   int threads;
   std::unique_ptr<measure::MemoryMeter> meter;
   std::unique_ptr<measure::Timer> timer;
   Impl(const solver::Profile& profile, int threads_flag, measure::Backend backend_)
+      : Impl(profile, threads_flag, backend_, model::build_model(profile.model)) {}
+  Impl(const solver::Profile& profile, int threads_flag, measure::Backend backend_, model::BuiltModel built)
       : backend(backend_),
         device(measure::backend_device(backend_)),
-        spec(gpt2::gpt2_spec_from_json(profile.model)),
-        gpt2(model::make_gpt2(spec)),
-        model(model::stage_gpt2(gpt2)),
-        batch(model::make_gpt2_batch(spec)),
+        model(std::move(built.staged)),
+        batch(std::move(built.batch)),
         threads(threads_flag > 0 ? threads_flag : profile.device.value("threads", 1)) {
     // Built on the CPU with the profile's seed, then moved: the same weights and
     // batch on every device.

@@ -68,6 +68,9 @@ struct Stage {
   // without the field): the output is all new.
   int64_t carried_bytes = 0;
   StageRole role = StageRole::Other;
+  // The block the stage is part of, as whoever cut the model into stages wrote it
+  // (Note [Block boundaries] in coarsen.h); empty: none, or a profile without the field.
+  std::string block;
 };
 
 // Note [Carried bytes]

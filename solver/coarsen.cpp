@@ -24,6 +24,11 @@ std::string_view block_of(std::string_view stage_name) {
   return {};
 }
 
+std::string_view stage_block(const Chain& chain, int k) {
+  const bool fields = std::any_of(chain.stages.begin(), chain.stages.end(), [](const Stage& s) { return !s.block.empty(); });
+  return fields ? std::string_view(chain.stages[k].block) : block_of(chain.stages[k].name);
+}
+
 namespace {
 
 // Activations on the device, each as (index k, bytes of a_k or ā_k), counted as the
@@ -121,17 +126,17 @@ Coarsening coarsen(const Chain& fine, std::vector<int> first) {
   for (size_t g = 0; g + 1 < first.size(); ++g) {
     const int i = first[g], j = first[g + 1] - 1;
     if (i == j) c.chain.stages.push_back(fine.stages[i]);
-    else c.chain.stages.push_back(merged_stage(fine, i, j, std::string(block_of(fine.stages[i].name))));
+    else c.chain.stages.push_back(merged_stage(fine, i, j, std::string(stage_block(fine, i))));
   }
   c.first = std::move(first);
   return c;
 }
 
-std::optional<Coarsening> coarsen_by_name(const Chain& fine) {
+std::optional<Coarsening> coarsen_to_blocks(const Chain& fine) {
   std::vector<int> first{0};
   for (int k = 1; k < fine.length(); ++k) {
-    const std::string_view block = block_of(fine.stages[k].name);
-    if (block.empty() || block != block_of(fine.stages[k - 1].name)) first.push_back(k);
+    const std::string_view block = stage_block(fine, k);
+    if (block.empty() || block != stage_block(fine, k - 1)) first.push_back(k);
   }
   if (static_cast<int>(first.size()) == fine.length()) return std::nullopt;  // no block of two
   first.push_back(fine.length());

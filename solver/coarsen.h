@@ -38,14 +38,27 @@ struct Coarsening {
   std::vector<int> first;  // first[g]: the stage group g starts at; first.back() == the fine chain's length
 };
 
+// Note [Block boundaries]
+// `optimal` also solves the chain of a chain's blocks (Note [Known plans from the
+// blocks] in optimal.cpp), so it must know which stages make up one block. Whoever
+// cuts a model into stages knows, and writes it in each stage's `block` field
+// (memopt's GPT-2 stages, and through them the profiler and the roofline estimate). A
+// profile written before that field existed has none; there the stage names tell, as
+// they did: a name up to its first all-digit component is its block (block_of).
+// Consecutive stages of one non-empty block are one block.
+
 // The block a stage's name puts it in: the name up to its first all-digit component
 // ("h.3.attn.c_attn" -> "h.3", "model.layers.7.mlp" -> "model.layers.7"), or empty
 // when it has none before its last component (a stage of its own: "embed", "h.3").
 std::string_view block_of(std::string_view stage_name);
 
-// The chain of `fine`'s blocks (consecutive stages of one block_of), or nullopt when
+// Stage k's block (Note [Block boundaries]): its `block` field where any stage of the
+// chain has one, otherwise block_of(its name).
+std::string_view stage_block(const Chain& chain, int k);
+
+// The chain of `fine`'s blocks (consecutive stages of one stage_block), or nullopt when
 // no block holds two stages. Only stages in one block are merged.
-std::optional<Coarsening> coarsen_by_name(const Chain& fine);
+std::optional<Coarsening> coarsen_to_blocks(const Chain& fine);
 
 // The chain whose stage g runs fine stages first[g] .. first[g+1]-1 (first[0] == 0,
 // increasing, ending at the fine length).

@@ -343,7 +343,7 @@ Plan kicked(const Search& s, Plan best) {
 }
 
 // Note [Known plans from the blocks]
-// Where the stages' names group them into blocks (block_of in coarsen.h), `optimal`
+// Where the stages group into blocks (Note [Block boundaries] in coarsen.h), `optimal`
 // also solves the chain of the blocks, built from this chain's own numbers, at the
 // same budget, writes that plan out on the stages (Note [Plans made for the blocks] in
 // coarsen.h), and polishes it here: the polish repairs it when the written-out plan
@@ -377,7 +377,7 @@ Plans plans_of_the_blocks(Search& s) {
   const int64_t budget_bytes = s.budget_bytes;
   Plans polished;
   size_t firsts = 0;
-  const std::optional<Coarsening> blocks = coarsen_by_name(chain);
+  const std::optional<Coarsening> blocks = coarsen_to_blocks(chain);
   if (!blocks) return polished;
   int64_t blocks_budget = budget_bytes;
   for (int attempt = 0; attempt < s.options.block_budgets && blocks_budget > 0; ++attempt) {

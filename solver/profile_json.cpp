@@ -21,6 +21,7 @@ Stage read_stage(const JsonReader& r, const ordered_json& v, const std::string& 
   r.expect_object(v, path);
   Stage s;
   s.name = r.string(r.required(v, path, "name"), path + "/name");
+  if (const ordered_json* f = r.optional(v, "block")) s.block = r.string(*f, path + "/block");
   // Signs, saved >= out and the totals are checked by validate(), once for every Chain.
   s.fwd_ms = r.finite(r.required(v, path, "fwd_ms"), path + "/fwd_ms");
   s.bwd_ms = r.finite(r.required(v, path, "bwd_ms"), path + "/bwd_ms");
@@ -58,6 +59,7 @@ Stage read_stage(const JsonReader& r, const ordered_json& v, const std::string& 
 ordered_json stage_to_json(const Stage& s) {
   ordered_json stage;
   stage["name"] = s.name;
+  if (!s.block.empty()) stage["block"] = s.block;
   stage["fwd_ms"] = s.fwd_ms;
   if (s.fwd_nograd_ms) stage["fwd_nograd_ms"] = *s.fwd_nograd_ms;
   stage["bwd_ms"] = s.bwd_ms;

@@ -14,7 +14,7 @@
 
 #include "gpt2/spec_choices.h"
 #include "model/device.h"
-#include "model/gpt2.h"
+#include "model/factory.h"
 #include "model/hf_weights.h"
 #include "profiler/profiler.h"
 #include "runtime/copy_engine.h"
@@ -148,8 +148,11 @@ void run_profile(const ProfileArgs& args) {
     throw std::invalid_argument("--stage-times steps: times ops on the host's clock, which a GPU's asynchronous "
                                 "kernels do not stop; use --stage-times isolated with --device cuda");
   const gpt2::Gpt2Spec spec = spec_from_args(args);
-  model::StagedModel model = model::stage_gpt2(model::make_gpt2(spec));
-  model::Batch batch = model::make_gpt2_batch(spec);
+  // The model the profile will name, built as every later command builds it from the
+  // profile (Note [One factory for the models] in model/factory.h).
+  model::BuiltModel built = model::build_model(gpt2::gpt2_spec_to_json(spec));
+  model::StagedModel& model = built.staged;
+  model::Batch& batch = built.batch;
   if (on_cuda) model::move_to(model, batch, device);
   profiler::ProfileOptions options;
   options.repeat = args.repeat;

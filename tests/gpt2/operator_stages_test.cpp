@@ -15,6 +15,7 @@
 #include "gpt2/gpu_specs.h"
 #include "gpt2/stages.h"
 #include "solver/chain.h"
+#include "solver/coarsen.h"
 
 namespace memopt::gpt2 {
 namespace {
@@ -48,6 +49,31 @@ TEST(OperatorStages, NinePerBlockWithExplicitAttentionEightWithSdpaNamedAfterThe
     EXPECT_EQ(cores, 2 * cores_per_block);
     EXPECT_EQ(pointwise, 6);                                   // ln_1, ln_2, gelu per block
     EXPECT_EQ(carrying, 2 * (static_cast<int>(per_block) - 2));  // all but the two residual adds per block
+  }
+}
+
+// Note [Block boundaries] in solver/coarsen.h: the cut writes each stage's block, the
+// roofline profile carries it, and it groups the stages into the model's blocks as
+// their names do for profiles without it.
+TEST(OperatorStages, EachStageNamesItsBlockAndTheBlocksGroupAsTheNamesDo) {
+  for (const Granularity granularity : {Granularity::Block, Granularity::Sublayer, Granularity::Op}) {
+    SCOPED_TRACE(static_cast<int>(granularity));
+    const Gpt2Config config = small_config(Attention::Explicit, granularity, 0.1);
+    for (const StageLayout& s : stage_layout(config)) {
+      const bool part = granularity != Granularity::Block && s.kind != StageKind::Embed && s.kind != StageKind::Head;
+      EXPECT_EQ(s.block, part ? std::string(solver::block_of(s.name)) : "") << s.name;
+    }
+    EstimateOptions o{config, kWorkload, *gpu_spec("h100-80gb"), Dtype::Fp32, "small", "test"};
+    solver::Chain chain = estimate_gpt2(o).profile.chain;
+    const std::optional<solver::Coarsening> by_field = solver::coarsen_to_blocks(chain);
+    for (solver::Stage& st : chain.stages) st.block.clear();  // as a profile from before the field
+    const std::optional<solver::Coarsening> by_name = solver::coarsen_to_blocks(chain);
+    ASSERT_EQ(by_field.has_value(), granularity != Granularity::Block);
+    ASSERT_EQ(by_name.has_value(), by_field.has_value());
+    if (by_field) {
+      EXPECT_EQ(by_field->first, by_name->first);
+      EXPECT_EQ(by_field->chain.length(), config.n_layer + 2);
+    }
   }
 }
 

@@ -327,7 +327,7 @@ TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPredi
 // prediction on the stages.
 TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPrediction) {
   TinyGpt2 tiny(GetParam());
-  if (!solver::coarsen_by_name(tiny.profile.chain)) GTEST_SKIP() << "block stages: nothing to write out";
+  if (!solver::coarsen_to_blocks(tiny.profile.chain)) GTEST_SKIP() << "block stages: nothing to write out";
   const model::StagedModel& model = *tiny.model;
   measure::CpuMemoryMeter meter;
   PlainReference reference(model, tiny.batch, meter);
@@ -337,7 +337,7 @@ TEST_P(ExecutorTest, BlockPlansWrittenOutOnTheStagesMatchPlainTrainingAndTheirPr
   const bool chain_carries = tiny.profile.chain.carries();
   for (int trial = 0; trial < 6; ++trial) {
     const solver::Chain chain = with_seeded_times_and_link(tiny.profile.chain, rng);
-    const solver::Coarsening blocks = *solver::coarsen_by_name(chain);
+    const solver::Coarsening blocks = *solver::coarsen_to_blocks(chain);
     const int64_t store_all = solver::store_all_peak_bytes(chain);
     for (const double fraction : {0.6, 0.4}) {
       const auto budget = static_cast<int64_t>(fraction * static_cast<double>(store_all));

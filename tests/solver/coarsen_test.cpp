@@ -132,12 +132,39 @@ TEST(Coarsen, GroupsByName) {
   std::mt19937_64 rng(11);
   Grouped g = grouped_chain(rng, 4);
   while (g.first.size() == static_cast<size_t>(g.fine.length()) + 1) g = grouped_chain(rng, 4);
-  const std::optional<Coarsening> c = coarsen_by_name(named(g));
+  const std::optional<Coarsening> c = coarsen_to_blocks(named(g));
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->first, g.first);
   EXPECT_EQ(c->chain.stages[0].name, g.first[1] > 1 ? "h.0" : "h.0.op0");
-  EXPECT_FALSE(coarsen_by_name(g.fine).has_value());  // "s0", "s1", ...: no blocks
-  EXPECT_FALSE(coarsen_by_name(c->chain).has_value());  // blocks of blocks: none
+  EXPECT_FALSE(coarsen_to_blocks(g.fine).has_value());  // "s0", "s1", ...: no blocks
+  EXPECT_FALSE(coarsen_to_blocks(c->chain).has_value());  // blocks of blocks: none
+}
+
+// Note [Block boundaries]: where the stages carry `block` fields, they decide, whatever
+// the names say; a chain without any field is grouped by name as before.
+TEST(Coarsen, GroupsByTheBlockFieldWhereTheProfileHasOne) {
+  std::mt19937_64 rng(12);
+  Grouped g = grouped_chain(rng, 4);
+  while (g.first.size() == static_cast<size_t>(g.fine.length()) + 1) g = grouped_chain(rng, 4);
+  Chain fields = g.fine;  // names "s0", "s1", ...: no block by name
+  for (size_t b = 0; b + 1 < g.first.size(); ++b)
+    for (int k = g.first[b]; k < g.first[b + 1]; ++k)
+      if (g.first[b + 1] - g.first[b] > 1) fields.stages[static_cast<size_t>(k)].block = "layer " + std::to_string(b);
+  const std::optional<Coarsening> c = coarsen_to_blocks(fields);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->first, g.first);
+  const int first_block = g.first[1] > 1 ? 0 : -1;
+  if (first_block == 0) {
+    EXPECT_EQ(c->chain.stages[0].name, "layer 0");
+  }
+  // Fields that put no two stages together win over names that would.
+  Chain singles = named(g);
+  for (int k = 0; k < singles.length(); ++k) singles.stages[static_cast<size_t>(k)].block = "b" + std::to_string(k);
+  EXPECT_FALSE(coarsen_to_blocks(singles).has_value());
+  for (int k = 0; k < singles.length(); ++k) EXPECT_EQ(stage_block(singles, k), "b" + std::to_string(k));
+  // Without any field, the names decide.
+  const Chain by_name = named(g);
+  for (int k = 0; k < by_name.length(); ++k) EXPECT_EQ(stage_block(by_name, k), block_of(by_name.stages[static_cast<size_t>(k)].name));
 }
 
 // Block plans with copies, from the offload DP on the blocks at budgets across their

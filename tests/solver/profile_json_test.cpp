@@ -262,6 +262,32 @@ TEST(ProfileJson, CarriedBytesRoundTripAndAreBoundedByInputAndOutput) {
   }
 }
 
+// Note [Block boundaries] in coarsen.h: a stage's block is written right after its name,
+// only when it has one, and read back; a stage without one reads as none.
+TEST(ProfileJson, BlockFieldRoundTripsRightAfterTheName) {
+  Profile p;
+  p.chain.input_bytes = 8;
+  p.chain.stages.push_back({"embed", 1.0, 2.0, 16, 32, 0, 0});
+  p.chain.stages.push_back({"h.0.attn", 1.0, 2.0, 16, 32, 0, 0});
+  p.chain.stages.push_back({"h.0.mlp", 1.0, 2.0, 16, 32, 0, 0});
+  p.chain.stages[1].block = p.chain.stages[2].block = "h.0";
+  const std::string text = format_json(profile_to_json(p));
+  EXPECT_TRUE(Contains(text, "\"name\": \"h.0.attn\",\n      \"block\": \"h.0\",\n      \"fwd_ms\"")) << text;
+  EXPECT_FALSE(Contains(text, "\"name\": \"embed\",\n      \"block\"")) << text;
+  const Profile back = profile_from_json(profile_to_json(p), "p.json");
+  EXPECT_EQ(back.chain.stages[0].block, "");
+  EXPECT_EQ(back.chain.stages[1].block, "h.0");
+  EXPECT_EQ(back.chain.stages[2].block, "h.0");
+  auto broken = profile_to_json(p);
+  broken["stages"][1]["block"] = 3;
+  try {
+    profile_from_json(broken, "p.json");
+    FAIL() << "accepted a numeric block";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("/stages/1/block"), std::string::npos) << e.what();
+  }
+}
+
 // ---- one test per class of bad input ----
 
 TEST(ProfileErrors, NotAnObject) {
