@@ -162,7 +162,7 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
     first_seen_at.push_back("store-all@unbudgeted");
   }
   const int total = static_cast<int>(options.budgets_bytes.size() * options.solvers.size());
-  // Note [Known plans] in solver/solve.cpp: `optimal` is offered every plan it found at
+  // Note [Known plans] in solver/optimal.cpp: `optimal` is offered every plan it found at
   // a smaller budget, so that its time never grows with the budget.
   std::vector<std::pair<int64_t, std::vector<Op>>> optimal_plans;
   for (int64_t budget : options.budgets_bytes) {
