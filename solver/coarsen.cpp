@@ -24,9 +24,11 @@ std::string_view block_of(std::string_view stage_name) {
   return {};
 }
 
-std::string_view stage_block(const Chain& chain, int k) {
+std::vector<std::string_view> stage_blocks(const Chain& chain) {
   const bool fields = std::any_of(chain.stages.begin(), chain.stages.end(), [](const Stage& s) { return !s.block.empty(); });
-  return fields ? std::string_view(chain.stages[k].block) : block_of(chain.stages[k].name);
+  std::vector<std::string_view> blocks;
+  for (const Stage& s : chain.stages) blocks.push_back(fields ? std::string_view(s.block) : block_of(s.name));
+  return blocks;
 }
 
 namespace {
@@ -123,21 +125,21 @@ Coarsening coarsen(const Chain& fine, std::vector<int> first) {
   c.chain.input_bytes = fine.input_bytes;
   c.chain.loss = fine.loss;
   c.chain.link = fine.link;
+  const std::vector<std::string_view> blocks = stage_blocks(fine);
   for (size_t g = 0; g + 1 < first.size(); ++g) {
     const int i = first[g], j = first[g + 1] - 1;
     if (i == j) c.chain.stages.push_back(fine.stages[i]);
-    else c.chain.stages.push_back(merged_stage(fine, i, j, std::string(stage_block(fine, i))));
+    else c.chain.stages.push_back(merged_stage(fine, i, j, std::string(blocks[i])));
   }
   c.first = std::move(first);
   return c;
 }
 
 std::optional<Coarsening> coarsen_to_blocks(const Chain& fine) {
+  const std::vector<std::string_view> blocks = stage_blocks(fine);
   std::vector<int> first{0};
-  for (int k = 1; k < fine.length(); ++k) {
-    const std::string_view block = stage_block(fine, k);
-    if (block.empty() || block != stage_block(fine, k - 1)) first.push_back(k);
-  }
+  for (int k = 1; k < fine.length(); ++k)
+    if (blocks[k].empty() || blocks[k] != blocks[k - 1]) first.push_back(k);
   if (static_cast<int>(first.size()) == fine.length()) return std::nullopt;  // no block of two
   first.push_back(fine.length());
   return coarsen(fine, std::move(first));

@@ -52,11 +52,11 @@ struct Coarsening {
 // when it has none before its last component (a stage of its own: "embed", "h.3").
 std::string_view block_of(std::string_view stage_name);
 
-// Stage k's block (Note [Block boundaries]): its `block` field where any stage of the
-// chain has one, otherwise block_of(its name).
-std::string_view stage_block(const Chain& chain, int k);
+// Each stage's block (Note [Block boundaries]): its `block` field where any stage of
+// the chain has one, otherwise block_of(its name). Views into `chain`.
+std::vector<std::string_view> stage_blocks(const Chain& chain);
 
-// The chain of `fine`'s blocks (consecutive stages of one stage_block), or nullopt when
+// The chain of `fine`'s blocks (consecutive stages of one of stage_blocks), or nullopt when
 // no block holds two stages. Only stages in one block are merged.
 std::optional<Coarsening> coarsen_to_blocks(const Chain& fine);
 

@@ -275,11 +275,9 @@ bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) 
   return plan && simulate_timeline(chain, *plan).time_ms <= sum_fwd_bwd_ms(chain);
 }
 
-// One class's search: its offload DP's plan among the candidates (which hold an empty
-// place for it at `dp_place`), the fastest polished, then the starts over the budget
-// and those that keep a stage.
-Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates, size_t dp_place) {
-  candidates[dp_place] = s.offload_dp(s.budget_bytes, one_class);
+// One class's search: the fastest candidate, its DP's plan among them, polished, then
+// the starts over the budget and those that keep a stage.
+Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates) {
   Plan best = s.fastest(std::move(candidates));
   if (best) best = s.polish(*best);
   if (!unbeatable(s.chain, best)) {
@@ -295,8 +293,9 @@ Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates, 
 // Stage 1: the baselines, the recompute DP's plans, offload-all and the pipelined
 // family (Note [Optimal takes the best of everything]). Baselines first: on a tie in
 // predicted time the simpler plan wins (store-all rather than a DP plan that moves
-// data for nothing). With offload, an empty place at `dp_place` waits for the
-// offload DP's plan of each class.
+// data for nothing). Where the offload DP runs (`optimal` over a usable link), an empty
+// place at `dp_place` waits for its plan of each class; elsewhere that place holds the
+// recompute DP's plan, which is what the offload DP would return there.
 struct Candidates {
   Plans plans;
   size_t dp_place = 0;
@@ -309,8 +308,9 @@ Candidates candidates_of(const Search& s, bool with_offload) {
   c.dp_place = c.plans.size();
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
   // plans fit but may be slower than the recompute DP's, which counts them exactly.
-  RecomputePlans recompute = recompute_plans(chain, s.budget_bytes, s.dp, s.options, !with_offload || chain.carries());
-  if (with_offload) c.plans.push_back(std::nullopt);
+  const bool offload_dp_runs = with_offload && chain.has_usable_link();
+  RecomputePlans recompute = recompute_plans(chain, s.budget_bytes, s.dp, s.options, !offload_dp_runs || chain.carries());
+  if (offload_dp_runs) c.plans.push_back(std::nullopt);
   c.plans.push_back(std::move(recompute.at_budget));
   c.plans.push_back(std::move(recompute.with_slack));
   if (with_offload && chain.link) {
@@ -331,7 +331,9 @@ Plan best_over_classes(Search& s, const Candidates& candidates) {
     if (shapes == OffloadShapes::ThroughKeptRuns && !s.dp_waited_after_a_kept_run) continue;
     DpOptions one_class = s.dp;
     one_class.offload_shapes = shapes;
-    best = s.fastest({std::move(best), best_of_one_class(s, one_class, candidates.plans, candidates.dp_place)});
+    Plans with_dp = candidates.plans;
+    with_dp[candidates.dp_place] = s.offload_dp(s.budget_bytes, one_class);
+    best = s.fastest({std::move(best), best_of_one_class(s, one_class, std::move(with_dp))});
   }
   return best;
 }
@@ -445,7 +447,7 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
     best = kicked(s, std::move(best));         // 4
     best = with_the_blocks(s, std::move(best));  // 5
   } else {
-    best = best_of_one_class(s, dp, candidates.plans, candidates.dp_place);  // the recompute DP's, polished
+    best = best_of_one_class(s, dp, candidates.plans);  // the recompute DP's, polished
   }
   return with_known_plans(s, std::move(best), known_plans);  // 6
 }

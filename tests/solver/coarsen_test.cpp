@@ -161,10 +161,13 @@ TEST(Coarsen, GroupsByTheBlockFieldWhereTheProfileHasOne) {
   Chain singles = named(g);
   for (int k = 0; k < singles.length(); ++k) singles.stages[static_cast<size_t>(k)].block = "b" + std::to_string(k);
   EXPECT_FALSE(coarsen_to_blocks(singles).has_value());
-  for (int k = 0; k < singles.length(); ++k) EXPECT_EQ(stage_block(singles, k), "b" + std::to_string(k));
+  const std::vector<std::string_view> single_blocks = stage_blocks(singles);
+  for (int k = 0; k < singles.length(); ++k) EXPECT_EQ(single_blocks[k], "b" + std::to_string(k));
   // Without any field, the names decide.
   const Chain by_name = named(g);
-  for (int k = 0; k < by_name.length(); ++k) EXPECT_EQ(stage_block(by_name, k), block_of(by_name.stages[static_cast<size_t>(k)].name));
+  const std::vector<std::string_view> name_blocks = stage_blocks(by_name);
+  for (int k = 0; k < by_name.length(); ++k)
+    EXPECT_EQ(name_blocks[k], block_of(by_name.stages[static_cast<size_t>(k)].name));
 }
 
 // Block plans with copies, from the offload DP on the blocks at budgets across their
