@@ -15,8 +15,12 @@
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
 # made beforehand by scripts/vendor_deps.sh on a machine with Debian's packages.
-# MEMOPT_GPU_PRESET (default small), MEMOPT_GPU_BATCH (8) and MEMOPT_GPU_SEQ (1024) set the
-# GPT-2 that is profiled, solved and run.
+# MEMOPT_GPU_COMPILE_BUDGETS (default 0.5,0.2) lists the torch.compile variants of the
+# benchmark. MEMOPT_GPU_PRESET (default small), MEMOPT_GPU_BATCH (8) and MEMOPT_GPU_SEQ (1024) set the
+# GPT-2 that is profiled, solved and run. MEMOPT_GPU_DEADLINE_S (default: none) is the whole
+# run's limit in seconds: each step's limit shrinks to what is left, a step with too little
+# left is skipped, and the results are packed after every step, so that a run cut short by
+# its caller still hands back everything it finished.
 set -uo pipefail
 result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large ...]}
 shift
@@ -39,32 +43,48 @@ summary=$result/summary.txt
 : > "$summary"
 memopt=$build/tools/memopt
 began=$(date +%s)
+deadline_s=${MEMOPT_GPU_DEADLINE_S:-0}
 
 # step NAME SECONDS COMMAND...: runs COMMAND with its output in NAME.log, under a time
-# limit; one summary line per step.
+# limit (cut to what the deadline leaves); one summary line per step, then a fresh pack.
 step() {
   local name=$1 secs=$2
   shift 2
   local start rc
   start=$(date +%s)
-  timeout --kill-after=10 "$secs" "$@" > "$work/$name.log" 2>&1
+  if [ "$deadline_s" -gt 0 ]; then
+    local left=$(( deadline_s - (start - began) - 10 ))
+    if [ "$left" -lt 15 ]; then
+      printf '%-26s %4d s  %s\n' "$name" 0 "skipped (past the run's deadline)" | tee -a "$summary"
+      return 125
+    fi
+    [ "$secs" -le "$left" ] || secs=$left
+  fi
+  timeout --kill-after=5 "$secs" "$@" > "$work/$name.log" 2>&1
   rc=$?
   local verdict=ok
   [ "$rc" = 0 ] || verdict="FAILED (exit $rc$([ "$rc" = 124 ] && echo ", past its ${secs} s"))"
   printf '%-26s %4d s  %s\n' "$name" "$(( $(date +%s) - start ))" "$verdict" | tee -a "$summary"
+  pack_now
   return "$rc"
+}
+
+pack_now() {
+  cp "$summary" "$work/"
+  tar -C "$(dirname "$work")" -czf "$result/gpu_check.tar.gz.part.$BASHPID" gpu_check &&
+    mv "$result/gpu_check.tar.gz.part.$BASHPID" "$result/gpu_check.tar.gz"
 }
 
 pack() {
   printf 'total %d s\n' "$(( $(date +%s) - began ))" | tee -a "$summary"
-  cp "$summary" "$work/"
-  tar -C "$(dirname "$work")" -czf "$result/gpu_check.tar.gz" gpu_check
+  pack_now
 }
 trap pack EXIT
 
 # 1. The machine.
 step facts 30 bash -c "nvidia-smi; nvcc --version; cmake --version | head -1; nproc; free -g;
-  '$py' -c 'import torch; p = torch.cuda.get_device_properties(0); print(torch.__version__, torch.version.cuda, p.name, p.total_memory, p.multi_processor_count)'"
+  '$py' -c 'import torch; p = torch.cuda.get_device_properties(0); print(torch.__version__, torch.version.cuda, p.name, p.total_memory, p.multi_processor_count)';
+  '$py' -c 'import sysconfig, os; h = os.path.join(sysconfig.get_paths()[\"include\"], \"Python.h\"); print(h, os.path.exists(h))'"
 
 # 2. The build: the cuda-ci set (CUDA libraries, the whole CLI, the CUDA tests) against
 #    the machine's own torch, for Hopper.
@@ -81,13 +101,10 @@ step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT
 step build 360 cmake --build "$build" --target memopt_cuda_ci -j "$(nproc)" || exit 1
 
 run_cli() {
-# 3. Every CUDA test, each running its body on the GPU.
-step cuda_tests 240 ctest --test-dir "$build" -L cuda --output-on-failure --timeout 150 -j 4
-
-# 4. The copy engine: pinned H2D and D2H alone, both at once, both beside matrix products.
+# 3. The copy engine: pinned H2D and D2H alone, both at once, both beside matrix products.
 step link 60 "$memopt" link --device cuda --bytes 256MiB --repeat 10 --out "$work/link.json"
 
-# 5. GPT-2 profiled on the GPU: CUDA events, requested bytes, CUPTI kernels per stage op.
+# 4. GPT-2 profiled on the GPU: CUDA events, requested bytes, CUPTI kernels per stage op.
 step profile 150 "$memopt" profile --device cuda --preset "$preset" --batch "$batch" --seq "$seq" --repeat 3 \
   --out "$work/profile.json" --trace-out "$work/trace.json"
 step trace_covers_stages 20 "$py" - "$work/profile.json" "$work/trace.json" <<'PY'
@@ -101,6 +118,11 @@ print("ranges with no kernel:", missing or "none")
 sys.exit(1 if missing else 0)
 PY
 
+# 5. Every CUDA test, each running its body on the GPU, beside step 6: both check
+#    correctness and peaks (per process), neither times anything that is reported.
+step cuda_tests 240 ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4 &
+tests=$!
+
 # 6. Plans at four budgets, each trained with its gradients checked against plain
 #    training (deterministic kernels), measured against predicted.
 for budget in 100% 60% 40% min; do
@@ -110,9 +132,10 @@ for budget in 100% 60% 40% min; do
   step "run_check_$name" 120 "$memopt" run --device cuda --profile "$work/profile.json" \
     --schedule "$work/schedule_$name.json" --warmup-steps 1 --steps 3 --check --summary-out "$work/runs_checked.jsonl"
 done
+wait "$tests"
 
 # 7. The same budgets measured interleaved, timed with CUDA events (no check: the kernels
-#    training uses), with the trade-off figure.
+#    training uses), with the trade-off figure; nothing else runs beside it.
 step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,min \
   --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
 }
@@ -126,7 +149,7 @@ bench() {  # bench NAME SECONDS LAYERS EMBD HEADS
   fi
   PYTHONPATH="$build/python:tools" step "bench_$1" "$2" "$py" tools/bench_hf_python.py --device cuda \
     --attention sdpa --layers "$3" --embd "$4" --heads "$5" --batch 8 --seq 1024 --links measured \
-    --compile-budgets 0.5,0.2 --budgets "" --warmup 2 --steps 5 --out "$work/bench_$1.json"
+    --compile-budgets "${MEMOPT_GPU_COMPILE_BUDGETS:-0.5,0.2}" --budgets "" --warmup 2 --steps 5 --out "$work/bench_$1.json"
 }
 
 for part in "${parts[@]}"; do
