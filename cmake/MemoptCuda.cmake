@@ -33,9 +33,37 @@ if(NOT TARGET CUDA::cupti)
   message(FATAL_ERROR "memopt: CUPTI not found in the CUDA toolkit at ${_cuda_root}; the profiler's CUDA backend "
                       "needs it (install the toolkit's cupti component)")
 endif()
-if(NOT EXISTS "${CUDAToolkit_INCLUDE_DIRS}/nvtx3/nvToolsExt.h")
-  message(FATAL_ERROR "memopt: NVTX 3 headers not found in ${CUDAToolkit_INCLUDE_DIRS}")
+
+# Note [Headers beside a partial toolkit]: a GPU image may carry nvcc and the CUDA
+# libraries but not every header: the NVTX 3 and CUPTI headers are then missing from
+# the toolkit, while the CUDA torch wheel's nvidia-* packages ship both (in
+# nvidia/<pkg>/include). So each is looked for in the toolkit first, then in the wheel's
+# packages, then in MEMOPT_DEPS_DIR (scripts/vendor_deps.sh copies NVTX 3 there), and
+# the profiler links the interface targets below rather than CUDA::nvtx3 alone.
+execute_process(
+  COMMAND "${MEMOPT_PYTHON}" -c
+          "import glob, os, nvidia; print(';'.join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '*', 'include')))))"
+  OUTPUT_VARIABLE _wheel_includes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+set(_header_dirs ${CUDAToolkit_INCLUDE_DIRS} "${_cuda_root}/extras/CUPTI/include" ${_wheel_includes})
+if(MEMOPT_DEPS_DIR)
+  list(APPEND _header_dirs "${MEMOPT_DEPS_DIR}/include")
 endif()
+find_path(MEMOPT_NVTX3_INCLUDE_DIR nvtx3/nvToolsExt.h PATHS ${_header_dirs} NO_DEFAULT_PATH)
+find_path(MEMOPT_CUPTI_INCLUDE_DIR cupti.h PATHS ${_header_dirs} NO_DEFAULT_PATH)
+if(NOT MEMOPT_NVTX3_INCLUDE_DIR)
+  message(FATAL_ERROR "memopt: NVTX 3 headers (nvtx3/nvToolsExt.h) not found in ${_header_dirs}; install the "
+                      "toolkit's nvtx component, or run scripts/vendor_deps.sh and pass -DMEMOPT_DEPS_DIR=.deps")
+endif()
+if(NOT MEMOPT_CUPTI_INCLUDE_DIR)
+  message(FATAL_ERROR "memopt: cupti.h not found in ${_header_dirs}; install the toolkit's cupti component")
+endif()
+add_library(memopt_nvtx3 INTERFACE)
+target_include_directories(memopt_nvtx3 SYSTEM INTERFACE "${MEMOPT_NVTX3_INCLUDE_DIR}")
+target_link_libraries(memopt_nvtx3 INTERFACE ${CMAKE_DL_LIBS})
+add_library(memopt_cupti INTERFACE)
+target_include_directories(memopt_cupti SYSTEM INTERFACE "${MEMOPT_CUPTI_INCLUDE_DIR}")
+target_link_libraries(memopt_cupti INTERFACE CUDA::cupti)
+message(STATUS "memopt: NVTX 3 from ${MEMOPT_NVTX3_INCLUDE_DIR}, CUPTI headers from ${MEMOPT_CUPTI_INCLUDE_DIR}")
 
 # The wheel brings its CUDA libraries (nvidia-* packages) without the toolkit's
 # unversioned names; LibTorch's config wants the NVRTC it was built with. Point it
