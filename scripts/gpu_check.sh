@@ -95,6 +95,8 @@ fi
 # Note [A unity build on a GPU server]: every source includes LibTorch's CUDA
 # headers, which cost most of its compile time; compiled eight to a unit, the build
 # parses them an eighth as often (scripts/check_torch_compat.sh builds it the same way).
+# The targets that parse no LibTorch -- the solver, the CUDA kernels -- stay one file to a
+# unit: they would gain little, and their files keep private helpers of the same name.
 step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT_DEPS_DIR=.deps \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DMEMOPT_BENCHMARKS=OFF -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 ||
   exit 1
