@@ -1,6 +1,7 @@
 // cuda_memory_meter.cpp: reads c10::cuda::CUDACachingAllocator's device stats.
 #include "measure/cuda/cuda_memory_meter.h"
 
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -44,7 +45,12 @@ class CudaMemoryMeter final : public MemoryMeter {
 
 }  // namespace
 
+// Note [A meter before the first CUDA tensor]: the caching allocator has no devices
+// until CUDA is initialised, which the first CUDA tensor does lazily; a meter made
+// before it would find none ("Invalid device argument"). Making the meter initialises
+// CUDA, as creating a tensor would.
 std::unique_ptr<MemoryMeter> make_cuda_memory_meter(int device_index) {
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   return std::make_unique<CudaMemoryMeter>(static_cast<c10::DeviceIndex>(device_index));
 }
 
