@@ -424,7 +424,10 @@ std::string tradeoff_readme(const TradeoffReport& r, const std::vector<Figure>& 
     << (r.profile_measured ? "**measured**" : "**modeled** (not measured: analytic bytes, roofline times)") << ", device "
     << device_name(r) << ".\n";
   o << "- This report ran on: " << r.machine.value("cpu", std::string("?")) << ", " << r.machine.value("cores", 0)
-    << " cores, " << r.machine.value("os", std::string("?")) << ".\n";
+    << " cores, " << r.machine.value("os", std::string("?"));
+  if (r.machine.contains("run_device") && r.machine.at("run_device") != r.machine.value("cpu", std::string()))
+    o << "; the measured steps trained on the " << r.machine.at("run_device").get<std::string>();
+  o << ".\n";
   o << "- Solver: memory discretised in " << r.slots << " slots; link "
     << (r.link_bytes_per_s ? format_bandwidth(*r.link_bytes_per_s) : std::string("none (offload-all not possible)"));
   if (r.profile_device.contains("link_emulation")) {

@@ -138,7 +138,7 @@ wait "$tests"
 
 # 7. The same budgets measured interleaved, timed with CUDA events (no check: the kernels
 #    training uses), with the trade-off figure; nothing else runs beside it.
-step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,min \
+step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,25% \
   --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
 }
 

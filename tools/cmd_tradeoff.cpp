@@ -123,6 +123,11 @@ void run_tradeoff(const TradeoffArgs& args) {
   report.command = args.command;
   report.profile_path = args.profile_path;
   report.machine = this_machine();
+  // The measured runs train where the profile was measured (runtime::ProfiledModel).
+  if (args.run)
+    report.machine["run_device"] = profile.device.value("kind", std::string("cpu")) == "cuda"
+                                       ? profile.device.value("name", std::string("a CUDA GPU"))
+                                       : report.machine.value("cpu", std::string("this CPU"));
 
   const ReportFolder folder{args.out_dir, "tradeoff.json", MEMOPT_PYTHON,
                             std::string(MEMOPT_SOURCE_DIR) + "/tools/plot_tradeoff.py", !args.no_plot, tradeoff_figures};

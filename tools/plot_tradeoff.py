@@ -126,7 +126,8 @@ def overhead_plot(r, out):
     sub = provenance(r) + "\nlines: PREDICTED by memopt's simulator"
     if any_measured:
         mb = r["measured_base"]
-        sub += (f"; circles: MEASURED on {r['machine'].get('cpu', '?')}, median of {mb['steps']} interleaved "
+        on = r["machine"].get("run_device") or r["machine"].get("cpu", "?")
+        sub += (f"; circles: MEASURED on {on}, median of {mb['steps']} interleaved "
                 f"steps after {mb['warmup_steps']} warm-up, bars: IQR")
     ax.set_title(title + "\n" + sub, fontsize=9.5)
     handles, labels = ax.get_legend_handles_labels()
