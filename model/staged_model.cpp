@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/container/sequential.h>
 
@@ -42,8 +43,22 @@ StagedModel StagedModel::from_sequential(const std::shared_ptr<torch::nn::Sequen
   return StagedModel(std::move(stages), seq, /*ends_with_loss=*/false);
 }
 
+// Note [A stage leaves no cached casts]
+// Under autocast, ATen caches the low-precision copy of each weight it casts until the
+// outermost autocast region ends: in a user's step, the whole forward. So a stage that
+// runs without saving (fwd_ckpt, fwd_drop) would leave its weights' copies held by the
+// cache through every later stage, and the profiler, whose repeated runs find the
+// copies already cached, would see neither them nor the copies a kept stage saves.
+// Each stage's forward therefore starts and ends with the cache empty: a copy that the
+// stage saves lives as its saved state, one it does not is a temporary of the stage,
+// as the profile measures both. The cast values are the same; a weight cast in two
+// stages is cast twice, and its two gradients meet in its own precision, not in the
+// copy's.
 Activation StagedModel::forward_stage(int i, const Activation& input, const Batch& batch) const {
-  return stage(i).forward(input, batch);
+  at::autocast::clear_cache();
+  Activation out = stage(i).forward(input, batch);
+  at::autocast::clear_cache();
+  return out;
 }
 
 at::Tensor StagedModel::forward_stage(int i, const at::Tensor& input, const Batch& batch) const {

@@ -104,6 +104,46 @@ def test_sdpa_attention_as_hf_loads_models_by_default(budget, link):
         assert_same_grads(grads(model), grads(plain))
 
 
+@pytest.mark.parametrize("budget,link", [("100%", None), ("50%", None), ("60%", "100GB/s")])
+def test_bfloat16_autocast_peaks_are_predicted_and_gradients_are_plain(budget, link):
+    """Under autocast the weights' bfloat16 copies are activations too: saved by the
+    stages that keep them, temporaries of those that do not (Note [A stage leaves no
+    cached casts] in model/staged_model.cpp). The profile counts them as the step
+    allocates them, so the peak is the prediction, and an offload plan's pool holds
+    the copies it moves."""
+    plain = tiny_gpt2(attention="sdpa")
+    model = copy.deepcopy(plain)
+    ids = batch()
+    for m in (plain, model):  # the gradients exist before the measured steps: static state
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        memopt.optimize(model, ids, budget=budget, link=link, repeat=1)
+    plan = model.memopt_plan
+    ops = [op[0] for op in plan.schedule["ops"]]
+    if link:
+        assert "offload_saved" in ops
+    def autocast_step(m, seed):  # forward under autocast, backward outside it, as loops are written
+        m.zero_grad(set_to_none=False)
+        torch.manual_seed(seed)
+        base = testbed.current_bytes()
+        testbed.reset_peak()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), testbed.peak_bytes() - base
+
+    for seed in (31, 32):
+        ref_loss, _ = autocast_step(plain, seed)
+        loss, peak = autocast_step(model, seed)
+        assert torch.equal(loss, ref_loss)
+        assert_same_grads(grads(model), grads(plain))
+        assert peak <= plan.budget_bytes
+        # What the step allocates beyond the activations -- the loss's scalars -- is a
+        # few KiB.
+        assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
+
+
 def test_gradients_equal_hf_gradient_checkpointing():
     reference = tiny_gpt2()
     model = copy.deepcopy(reference)
