@@ -93,6 +93,19 @@ uint64_t union_length(std::vector<Interval> intervals) {
   return total;
 }
 
+uint64_t overlap_length(std::vector<Interval> a, std::vector<Interval> b) {
+  const std::vector<Interval> x = merge_intervals(std::move(a)), y = merge_intervals(std::move(b));
+  uint64_t total = 0;
+  size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    const uint64_t start = std::max(x[i].start, y[j].start), end = std::min(x[i].end, y[j].end);
+    if (start < end) total += end - start;
+    if (x[i].end < y[j].end) ++i;
+    else ++j;
+  }
+  return total;
+}
+
 TraceReport attribute(const std::vector<ActivityRecord>& records, const std::vector<CorrelationLink>& links,
                       const std::vector<TraceRange>& ranges) {
   std::unordered_map<uint64_t, size_t> range_of_external;  // external id -> index in ranges
@@ -106,19 +119,23 @@ TraceReport attribute(const std::vector<ActivityRecord>& records, const std::vec
   TraceReport report;
   std::vector<Instance> instances(ranges.size());
   Instance unattributed;
-  std::vector<Interval> everything;
+  std::vector<Interval> everything, all_kernels, all_copies;
   for (const ActivityRecord& r : records) {
     if (r.end_ns < r.start_ns) {
       ++report.num_malformed;
       continue;
     }
     everything.push_back({r.start_ns, r.end_ns});
+    if (r.kind == ActivityKind::Kernel) all_kernels.push_back({r.start_ns, r.end_ns});
+    if (is_copy(r.kind)) all_copies.push_back({r.start_ns, r.end_ns});
     const auto call = external_of_call.find(r.correlation_id);
     const auto range = call == external_of_call.end() ? range_of_external.end() : range_of_external.find(call->second);
     if (range == range_of_external.end()) unattributed.add(r);
     else instances[range->second].add(r);
   }
   report.device_busy_ms = ns_to_ms(union_length(std::move(everything)));
+  report.copy_busy_ms = ns_to_ms(union_length(all_copies));
+  report.copy_under_kernels_ms = ns_to_ms(overlap_length(std::move(all_copies), std::move(all_kernels)));
 
   // Sum instances per label, labels in order of first appearance.
   std::map<std::string, size_t> index_of_label;
@@ -165,6 +182,8 @@ nlohmann::json trace_report_json(const TraceReport& report) {
   return {{"ranges", ranges},
           {"unattributed", one(report.unattributed)},
           {"device_busy_ms", report.device_busy_ms},
+          {"copy_busy_ms", report.copy_busy_ms},
+          {"copy_under_kernels_ms", report.copy_under_kernels_ms},
           {"num_malformed", report.num_malformed},
           {"num_lost_records", report.num_lost_records}};
 }
@@ -185,6 +204,11 @@ std::string format_trace_report(const TraceReport& report) {
   std::snprintf(line, sizeof line, "device busy %.3f ms; %d incomplete records ignored\n", report.device_busy_ms,
                 report.num_malformed);
   out += line;
+  if (report.copy_busy_ms > 0) {
+    std::snprintf(line, sizeof line, "copies %.3f ms, of which %.3f ms (%.0f%%) under kernels\n", report.copy_busy_ms,
+                  report.copy_under_kernels_ms, 100.0 * report.copy_under_kernels_ms / report.copy_busy_ms);
+    out += line;
+  }
   if (report.num_lost_records > 0) {
     std::snprintf(line, sizeof line, "WARNING: the tracer lost %lld records; the times above miss that work\n",
                   static_cast<long long>(report.num_lost_records));

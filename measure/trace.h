@@ -69,6 +69,9 @@ struct Interval {
 // union, not the sum.
 std::vector<Interval> merge_intervals(std::vector<Interval> intervals);
 uint64_t union_length(std::vector<Interval> intervals);
+// How long both sets are busy at once: the length of the intersection of their
+// unions. Copies under kernels are copies the compute did not wait for.
+uint64_t overlap_length(std::vector<Interval> a, std::vector<Interval> b);
 
 // What one label's device work took, over every instance of its range.
 struct RangeReport {
@@ -90,6 +93,11 @@ struct TraceReport {
   std::vector<RangeReport> ranges;  // one per label, in the order labels first appeared
   RangeReport unattributed;         // records no range claims (label "")
   double device_busy_ms = 0;        // union of every kernel and copy, attributed or not
+  // Every copy, attributed or not: how long the links were busy, and how much of that
+  // some kernel ran meanwhile -- copies hidden under compute when the kernels are the
+  // step's (a trace of one training step).
+  double copy_busy_ms = 0;
+  double copy_under_kernels_ms = 0;
   int num_malformed = 0;            // records with end < start (incomplete), ignored
   // Records the device tracer lost (CUPTI: no buffer space, or a range it could not
   // push on some thread): the figures above then miss work. Set by StageTracer.

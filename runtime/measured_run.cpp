@@ -174,6 +174,17 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
       optimizer.step();
     }
   }
+  if (options.trace) {
+    const std::unique_ptr<measure::StageTracer> tracer = measure::make_stage_tracer(impl_->backend);
+    for (size_t k = 0; k < schedules.size(); ++k) {
+      zero_grads_in_place(model);
+      executors[k].tracer = tracer.get();
+      run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, executors[k], sources[k], impl_->timer.get());
+      if (executors[k].copy_engine) executors[k].copy_engine->finish_step();
+      executors[k].tracer = nullptr;
+      out[k].trace = tracer->collect();
+    }
+  }
   for (ScheduleMeasurement& sm : out) {
     std::vector<double> peaks, times;
     for (const StepMeasurement& m : sm.steps) {

@@ -14,6 +14,7 @@
 
 #include "common/stats.h"
 #include "measure/backend.h"
+#include "measure/trace.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/simulate.h"
@@ -54,6 +55,10 @@ struct MeasureOptions {
   double lr = 1e-4;      // AdamW
   // Progress, printing: the schedule's index in the list measured, and its step.
   std::function<void(int, const StepMeasurement&)> on_step;
+  // After the measured rounds, one more step of each schedule with every op in its
+  // range (NVTX, and CUPTI on CUDA): ScheduleMeasurement::trace. A step of its own,
+  // since tracing costs time that the measured steps should not carry.
+  bool trace = false;
 };
 
 struct ScheduleMeasurement {
@@ -62,6 +67,7 @@ struct ScheduleMeasurement {
   int64_t reserved_peak_bytes = -1;    // max over the measured steps
   common::Spread time_ms;              // over the measured steps
   std::optional<double> max_abs_grad_diff;  // over the steps, when checked
+  std::optional<measure::TraceReport> trace;  // MeasureOptions::trace
 };
 
 // The model of a profile, built once (its "model" object: gpt2::gpt2_spec_from_json),

@@ -7,7 +7,8 @@
 # PARTs, in the order given (default: cli):
 #   cli     the CUDA tests (the C++ ones and the package's, tests/python/test_cuda_*.py),
 #           the copy engine's link, GPT-2 profiled, solved at four budgets and run with
-#           its gradients checked, then timed interleaved (about 7 minutes with the build)
+#           its gradients checked, then timed interleaved, and a step of each offloading
+#           plan traced (about 4 minutes with the build)
 #   python  the benchmark against HF checkpointing and torch.compile's activation
 #           memory budget on GPT-2 small
 #   large   the same benchmark on GPT-2 large (36 layers, C = 1280)
@@ -140,6 +141,13 @@ wait "$tests"
 #    training uses), with the trade-off figure; nothing else runs beside it.
 step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,25% \
   --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
+
+# 8. Overlap: one step of each offloading plan traced (CUPTI), its copies against its
+#    kernels: how much of the links' busy time ran under compute.
+for name in 60 40; do
+  step "run_trace_$name" 90 "$memopt" run --device cuda --profile "$work/profile.json" \
+    --schedule "$work/schedule_$name.json" --warmup-steps 2 --steps 3 --trace-out "$work/trace_run_$name.json"
+done
 }
 
 # The users' benchmark -- plain, HF checkpointing, torch.compile at two memory

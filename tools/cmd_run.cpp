@@ -8,8 +8,10 @@
 #include <string>
 
 #include "measure/backend.h"
+#include "measure/trace.h"
 #include "runtime/measured_run.h"
 #include "solver/atomic_file.h"
+#include "solver/json_printer.h"
 #include "solver/profile_json.h"
 #include "solver/schedule.h"
 #include "solver/schedule_check.h"
@@ -24,6 +26,7 @@ namespace {
 
 struct RunArgs {
   std::string profile_path, schedule_path, summary_path;
+  std::string trace_out;      // one more step, traced: per op, and the copies under kernels
   std::string device_memory;  // the CPU testbed's device capacity (Note [Device memory limit])
   std::string emulate;        // the copy link at a GPU's ratio (tools/profile_flags.h)
   std::string device;         // cpu|cuda; empty: the profile's device.kind
@@ -99,6 +102,7 @@ void run_run(const RunArgs& args) {
       std::printf("      measured peak exceeds the budget by %s\n",
                   format_bytes(m.activation_peak_bytes - schedule.budget_bytes).c_str());
   };
+  options.trace = !args.trace_out.empty();
   const runtime::ScheduleMeasurement r = model.measure(profile.chain, schedule, options, args.schedule_path);
   const double peak = static_cast<double>(r.median_peak_bytes), time = r.time_ms.median;
   std::printf("\nmedian of %d steps after %d warm-up (w): peak %s (%.3fx predicted; reserved %s), time %.2f ms "
@@ -106,6 +110,14 @@ void run_run(const RunArgs& args) {
               args.steps, args.warmup_steps, format_bytes(r.median_peak_bytes).c_str(),
               peak / static_cast<double>(sim.peak_bytes), format_bytes(r.reserved_peak_bytes).c_str(), time,
               r.time_ms.q25, r.time_ms.q75, time / sim.time_ms);
+  if (r.trace) {
+    std::printf("\none more step, traced (every op in its range memopt/<op>/<stage>):\n%s",
+                measure::format_trace_report(*r.trace).c_str());
+    if (model.backend() == measure::Backend::Cpu)
+      std::printf("(on the CPU testbed a trace has the ranges only: kernel and copy times come from CUPTI on cuda)\n");
+    solver::write_json_atomic(args.trace_out, measure::trace_report_json(*r.trace));
+    std::printf("wrote %s\n", args.trace_out.c_str());
+  }
   if (!args.summary_path.empty()) {
     nlohmann::json line = runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r);
     line["predicted_times"] = retime ? "this process" : "profile";
@@ -126,6 +138,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "compute threads (default: the profile's)");
   cmd->add_option("--lr", args->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--summary-out", args->summary_path, "append one JSON line with predicted and measured numbers");
+  cmd->add_option("--trace-out", args->trace_out,
+                  "after the measured steps, trace one more (NVTX ranges per op; CUPTI kernels and copies on cuda) "
+                  "and write it as JSON: time per op, and how much of the copies ran under kernels");
   cmd->add_option("--device-memory", args->device_memory,
                   "emulate a device of this capacity on the CPU (e.g. 256MiB): a plan that does not fit is refused "
                   "with the budget to solve for");

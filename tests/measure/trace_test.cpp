@@ -65,6 +65,47 @@ TEST(IntervalUnion, EqualsDiscretisedTimelineOnRandomSets) {
   }
 }
 
+TEST(IntervalOverlap, HandComputed) {
+  // Copies [0,10) and [30,40); kernels [5,12), [12,35) on two streams: under kernels
+  // are [5,10) and [30,35).
+  EXPECT_EQ(overlap_length({{0, 10}, {30, 40}}, {{5, 12}, {12, 35}}), 10u);
+  EXPECT_EQ(overlap_length({{0, 10}}, {}), 0u);
+  EXPECT_EQ(overlap_length({{0, 10}}, {{10, 20}}), 0u);  // touching is not overlapping
+  EXPECT_EQ(overlap_length({{0, 10}, {2, 8}}, {{0, 10}}), 10u);  // each set counted as its union
+}
+
+// Against a timeline with one bool per ns and set.
+TEST(IntervalOverlap, EqualsDiscretisedTimelineOnRandomSets) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 500; ++trial) {
+    const std::vector<Interval> a = random_intervals(rng, trial % 9), b = random_intervals(rng, 1 + trial % 7);
+    std::vector<bool> in_a(kHorizon, false), in_b(kHorizon, false);
+    for (const Interval& i : a)
+      for (uint64_t t = i.start; t < i.end; ++t) in_a[t] = true;
+    for (const Interval& i : b)
+      for (uint64_t t = i.start; t < i.end; ++t) in_b[t] = true;
+    uint64_t both = 0;
+    for (uint64_t t = 0; t < kHorizon; ++t) both += in_a[t] && in_b[t];
+    ASSERT_EQ(overlap_length(a, b), both) << "trial " << trial;
+  }
+}
+
+TEST(Attribute, CopiesUnderKernelsCountEveryRecordAttributedOrNot) {
+  // In ms: a d2h copy [0,100) under range 7, an h2d copy [150,250) unattributed;
+  // kernels [50,160) and [200,220); a memset [0,300) is not a copy.
+  constexpr uint64_t ms = 1'000'000;
+  const std::vector<ActivityRecord> records = {
+      {ActivityKind::MemcpyD2H, 0, 100 * ms, 1, 0, 4096},   {ActivityKind::MemcpyH2D, 150 * ms, 250 * ms, 9, 0, 4096},
+      {ActivityKind::Kernel, 50 * ms, 160 * ms, 2},          {ActivityKind::Kernel, 200 * ms, 220 * ms, 2},
+      {ActivityKind::Memset, 0, 300 * ms, 3}};
+  const TraceReport r = attribute(records, {{1, 7}, {2, 7}}, {{7, "offload", "a_1"}});
+  EXPECT_DOUBLE_EQ(r.copy_busy_ms, 200);
+  EXPECT_DOUBLE_EQ(r.copy_under_kernels_ms, 50 + 10 + 20);  // [50,100) + [150,160) + [200,220)
+  const nlohmann::json j = trace_report_json(r);
+  EXPECT_DOUBLE_EQ(j.at("copy_under_kernels_ms").get<double>(), 80);
+  EXPECT_NE(format_trace_report(r).find("copies 200.000 ms, of which 80.000 ms (40%) under kernels"), std::string::npos);
+}
+
 TEST(Attribute, HandComputedTwoStagesOverlappingStreams) {
   // fwd of "h0": two kernels on two streams overlapping by 5 ns, and an h2d copy.
   // bwd of "h0": one kernel. One kernel with no link, one record incomplete.

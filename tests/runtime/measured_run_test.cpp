@@ -4,6 +4,7 @@
 // the caching allocator (no allocation reaches the system).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,43 @@ TEST(MeasurementProtocol, WarmsUpThenInterleavesAndPeaksAreThePredictedOnes) {
   // never reach the system for memory.
   ASSERT_EQ(system_allocations.size(), 15u);
   EXPECT_EQ(system_allocations[5], system_allocations.back());  // after the last warm-up step
+}
+
+// With `trace`, one more step per schedule runs every op in its range; the measured
+// steps stay untraced. On the CPU the ranges carry no device activity.
+TEST(MeasurementProtocol, ATracedStepAfterTheRoundsNamesEveryOp) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  const solver::Chain& chain = profile.chain;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  const std::vector<solver::Schedule> schedules = {
+      solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
+      solver::solve(chain, {store_all * 6 / 10, solver::SolverKind::Optimal, 500, 1, false})};
+  ProfiledModel model(profile);
+  MeasureOptions options;
+  options.warmup_steps = 0;
+  options.steps = 1;
+  const auto untraced = model.measure_interleaved(chain, schedules, options, {"a", "b"});
+  for (const ScheduleMeasurement& r : untraced) EXPECT_FALSE(r.trace.has_value());
+  options.trace = true;
+  const auto traced = model.measure_interleaved(chain, schedules, options, {"a", "b"});
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    SCOPED_TRACE(schedules[k].solver);
+    ASSERT_TRUE(traced[k].trace.has_value());
+    EXPECT_EQ(traced[k].steps.size(), 1u);  // the traced step is not a measured one
+    int instances = 0;
+    std::vector<std::string> words;
+    for (const measure::RangeReport& r : traced[k].trace->ranges) {
+      instances += r.num_instances;
+      words.push_back(r.op);
+    }
+    // The loss op only turns the forward into the backward: no work, no range.
+    EXPECT_EQ(instances, static_cast<int>(schedules[k].ops.size()) - 1);
+    for (const solver::Op& op : schedules[k].ops)
+      if (op.kind != solver::OpKind::Loss)
+        EXPECT_NE(std::find(words.begin(), words.end(), solver::info(op.kind).word), words.end())
+          << solver::info(op.kind).word;
+    EXPECT_EQ(traced[k].trace->copy_busy_ms, 0.0);
+  }
 }
 
 TEST(MeasurementProtocol, RefusesNonsenseCounts) {
