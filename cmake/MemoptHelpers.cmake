@@ -2,7 +2,7 @@
 
 # Aggregates with defaulted trailing members (Stage) are meant to be partly initialised.
 # -Werror=switch: a switch over an enum without a default must name every value (Note
-# [The semantics of an op kind] in solver/schedule.h).
+# [The semantics of an op kind] in solver/chain/schedule.h).
 set(MEMOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=switch)
 
 # memopt_add_library(NAME memopt_x ALIAS memopt::x SOURCES a.cpp ... PUBLIC_LIBS lib ...)

@@ -13,7 +13,7 @@
 #include "distributed/comm.h"
 #include "model/staged_model.h"
 #include "runtime/executor.h"
-#include "solver/schedule.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::distributed {
 

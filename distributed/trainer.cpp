@@ -22,11 +22,11 @@
 #include "model/hf_weights.h"
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
-#include "solver/baselines.h"
-#include "solver/json_printer.h"
-#include "solver/pipeline_partition.h"
-#include "solver/simulate.h"
-#include "solver/units.h"
+#include "solver/dp/baselines.h"
+#include "solver/io/json_printer.h"
+#include "solver/distributed/pipeline_partition.h"
+#include "solver/chain/simulate.h"
+#include "solver/chain/units.h"
 
 namespace memopt::distributed {
 namespace {

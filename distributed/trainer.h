@@ -12,8 +12,8 @@
 #include "distributed/comm.h"
 #include "distributed/flat_adamw.h"
 #include "distributed/launch_env.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::distributed {
 

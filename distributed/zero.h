@@ -5,7 +5,7 @@
 //   stage 2: + gradients reduce-scattered into partitions as backward completes them
 //   stage 3: + parameters partitioned, all-gathered around every forward (first runs
 //            and recomputations) and backward of the stage that reads them, freed after
-// Memory layout: Note [ZeRO buckets] in solver/zero_memory.h, which `memopt plan`
+// Memory layout: Note [ZeRO buckets] in solver/distributed/zero_memory.h, which `memopt plan`
 // computes without LibTorch; persistent_bytes() here must equal it.
 #pragma once
 

@@ -825,7 +825,7 @@ AnalyticStage replay(const StageLayout& stage, int64_t input_bytes, const gpt2::
   // x_i, even for the token ids, which get no gradient, less the residual gradient it
   // shares with d_{i+1} (docs/formats.md, "Carried bytes"); negative when the backward
   // frees saved tensors first (Note [A backward may peak below its gradient] in
-  // solver/chain.h).
+  // solver/chain/chain.h).
   s.bwd_tmp_bytes = grad.backward_peak(out) - (input_bytes - s.carried_bytes);
   return s;
 }

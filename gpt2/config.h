@@ -167,7 +167,7 @@ struct Gpt2Spec {
 };
 
 // Keys in the order of docs/formats.md, "How memopt writes its JSON files": the dimensions, then the rest
-// alphabetically (Note [Key order in written files] in solver/json_printer.h).
+// alphabetically (Note [Key order in written files] in solver/io/json_printer.h).
 nlohmann::ordered_json gpt2_spec_to_json(const Gpt2Spec& spec);
 // Throws std::invalid_argument naming the field when the object is not a GPT-2 spec.
 Gpt2Spec gpt2_spec_from_json(const nlohmann::json& model);

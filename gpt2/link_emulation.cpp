@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gpt2/config.h"
-#include "solver/units.h"
+#include "solver/chain/units.h"
 
 namespace memopt::gpt2 {
 namespace {

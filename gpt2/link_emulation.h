@@ -10,7 +10,7 @@
 
 #include "gpt2/estimate.h"
 #include "gpt2/gpu_specs.h"
-#include "solver/profile_json.h"
+#include "solver/io/profile_json.h"
 
 namespace memopt::gpt2 {
 

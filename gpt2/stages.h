@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gpt2/config.h"
-#include "solver/chain.h"
+#include "solver/chain/chain.h"
 
 namespace memopt::gpt2 {
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
-#include "solver/atomic_file.h"
+#include "solver/io/atomic_file.h"
 
 namespace memopt::model {
 namespace {

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "solver/chain.h"
+#include "solver/chain/chain.h"
 
 namespace torch::nn {
 class SequentialImpl;
@@ -54,7 +54,7 @@ struct Stage {
   // What the selective and pointwise baselines read; the profiler writes it.
   solver::StageRole role = solver::StageRole::Other;
   // The block this stage is part of, empty if none; the profiler writes it (Note [Block
-  // boundaries] in solver/coarsen.h).
+  // boundaries] in solver/chain/coarsen.h).
   std::string block;
 };
 

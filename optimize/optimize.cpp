@@ -9,12 +9,12 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/json_printer.h"
-#include "solver/schedule_json.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/schedule_json.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 
 namespace memopt {
 namespace {

@@ -24,7 +24,7 @@
 #include "model/staged_model.h"
 #include "profiler/profiler.h"
 #include "runtime/executor.h"
-#include "solver/schedule.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt {
 

@@ -127,7 +127,7 @@ Run run_stage(const model::StagedModel& model, int i, const model::Activation& a
     // d_{i+1} (docs/formats.md, "Carried bytes"): only the rest is new.
     const int64_t d_i_bytes = model::activation_bytes(a) - r.carried_bytes;
     // Negative when the backward frees saved tensors before d_i is whole: Note [A
-    // backward may peak below its gradient] in solver/chain.h.
+    // backward may peak below its gradient] in solver/chain/chain.h.
     r.bwd_tmp_bytes = meter.peak_bytes() - before_bwd - d_i_bytes;
   }
   {
@@ -194,7 +194,7 @@ Measurement measure_chain(model::StagedModel& model, const model::Batch& batch, 
     s.bwd_ms = common::median(bwd);
     d.fwd_nograd_ms = common::median(fwd_nograd);
     s.fwd_tmp_bytes = std::max(d.fwd_tmp_grad_bytes, d.fwd_tmp_nograd_bytes);
-    // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain.h);
+    // fwd_keep's own transient (Note [Two forward temporaries] in solver/chain/chain.h);
     // fwd_tmp_bytes stays the max, so readers that know only fwd_tmp_bytes never under-predict.
     s.fwd_keep_tmp_bytes = d.fwd_tmp_grad_bytes;
     s.fwd_nograd_ms = common::median(fwd_nograd);

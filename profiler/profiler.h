@@ -13,8 +13,8 @@
 #include "measure/stage_tracer.h"
 #include "measure/timer.h"
 #include "model/staged_model.h"
-#include "solver/chain.h"
-#include "solver/profile_json.h"
+#include "solver/chain/chain.h"
+#include "solver/io/profile_json.h"
 
 namespace memopt::profiler {
 
@@ -43,7 +43,7 @@ namespace memopt::profiler {
 //      btmp_i = M_before + x_i - c_{i+1} + btmp_i = P exactly. For i = 0 no d_0
 //      exists (token ids get no gradient) but subtracting its x_0 anyway keeps that
 //      peak exact too. Not clamped at 0: Note [A backward may peak below its
-//      gradient] in solver/chain.h.
+//      gradient] in solver/chain/chain.h.
 //   3. Without grad (fwd_ckpt / fwd_drop) y' = stage(x); fwd tmp without grad =
 //      P - M_after. fwd_tmp_bytes = the larger of the two fwd tmps, because the base format
 //      has one ftmp for all three forward ops: Note [One forward tmp is not enough].

@@ -22,13 +22,13 @@
 #include "runtime/copy_engine.h"
 #include "runtime/copy_plan.h"
 #include "runtime/executor.h"
-#include "solver/budget.h"
-#include "solver/json_printer.h"
-#include "solver/profile_json.h"
-#include "solver/schedule_check.h"
-#include "solver/schedule_json.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/search/budget.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/profile_json.h"
+#include "solver/io/schedule_check.h"
+#include "solver/io/schedule_json.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 
 namespace py = pybind11;
 

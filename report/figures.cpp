@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "common/command_line.h"
-#include "solver/atomic_file.h"
-#include "solver/json_printer.h"
+#include "solver/io/atomic_file.h"
+#include "solver/io/json_printer.h"
 
 namespace memopt::report {
 

@@ -10,10 +10,10 @@
 #include <stdexcept>
 
 #include "report/text.h"
-#include "solver/baselines.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
-#include "solver/units.h"
+#include "solver/dp/baselines.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
+#include "solver/chain/units.h"
 
 namespace memopt::report {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/schedule.h"
-#include "solver/solve.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
+#include "solver/search/solve.h"
 
 namespace memopt::report {
 

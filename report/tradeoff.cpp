@@ -15,10 +15,10 @@
 #include "common/stats.h"
 #include "report/solver_comparison.h"
 #include "report/text.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/simulate.h"
-#include "solver/units.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/simulate.h"
+#include "solver/chain/units.h"
 
 namespace memopt::report {
 
@@ -162,7 +162,7 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
     first_seen_at.push_back("store-all@unbudgeted");
   }
   const int total = static_cast<int>(options.budgets_bytes.size() * options.solvers.size());
-  // Note [Known plans] in solver/optimal.cpp: `optimal` is offered every plan it found at
+  // Note [Known plans] in solver/search/optimal.cpp: `optimal` is offered every plan it found at
   // a smaller budget, so that its time never grows with the budget.
   std::vector<std::pair<int64_t, std::vector<Op>>> optimal_plans;
   for (int64_t budget : options.budgets_bytes) {

@@ -15,10 +15,10 @@
 
 #include "common/stats.h"
 #include "report/figures.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/solve.h"
-#include "solver/summary.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/search/solve.h"
+#include "solver/chain/summary.h"
 
 namespace memopt::report {
 

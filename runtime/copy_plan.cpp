@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "solver/simulate.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::runtime {
 

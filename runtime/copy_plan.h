@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "runtime/copy_engine.h"
-#include "solver/chain.h"
-#include "solver/schedule.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime {
 

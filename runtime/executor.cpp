@@ -107,7 +107,7 @@ void ScheduleRunner::wait_offloads_due(size_t q) {
 }
 
 void ScheduleRunner::wait_for_offloads() {
-  // Note [Waiting for the offloads] (solver/simulate.h). Their device bytes go when
+  // Note [Waiting for the offloads] (solver/chain/simulate.h). Their device bytes go when
   // each copy ends, or at their due op when the runner holds them (the simulator puts
   // that at or before the next op: nothing allocates before this wait ends).
   const auto start = std::chrono::steady_clock::now();
@@ -139,7 +139,7 @@ void ScheduleRunner::copy_op(const Op& op, size_t p) {
     case OpKind::OffloadCarried: {
       // Note [Moving bytes from under their holders] (storage_move.h): the tensors of a_k
       // that neither neighbour passes through, or those a_{k-1} passed in that a_{k+1}
-      // does not pass on (Note [Carried bytes may leave] in solver/simulate.h).
+      // does not pass on (Note [Carried bytes may leave] in solver/chain/simulate.h).
       const model::Activation& a = plain_[k].empty() ? saved_out_[k] : plain_[k];
       if (a.empty() || saved_out_[k + 1].empty())
         throw std::logic_error("executor: " + solver::to_string(op) + " without a_" + std::to_string(k) + " and ā_" +

@@ -19,7 +19,7 @@
 #include "runtime/rng_state.h"
 #include "runtime/saved_state.h"
 #include "runtime/storage_move.h"
-#include "solver/schedule.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime {
 

@@ -22,7 +22,7 @@
 #include "runtime/memory_check.h"
 #include "runtime/stage_timing.h"
 #include "runtime/train_step.h"
-#include "solver/simulate.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::runtime {
 

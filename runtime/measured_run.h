@@ -15,9 +15,9 @@
 #include "common/stats.h"
 #include "measure/backend.h"
 #include "measure/trace.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/simulate.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::runtime {
 

@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "solver/schedule.h"
-#include "solver/units.h"
+#include "solver/chain/schedule.h"
+#include "solver/chain/units.h"
 
 namespace memopt::runtime {
 namespace {

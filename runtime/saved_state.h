@@ -1,7 +1,7 @@
 // saved_state.h: the tensors one stage's autograd graph saves for backward, captured
 // as they are saved so that the executor can move them to the host and back
 // (`offload_saved` / `prefetch_saved`, Note [Offloading saved state] in
-// solver/simulate.h) -- in C++, without Python's saved_tensors_hooks.
+// solver/chain/simulate.h) -- in C++, without Python's saved_tensors_hooks.
 //
 // Note [Capturing saved tensors from C++]
 // LibTorch asks the default autograd engine for hooks each time a SavedVariable is

@@ -15,8 +15,8 @@
 #include "measure/stage_tracer.h"
 #include "runtime/executor.h"
 #include "runtime/train_step.h"
-#include "solver/baselines.h"
-#include "solver/schedule.h"
+#include "solver/dp/baselines.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/staged_model.h"
-#include "solver/chain.h"
+#include "solver/chain/chain.h"
 
 namespace memopt::runtime {
 

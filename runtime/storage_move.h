@@ -1,7 +1,7 @@
 // storage_move.h: `offload_input` / `prefetch_input` and `offload_carried` /
 // `prefetch_carried` in the runtime -- the bytes of some storages moved to the host and
 // back while every tensor viewing them stays (Notes [A kept stage's input may leave]
-// and [Carried bytes may leave] in solver/simulate.h).
+// and [Carried bytes may leave] in solver/chain/simulate.h).
 //
 // Note [Moving bytes from under their holders]
 // A kept stage's input is held by more than the executor: the detached leaf autograd

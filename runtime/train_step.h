@@ -11,7 +11,7 @@
 #include "measure/timer.h"
 #include "model/staged_model.h"
 #include "runtime/executor.h"
-#include "solver/schedule.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime {
 

@@ -8,8 +8,8 @@
 
 #include "measure/backend.h"
 #include "runtime/link_check.h"
-#include "solver/json_printer.h"
-#include "solver/units.h"
+#include "solver/io/json_printer.h"
+#include "solver/chain/units.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {

@@ -6,11 +6,11 @@
 #include <limits>
 #include <string>
 
-#include "solver/distributed_plan.h"
-#include "solver/json_printer.h"
-#include "solver/profile_json.h"
-#include "solver/schedule_json.h"
-#include "solver/units.h"
+#include "solver/distributed/distributed_plan.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/profile_json.h"
+#include "solver/io/schedule_json.h"
+#include "solver/chain/units.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {

@@ -5,12 +5,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/schedule_check.h"
-#include "solver/schedule_json.h"
-#include "solver/simulate.h"
-#include "solver/units.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/io/schedule_check.h"
+#include "solver/io/schedule_json.h"
+#include "solver/chain/simulate.h"
+#include "solver/chain/units.h"
 #include "tools/commands.h"
 #include "tools/report_table.h"
 

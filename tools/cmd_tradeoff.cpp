@@ -9,12 +9,12 @@
 #include <string>
 
 #include "report/tradeoff.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/simulate.h"
-#include "solver/units.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/chain/simulate.h"
+#include "solver/chain/units.h"
 #include "tools/commands.h"
 #include "tools/profile_flags.h"
 #include "tools/report_table.h"

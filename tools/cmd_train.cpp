@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "distributed/trainer.h"
-#include "solver/profile_json.h"
-#include "solver/schedule_json.h"
+#include "solver/io/profile_json.h"
+#include "solver/io/schedule_json.h"
 #include "tools/commands.h"
 
 namespace memopt::tools {

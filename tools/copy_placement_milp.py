@@ -26,7 +26,7 @@ prefetch must follow its offload), each link in the order the solver picks.
    creator or readers, or the op that frees it): the simulator refuses an op that
    reads data on the host or computes it again. A plain a_k is never moved with
    `offload` while ā_{k+1} holds it (Note [A kept stage keeps its input] in
-   solver/simulate.h); from the fwd_keep k that bwd k uses to bwd k it may leave with
+   solver/chain/simulate.h); from the fwd_keep k that bwd k uses to bwd k it may leave with
    `offload_input` (Note [A kept stage's input may leave]).
  - Times are exact, not bounds. A compute op starts at the maximum of the end of the
    op before it (or the gap's wait) and the ends of the prefetches it reads; a copy
@@ -42,7 +42,7 @@ prefetch must follow its offload), each link in the order the solver picks.
    offload and its prefetch. "ended" is a binary that may be 1 only if the offload's
    copy ended at or before that instant (a copy that ends as an op starts frees
    first, as in the simulator); the solver sets it where it helps.
-The chain may not carry bytes (Note [Carried bytes] in solver/chain.h), as for the
+The chain may not carry bytes (Note [Carried bytes] in solver/chain/chain.h), as for the
 oracle. With integer times and copy times the solution is exact; every plan it
 returns is checked against memopt's simulator by the caller.
 """

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "solver/profile_json.h"
-#include "solver/solve.h"
+#include "solver/io/profile_json.h"
+#include "solver/search/solve.h"
 
 namespace memopt::tools {
 

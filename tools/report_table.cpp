@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "report/solver_comparison.h"
-#include "solver/summary.h"
-#include "solver/units.h"
+#include "solver/chain/summary.h"
+#include "solver/chain/units.h"
 
 namespace memopt::tools {
 

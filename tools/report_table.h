@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/solve.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/search/solve.h"
 
 namespace memopt::tools {
 

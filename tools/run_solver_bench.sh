@@ -40,7 +40,7 @@ json_path, readme, command, model, cpus, cores, tpc, load, date = sys.argv[1:10]
 with open(json_path) as f:
     data = json.load(f)
 # Speed targets (ms): table and reconstruction included. With a link, `optimal` runs
-# the offload DP and the pipelined family (solver/offload_pipeline.h) as well.
+# the offload DP and the pipelined family (solver/dp/offload_pipeline.h) as well.
 targets = {("BM_SolveOptimal", 96, 500): 10, ("BM_SolveOptimal", 192, 500): 100, ("BM_SolveOptimal", 96, 2000): 150,
            ("BM_SolveOptimalWithLink", 48, 500): 1000, ("BM_SolveOptimalWithLink", 96, 500): 5000,
            ("BM_SolveOptimalWithSlowLink", 48, 500): 1000, ("BM_SolveOptimalWithSlowLink", 96, 500): 5000,

@@ -1,12 +1,12 @@
-// solver_bench.cpp: Google Benchmark timings of the recompute DP (solver/rotor.h) on a
+// solver_bench.cpp: Google Benchmark timings of the recompute DP (solver/dp/rotor.h) on a
 // GPT-2-shaped chain (tests/solver/random_chains.h: gpt2_like_chain) at a budget of 50%
 // of its store-all peak.
 //
 //   BM_SolveOptimal/L/slots      solve_recompute: the filled table plus the
 //                                reconstruction of the schedule (all cores)
 //   BM_SolveOptimalOneThread/L/slots   the same with num_threads = 1
-//   BM_SolveOffload/L/500        solve_offload (solver/offload.h) over a 16 GB/s link
-//   BM_SolveOffloadPipeline/L/500  solve_offload_pipeline (solver/offload_pipeline.h),
+//   BM_SolveOffload/L/500        solve_offload (solver/dp/offload.h) over a 16 GB/s link
+//   BM_SolveOffloadPipeline/L/500  solve_offload_pipeline (solver/dp/offload_pipeline.h),
 //                                the same link: every (p, q) simulated, bisection on d
 //   BM_SolveOptimalWithLink/L/500  solve() with --solver optimal on one thread: both of
 //                                the above, the baselines, the simulation of each and the
@@ -50,13 +50,13 @@
 #include <string>
 
 #include "gpt2/estimate.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/offload.h"
-#include "solver/offload_pipeline.h"
-#include "solver/solve.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/offload_pipeline.h"
+#include "solver/search/solve.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {
@@ -260,7 +260,7 @@ void run_offload_solver(benchmark::State& state, OffloadSolver solve_fn, int num
   set_common_counters(state, p, slots);
 }
 
-// The keep/recompute/offload DP (solver/offload.h): the item DP plus the recompute
+// The keep/recompute/offload DP (solver/dp/offload.h): the item DP plus the recompute
 // table it prices segments with.
 void BM_SolveOffload(benchmark::State& state) {
   run_offload_solver(

@@ -30,11 +30,11 @@
 #include "distributed/trainer.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
-#include "solver/baselines.h"
-#include "solver/distributed_plan.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
-#include "solver/schedule_json.h"
+#include "solver/dp/baselines.h"
+#include "solver/distributed/distributed_plan.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
+#include "solver/io/schedule_json.h"
 
 namespace memopt::distributed {
 namespace {

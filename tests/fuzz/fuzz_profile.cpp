@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "solver/json_printer.h"
-#include "solver/profile_json.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/profile_json.h"
 
 using namespace memopt::solver;
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "solver/json_printer.h"
-#include "solver/schedule_json.h"
-#include "solver/simulate.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/schedule_json.h"
+#include "solver/chain/simulate.h"
 
 using namespace memopt::solver;
 

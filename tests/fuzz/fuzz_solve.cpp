@@ -12,10 +12,10 @@
 #include <iterator>
 #include <string>
 
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 
 using namespace memopt::solver;
 

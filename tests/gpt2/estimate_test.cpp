@@ -11,7 +11,7 @@
 #include "gpt2/analytic.h"
 #include "gpt2/estimate.h"
 #include "tests/gpt2/small_config.h"
-#include "solver/json_printer.h"
+#include "solver/io/json_printer.h"
 
 namespace memopt::gpt2 {
 namespace {

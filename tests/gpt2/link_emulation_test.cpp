@@ -8,7 +8,7 @@
 
 #include "gpt2/estimate.h"
 #include "gpt2/link_emulation.h"
-#include "solver/chain.h"
+#include "solver/chain/chain.h"
 
 namespace memopt::gpt2 {
 namespace {

@@ -14,8 +14,8 @@
 #include "tests/gpt2/small_config.h"
 #include "gpt2/gpu_specs.h"
 #include "gpt2/stages.h"
-#include "solver/chain.h"
-#include "solver/coarsen.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/coarsen.h"
 
 namespace memopt::gpt2 {
 namespace {
@@ -52,7 +52,7 @@ TEST(OperatorStages, NinePerBlockWithExplicitAttentionEightWithSdpaNamedAfterThe
   }
 }
 
-// Note [Block boundaries] in solver/coarsen.h: the cut writes each stage's block, the
+// Note [Block boundaries] in solver/chain/coarsen.h: the cut writes each stage's block, the
 // roofline profile carries it, and it groups the stages into the model's blocks as
 // their names do for profiles without it.
 TEST(OperatorStages, EachStageNamesItsBlockAndTheBlocksGroupAsTheNamesDo) {

@@ -9,8 +9,8 @@
 #include "gpt2/analytic.h"
 #include "model/gpt2.h"
 #include "profiler/profiler.h"
-#include "solver/json_printer.h"
-#include "solver/profile_json.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/profile_json.h"
 
 namespace memopt::profiler {
 namespace {

@@ -13,8 +13,8 @@
 #include "measure/cpu_allocator.h"
 #include "model/gpt2.h"
 #include "profiler/profiler.h"
-#include "solver/baselines.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::profiler {
 namespace {

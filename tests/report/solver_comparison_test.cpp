@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "report/solver_comparison.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
 #include "tests/report/synthetic_profile.h"
 
 namespace memopt::report {

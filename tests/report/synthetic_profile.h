@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "solver/profile_json.h"
+#include "solver/io/profile_json.h"
 
 namespace memopt::report {
 

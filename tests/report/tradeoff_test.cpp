@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "report/tradeoff.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/simulate.h"
 #include "tests/report/synthetic_profile.h"
 
 namespace memopt::report {
@@ -130,7 +130,7 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
   EXPECT_EQ(j.at("points").size(), r.points.size());
   EXPECT_EQ(j.at("stage_names").size(), 6u);
   // optimal at each budget is solved with the plans it found at the smaller ones
-  // (Note [Known plans] in solver/optimal.cpp), as the sweep does.
+  // (Note [Known plans] in solver/search/optimal.cpp), as the sweep does.
   std::vector<std::vector<solver::Op>> optimal_below;
   for (size_t i = 0; i < r.points.size(); ++i) {
     const TradeoffPoint& p = r.points[i];

@@ -24,10 +24,10 @@
 #include "runtime/copy_plan.h"
 #include "runtime/rng_state.h"
 #include "runtime/train_step.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 #include "tests/runtime/hand_plans.h"
 
 namespace memopt::runtime {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
-#include "solver/solve.h"
+#include "solver/search/solve.h"
 #include "tests/runtime/runtime_fixture.h"
 
 namespace memopt::runtime {

@@ -28,13 +28,13 @@
 #include "runtime/host_arena.h"
 #include "tests/runtime/hand_plans.h"
 #include "runtime/train_step.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/coarsen.h"
-#include "solver/offload.h"
-#include "solver/plan_edits.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/coarsen.h"
+#include "solver/dp/offload.h"
+#include "solver/chain/plan_edits.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 
 namespace memopt::runtime {
 namespace {
@@ -279,7 +279,7 @@ TEST_P(ExecutorTest, OffloadingSchedulesMatchPlainTrainingThroughTheCopyEngine) 
 // seeded link of 0.1-10 GB/s, `optimal` at four budgets, each distinct plan run once
 // through the copy engine. The plans do not depend on this machine's speed, so below
 // block granularity they are sure to hold kept items that move their input (Note [A
-// kept item that moves its input] in solver/offload.h) next to recomputed segments
+// kept item that moves its input] in solver/dp/offload.h) next to recomputed segments
 // and other copies: gradients bit for bit, peaks the prediction.
 TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPrediction) {
   TinyGpt2 tiny(GetParam());
@@ -320,7 +320,7 @@ TEST_P(ExecutorTest, OffloadingPlansOfManyTimingsMatchPlainTrainingAndTheirPredi
   }
 }
 
-// Note [Plans made for the blocks] (solver/coarsen.h): `optimal` on the chain of the
+// Note [Plans made for the blocks] (solver/chain/coarsen.h): `optimal` on the chain of the
 // blocks, written out on the half-block or operator stages, on seeded timings and
 // links. A block's saved-state move becomes a queue of copies, one or two per stage,
 // issued back to back and brought back in reverse: gradients bit for bit, peaks the
@@ -397,7 +397,7 @@ TEST_P(ExecutorTest, MovingEverySavedStateMatchesPlainTraining) {
   EXPECT_EQ(r.copies.num_prefetches, num_moved);
 }
 
-// Note [Waiting for the offloads] (solver/simulate.h): the offload-all plan with a
+// Note [Waiting for the offloads] (solver/chain/simulate.h): the offload-all plan with a
 // wait_offloads after every offload -- and the same with saved states moved, so that
 // both kinds of copy are waited for: gradients bit for bit, the peak the simulator
 // predicts to the byte, which the waits lower.
@@ -427,7 +427,7 @@ TEST_P(ExecutorTest, WaitingForEveryOffloadMatchesPlainTrainingAndItsPrediction)
   EXPECT_GE(num_lower, 1);  // not vacuous: waiting changes what the device holds
 }
 
-// Note [A kept stage's input may leave] (solver/simulate.h): every stage kept; right
+// Note [A kept stage's input may leave] (solver/chain/simulate.h): every stage kept; right
 // after each forward its input's own bytes and its saved state beyond its output go to
 // the host, the compute stream waits for them, and both come back just before the
 // backward. The bytes move from under the leaves, the saved tensors of both graphs and
@@ -464,7 +464,7 @@ TEST_P(ExecutorTest, MovingEveryKeptInputMatchesPlainTrainingAndItsPrediction) {
   EXPECT_EQ(again.activation_peak_bytes, predicted.peak_bytes);
 }
 
-// Note [Carried bytes may leave] (solver/simulate.h): the plan above, and each input's
+// Note [Carried bytes may leave] (solver/chain/simulate.h): the plan above, and each input's
 // ending carry too -- the residual stream beside a sublayer, q, k and v beside the
 // attention's first half -- moved from under every stage that holds it. Gradients bit
 // for bit, the measured peak the prediction to the byte, and that prediction below

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/plan_edits.h"
-#include "solver/schedule.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/plan_edits.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime::testing {
 

@@ -14,10 +14,10 @@
 #include "measure/backend.h"
 #include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 #include "tests/runtime/runtime_fixture.h"
 
 namespace memopt::runtime {

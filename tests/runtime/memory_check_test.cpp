@@ -10,10 +10,10 @@
 #include <string>
 
 #include "runtime/memory_check.h"
-#include "solver/baselines.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
-#include "solver/units.h"
+#include "solver/dp/baselines.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
+#include "solver/chain/units.h"
 #include "tests/runtime/runtime_fixture.h"
 
 namespace memopt::runtime {

@@ -7,7 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include "runtime/executor.h"
-#include "solver/baselines.h"
+#include "solver/dp/baselines.h"
 #include "runtime/stage_timing.h"
 #include "tests/runtime/runtime_fixture.h"
 

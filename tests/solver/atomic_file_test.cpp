@@ -1,7 +1,7 @@
 // atomic_file_test.cpp: an interrupted write leaves the old file, never half of one.
 // The interruptions are real: a child process writes under a file-size
 // limit, so the kernel fails its write() midway (EFBIG) or kills it there (SIGXFSZ).
-#include "solver/atomic_file.h"
+#include "solver/io/atomic_file.h"
 
 #include <signal.h>
 #include <sys/resource.h>

@@ -1,5 +1,5 @@
 // brute_force.cpp: the exhaustive persistent-schedule enumerator of brute_force.h.
-// Deliberately shares nothing with solver/plan.cpp or solver/rotor.cpp.
+// Deliberately shares nothing with solver/chain/plan.cpp or solver/dp/rotor.cpp.
 #include "tests/solver/brute_force.h"
 
 #include <limits>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "solver/simulate.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::solver::testing {
 namespace {

@@ -1,5 +1,5 @@
 // brute_force.h: an exhaustive enumerator of persistent schedules (docs/formats.md, "The recompute DP"'s
-// schedule class), written independently of solver/plan.h, and the brute-force
+// schedule class), written independently of solver/chain/plan.h, and the brute-force
 // optimum over it -- the plain reference the DP is compared with.
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/schedule.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::solver::testing {
 

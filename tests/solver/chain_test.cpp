@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "solver/chain.h"
+#include "solver/chain/chain.h"
 #include "tests/solver/json_samples.h"
 
 namespace memopt::solver {

@@ -1,7 +1,7 @@
 // coarsen_test.cpp: the chain of blocks holds and takes what its stages hold and take,
 // checked against the simulator on the stages for every persistent schedule of the
 // blocks; block plans with copies write out to valid plans; `optimal` uses them.
-#include "solver/coarsen.h"
+#include "solver/chain/coarsen.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,11 @@
 #include <random>
 #include <string>
 
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/offload.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/dp/offload.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 #include "tests/solver/brute_force.h"
 #include "tests/solver/random_chains.h"
 

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "solver/distributed_plan.h"
-#include "solver/pipeline_partition.h"
-#include "solver/zero_memory.h"
+#include "solver/distributed/distributed_plan.h"
+#include "solver/distributed/pipeline_partition.h"
+#include "solver/distributed/zero_memory.h"
 
 namespace memopt::solver {
 namespace {

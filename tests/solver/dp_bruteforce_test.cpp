@@ -20,9 +20,9 @@
 #include <set>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
+#include "solver/chain/chain.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/brute_force.h"
 #include "tests/solver/random_chains.h"
 
@@ -143,7 +143,7 @@ bool peaks_below_gradient(const Chain& chain) {
 
 // The DP against the brute force at every budget from nothing fits to beyond
 // store-all, on `trials` exact cases; with carry_probability > 0 only chains that
-// carry bytes (Note [Carried bytes] in solver/chain.h) are compared, and likewise
+// carry bytes (Note [Carried bytes] in solver/chain/chain.h) are compared, and likewise
 // with below_gradient_probability > 0 only chains with a negative btmp_i.
 void compare_with_brute_force(uint64_t seed, int trials, double carry_probability, ExactComparison& out,
                               double below_gradient_probability = 0) {
@@ -200,7 +200,7 @@ TEST(DpVsBruteForce, SameOptimumWhenRoundingIsExact) {
   EXPECT_EQ(r.num_only_with_sharing, 0);
 }
 
-// Note [Carried bytes] in solver/chain.h: with stages that pass part of their input
+// Note [Carried bytes] in solver/chain/chain.h: with stages that pass part of their input
 // through, the brute force's simulator counts shared bytes once, and the DP must find
 // the same optimum -- including the plans that only fit because of the sharing.
 TEST(DpVsBruteForce, SameOptimumWithCarriedBytes) {
@@ -213,7 +213,7 @@ TEST(DpVsBruteForce, SameOptimumWithCarriedBytes) {
   EXPECT_GT(r.num_only_with_sharing, 500);
 }
 
-// Note [A backward may peak below its gradient] in solver/chain.h: with negative
+// Note [A backward may peak below its gradient] in solver/chain/chain.h: with negative
 // backward transients (and carried bytes), the DP still finds the brute force's optimum.
 TEST(DpVsBruteForce, SameOptimumWhenABackwardPeaksBelowItsGradient) {
   ExactComparison r;

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "solver/baselines.h"
-#include "solver/chain.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/chain/chain.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {

@@ -9,7 +9,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "solver/simulate.h"
+#include "solver/chain/simulate.h"
 
 namespace memopt::solver::testing {
 namespace {

@@ -3,14 +3,14 @@
 // every op sequence of the
 // full vocabulary but the kept-input moves -- not a solver's class. The reference the
 // offload DP is held to.
-// Shares nothing with solver/offload.cpp or solver/rotor.cpp; it prices compute
-// ops with compute_cost (solver/simulate.h) and judges plans with simulate_timeline.
+// Shares nothing with solver/dp/offload.cpp or solver/dp/rotor.cpp; it prices compute
+// ops with compute_cost (solver/chain/simulate.h) and judges plans with simulate_timeline.
 //
 // Note [What the oracle enumerates]
 // Every sequence of the ops fwd_keep, fwd_ckpt, fwd_drop, loss, bwd, offload,
 // prefetch, offload_saved, prefetch_saved and wait_offloads that simulate_timeline
 // accepts -- the whole vocabulary but offload_input and prefetch_input (Note [A kept
-// stage's input may leave] in solver/simulate.h): with those the search no longer
+// stage's input may leave] in solver/chain/simulate.h): with those the search no longer
 // fits in memory at four stages. An incumbent plan given to the search may use them;
 // the result is then the fastest of it and every plan of this vocabulary. Two rules
 // define a training step rather than narrow it:
@@ -80,8 +80,8 @@
 #include <optional>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/schedule.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::solver::testing {
 

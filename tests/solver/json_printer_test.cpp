@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "solver/json_printer.h"
-#include "solver/profile_json.h"
+#include "solver/io/json_printer.h"
+#include "solver/io/profile_json.h"
 #include "tests/solver/contains.h"
 #include "tests/solver/json_samples.h"
 #include "tests/solver/temp_dir.h"

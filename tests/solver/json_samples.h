@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "solver/format_error.h"
-#include "solver/profile_json.h"
-#include "solver/schedule.h"
+#include "solver/io/format_error.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/schedule.h"
 #include "tests/solver/contains.h"
 
 namespace memopt::solver::testing {

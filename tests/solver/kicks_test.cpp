@@ -1,4 +1,4 @@
-// kicks_test.cpp: the search of Note [Kicks out of a local optimum] (solver/kicks.h):
+// kicks_test.cpp: the search of Note [Kicks out of a local optimum] (solver/search/kicks.h):
 // on two 6-stage chains where the polish stops at a local optimum, it reaches the
 // plan that the copy-placement MILP (tools/copy_placement_milp.py) proved fastest
 // around those compute ops; on random chains it never returns a worse plan.
@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "solver/budget.h"
-#include "solver/kicks.h"
-#include "solver/offload.h"
-#include "solver/polish.h"
-#include "solver/profile_json.h"
-#include "solver/simulate.h"
+#include "solver/search/budget.h"
+#include "solver/search/kicks.h"
+#include "solver/dp/offload.h"
+#include "solver/search/polish.h"
+#include "solver/io/profile_json.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {

@@ -6,11 +6,11 @@
 #include <chrono>
 #include <string>
 
-#include "solver/baselines.h"
-#include "solver/offload.h"
-#include "solver/profile_json.h"
-#include "solver/schedule_check.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/dp/offload.h"
+#include "solver/io/profile_json.h"
+#include "solver/io/schedule_check.h"
+#include "solver/search/solve.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {

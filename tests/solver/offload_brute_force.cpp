@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "solver/simulate.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/brute_force.h"
 
 namespace memopt::solver::testing {

@@ -1,16 +1,16 @@
 // offload_brute_force.h: every schedule of the offload class (Note [The offload
-// schedule class] in solver/offload.h), enumerated from its definition and
+// schedule class] in solver/dp/offload.h), enumerated from its definition and
 // simulated with the docs/formats.md, "Offload: the timeline simulator" simulator -- the plain
 // reference the offload DP is
-// compared with. Shares nothing with solver/offload.cpp.
+// compared with. Shares nothing with solver/dp/offload.cpp.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/schedule.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::solver::testing {
 

@@ -1,4 +1,4 @@
-// offload_bruteforce_test.cpp: the offload DP (solver/offload.h) against an
+// offload_bruteforce_test.cpp: the offload DP (solver/dp/offload.h) against an
 // exhaustive search over its schedule class (offload_brute_force.h), against the
 // search over every plan the timeline simulator accepts (exhaustive_oracle.h), and
 // the closed-form oracles of unlimited and hidden bandwidth.
@@ -10,11 +10,11 @@
 #include <random>
 #include <set>
 
-#include "solver/baselines.h"
-#include "solver/offload.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 #include "tests/solver/exhaustive_oracle.h"
 #include "tests/solver/offload_brute_force.h"
 #include "tests/solver/random_chains.h"
@@ -87,7 +87,7 @@ TEST(OffloadDpBruteForce, EqualsTheExhaustiveSearchOverItsClass) {
   for (int trial = 0; trial < 160; ++trial) {
     const int L = 1 + trial % 4;
     // One chain in three with backwards that peak below their gradient (Note [A
-    // backward may peak below its gradient] in solver/chain.h).
+    // backward may peak below its gradient] in solver/chain/chain.h).
     const Chain chain = small_chain(rng, L, trial % 3 == 2 ? 0.5 : 0.0);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const std::vector<OffloadCandidate> all = testing::all_offload_class_schedules(chain);
@@ -355,11 +355,11 @@ TEST(OffloadDpOracle, NeverBeatsTheFastestPlanTheSimulatorAccepts) {
               num_equal, num_compared, num_slower, num_optimal_slower, num_optimal_none);
   EXPECT_GT(num_equal, 80);  // not vacuous: most comparisons are exact matches
   // `optimal` polishes its best candidate (Note [Polishing a plan's copies] in
-  // solver/polish.h), repairs the DP's plans at larger budgets (Note [Starts over the
-  // budget] in solver/optimal.cpp) and its best plan with a recomputed stage kept (Note
+  // solver/search/polish.h), repairs the DP's plans at larger budgets (Note [Starts over the
+  // budget] in solver/search/optimal.cpp) and its best plan with a recomputed stage kept (Note
   // [Starts that keep a recomputed stage]), each with the fastest repair (Note [The
-  // best repair first] in solver/polish.h), and kicks its plan out of the polish's
-  // local optimum (Note [Kicks out of a local optimum] in solver/kicks.h): it meets
+  // best repair first] in solver/search/polish.h), and kicks its plan out of the polish's
+  // local optimum (Note [Kicks out of a local optimum] in solver/search/kicks.h): it meets
   // the oracle's time at every budget. Each step was needed: the polish alone missed
   // 12, with the starts over the budget 10, with the kept stages 5, without the
   // recompute move 4, without the DP's recomputed runs and copies through a

@@ -1,4 +1,4 @@
-// offload_test.cpp: oracles for the keep/recompute/offload DP (solver/offload.h) --
+// offload_test.cpp: oracles for the keep/recompute/offload DP (solver/dp/offload.h) --
 // no link means recompute-only, it is never slower than recompute-only, it never
 // exceeds the budget, and more budget or more bandwidth never makes it slower; and
 // two plans worked by hand.
@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <random>
 
-#include "solver/baselines.h"
-#include "solver/offload.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/exhaustive_oracle.h"
 #include "tests/solver/random_chains.h"
 

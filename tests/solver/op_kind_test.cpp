@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "solver/schedule.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::solver {
 namespace {

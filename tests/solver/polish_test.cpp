@@ -1,4 +1,4 @@
-// polish_test.cpp: the local search of Note [Polishing a plan's copies] (solver/polish.h):
+// polish_test.cpp: the local search of Note [Polishing a plan's copies] (solver/search/polish.h):
 // what it returns fits and is never slower than what it was given, it moves no data
 // twice, and on a chain worked out by hand it hides a just-in-time prefetch.
 #include <gtest/gtest.h>
@@ -9,12 +9,12 @@
 #include <random>
 #include <utility>
 
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/offload.h"
-#include "solver/polish.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/dp/offload.h"
+#include "solver/search/polish.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {
@@ -135,7 +135,7 @@ TEST(Polish, RepairsStoreAllDownToTheBudget) {
 // Random chains: the offload DP's plans at larger budgets, polished down to a
 // smaller one. The excess never grows, no data moves twice, and some fit -- some
 // faster than the polished DP plan of the smaller budget itself (why `optimal`
-// starts there too, Note [Starts over the budget] in solver/optimal.cpp).
+// starts there too, Note [Starts over the budget] in solver/search/optimal.cpp).
 // Note [The best repair first], on a chain worked by hand (copies of 500 B/s each
 // way). Stage 2 is kept where a DP plan recomputes it, which puts the plan 2 bytes
 // over a budget of 29. Two round trips each make it fit: ā_3's 5 bytes beyond a_3

@@ -11,8 +11,8 @@
 #include <random>
 #include <string>
 
-#include "solver/chain.h"
-#include "solver/rotor.h"
+#include "solver/chain/chain.h"
+#include "solver/dp/rotor.h"
 
 namespace memopt::solver::testing {
 
@@ -56,12 +56,12 @@ struct RandomChainOptions {
   // "Extensions beyond the original contract").
   bool keep_tmp = true;
   // The chance that a stage passes part of its input through to its output (Note
-  // [Carried bytes] in solver/chain.h): c_{i+1}, a multiple of unit_bytes, up to the
+  // [Carried bytes] in solver/chain/chain.h): c_{i+1}, a multiple of unit_bytes, up to the
   // smaller of x_i and x_{i+1}. Drawn after everything else, so that 0 leaves the
   // random sequence of older tests as it was.
   double carry_probability = 0;
   // The chance that a stage's backward peaks below "resident with d_i" (Note [A
-  // backward may peak below its gradient] in solver/chain.h): btmp_i, a multiple of
+  // backward may peak below its gradient] in solver/chain/chain.h): btmp_i, a multiple of
   // unit_bytes, anywhere from 0 down to -(x_i - c_{i+1}). Drawn last, for the same
   // reason.
   double below_gradient_probability = 0;

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "solver/chain.h"
-#include "solver/schedule.h"
-#include "solver/simulate.h"
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
+#include "solver/chain/simulate.h"
 #include "tests/solver/brute_force.h"
 #include "tests/solver/random_chains.h"
 
@@ -456,7 +456,7 @@ TEST(SimulateTimeline, SavedStateMovesItsBytesBeyondTheOutput) {
   EXPECT_EQ(plain.error_op, 1);
 }
 
-// Note [Carried bytes] in solver/chain.h, checked against a model that knows tensors
+// Note [Carried bytes] in solver/chain/chain.h, checked against a model that knows tensors
 // rather than the rule: every activation is a list of byte ranges of named buffers (a
 // stage's output reuses the first c_{i+1} bytes of its input's ranges and adds a
 // buffer of its own; ā adds one more; gradients the same with buffers of their own),
@@ -483,7 +483,7 @@ class TensorLevelReplay {
 
   // The peak of a valid schedule: docs/formats.md, "Operations and memory without offload: the
   // sequential simulator"'s ops, and the moves of a_k's own bytes
-  // and ending carry (Note [Carried bytes may leave] in solver/simulate.h), taken as
+  // and ending carry (Note [Carried bytes may leave] in solver/chain/simulate.h), taken as
   // instant -- as a timeline with a fast link and a wait_offloads after each offload
   // counts them. A move takes the bytes at a_k's positions [lo, hi) off the device
   // whoever holds them; which activations do is recorded in `moves`.

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "solver/baselines.h"
-#include "solver/budget.h"
-#include "solver/chain.h"
-#include "solver/offload.h"
-#include "solver/rotor.h"
-#include "solver/simulate.h"
-#include "solver/solve.h"
+#include "solver/dp/baselines.h"
+#include "solver/search/budget.h"
+#include "solver/chain/chain.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
+#include "solver/search/solve.h"
 #include "tests/solver/random_chains.h"
 
 namespace memopt::solver {
@@ -46,7 +46,7 @@ Chain solve_chain(std::mt19937_64& rng, int trial) {
   o.max_units = 30;
   o.integer_ms = false;
   o.max_ms = 20;
-  // Note [A backward may peak below its gradient] in solver/chain.h, one trial in four.
+  // Note [A backward may peak below its gradient] in solver/chain/chain.h, one trial in four.
   o.below_gradient_probability = trial % 4 == 1 ? 0.5 : 0.0;
   Chain chain = testing::random_chain(rng, o);
   // Roles for selective and pointwise on two trials in three.
@@ -269,7 +269,7 @@ TEST(SolveOptimal, IsAtLeastAsFastAsAPipelinedOffloadPlanWrittenByHand) {
               optimal.predicted.time_ms, recompute_only.predicted.time_ms);
 }
 
-// Note [Starts that keep a recomputed stage] in solver/optimal.cpp, on a chain worked
+// Note [Starts that keep a recomputed stage] in solver/search/optimal.cpp, on a chain worked
 // by hand (1 byte = 1 slot, copies of 1000 B/s out and 2000 B/s back). Stage 0 takes
 // 6 ms and saves 9 bytes, 4 of them its output; stage 1 takes 4 + 5 ms, stage 2
 // 0 + 3 ms. At 26 bytes the DP without runs that end waiting (Note [A copy through a

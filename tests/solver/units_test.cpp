@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "solver/units.h"
+#include "solver/chain/units.h"
 #include "tests/solver/contains.h"
 
 namespace memopt::solver {

@@ -1,0 +1,614 @@
+// offload.cpp: the item DP of Note [The offload schedule class].
+#include "solver/dp/offload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "solver/chain/simulate.h"
+
+namespace memopt::solver {
+namespace {
+
+constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max();
+
+// What the previous item left for the one starting at e (the state's third part).
+// >= 0: C item start whose a_e' is offloaded. "Moved": K e-1 also moved its input's
+// own bytes (Note [A kept item that moves its input]).
+enum Left : int { kLeftKeptMoved = -5, kLeftHollowMoved = -4, kLeftKept = -3, kLeftHollow = -2, kLeftPlain = -1 };
+constexpr int kFirstLeft = kLeftKeptMoved;
+// The previous item moved a_{e-1}'s own bytes; it left ā_e hollow.
+bool moved_input(int left) { return left == kLeftKeptMoved || left == kLeftHollowMoved; }
+bool hollow(int left) { return left == kLeftHollow || left == kLeftHollowMoved; }
+// KeepInput / KeepOffloadInput: K e / KO e that also move a_e's own bytes.
+enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, KeepInput, KeepOffloadInput };
+
+struct StateIndex {
+  int L;
+  int64_t S;
+  // D varies fastest: the DP reads the states of one (e, left) in order of D, and an
+  // item relaxes states whose D follows the same order, so both walk memory in order.
+  // A state at e has left < e (an offloaded input starts before e), so stage e has
+  // e - kFirstLeft lefts and the (e, left) pairs form a triangle, stored without the
+  // half that could never be reached.
+  static size_t pairs_before(int e) {
+    const size_t n = static_cast<size_t>(e);
+    return n * (n - 1) / 2 + n * static_cast<size_t>(-kFirstLeft);  // Σ_{e' < e} (e' - kFirstLeft)
+  }
+  size_t operator()(int e, int64_t device, int left) const {
+    return (pairs_before(e) + static_cast<size_t>(left - kFirstLeft)) * static_cast<size_t>(S + 1) +
+           static_cast<size_t>(device);
+  }
+  size_t size() const { return pairs_before(L + 1) * static_cast<size_t>(S + 1); }
+};
+
+// How a state was reached: the item that ended at it, and whether the prefetch of
+// the data left by the item before that one was issued ahead ("lead").
+// Slots fit 32 bits (DpOptions::slots is an int); 16 bytes in all keep the table
+// of ways back, which is read at random, small.
+struct Back {
+  int32_t from_device = 0;
+  int16_t from_e = -1;
+  int16_t from_left = 0;
+  Item item = Item::Tail;
+  bool offload = false;
+  bool lead = false;
+  bool wait = false;  // the item starts with wait_offloads (Note [Waiting for the previous offload])
+  bool then_keep = false;  // a C or CR item [e, n) and K n together (Note [A copy through a recomputed segment])
+  bool then_wait = false;  // a KR run that ends waiting for the copy it runs through
+  int16_t prefetch_at = -1;  // a KR run with lead: the bwd its prefetch is issued before
+};
+
+// The chain in slots and quantum units, plus the few ms figures the copy windows need.
+struct Numbers {
+  const Chain& chain;
+  const RecomputeTable& table;
+  TimeQuantum q;
+  int64_t budget_bytes;
+  int slots;
+  std::vector<double> nograd_prefix_ms;  // Σ_{j<k} uf_nograd_j, as the simulator adds them
+  std::vector<double> keep_prefix_ms;    // Σ_{j<k} uf_j, likewise
+  // Per stage k in 0..L, computed once: the DP's inner loops read them O(L³·S) times.
+  std::vector<int64_t> x_slots;          // table.x_slots(k), k in 0..L+1
+  std::vector<int64_t> ftmp_slots;       // table.ftmp_slots(k)
+  std::vector<int64_t> uf_nograd_units;  // table.uf_units(k)
+  std::vector<int64_t> xbar_slots;       // sl(x̄_k), k in 1..L+1 (index 0 unused)
+  std::vector<int64_t> ftmp_keep_slots;  // sl(ftmp_keep_k)
+  std::vector<int64_t> btmp_slots;       // sl(btmp_k)
+  std::vector<int64_t> uf_units;         // units(uf_k)
+  std::vector<int64_t> ub_units;         // units(ub_k)
+  std::vector<int64_t> own_slots;        // the part of x_slots(k) that offload_input k frees (0: none)
+
+  Numbers(const Chain& c, const RecomputeTable& t, int64_t budget, int s)
+      : chain(c), table(t), q(t.quantum()), budget_bytes(budget), slots(s) {
+    const int L = c.length();
+    nograd_prefix_ms.assign(L + 2, 0.0);
+    for (int i = 0; i <= L; ++i) nograd_prefix_ms[i + 1] = nograd_prefix_ms[i] + c.uf_nograd(i);
+    keep_prefix_ms.assign(L + 2, 0.0);
+    for (int i = 0; i <= L; ++i) keep_prefix_ms[i + 1] = keep_prefix_ms[i] + c.uf(i);
+    xbar_slots.assign(L + 2, 0);
+    for (int k = 1; k <= L + 1; ++k) xbar_slots[k] = sl(c.xbar(k));
+    for (int k = 0; k <= L + 1; ++k) x_slots.push_back(t.x_slots(k));
+    for (int k = 0; k <= L; ++k) {
+      ftmp_keep_slots.push_back(sl(c.ftmp_keep(k)));
+      btmp_slots.push_back(sl(c.btmp(k)));
+      uf_units.push_back(units(c.uf(k)));
+      ub_units.push_back(units(c.ub(k)));
+      ftmp_slots.push_back(t.ftmp_slots(k));
+      uf_nograd_units.push_back(t.uf_units(k));
+      // Like Note [Hollow slots]: what stays is rounded up, what leaves the difference.
+      own_slots.push_back(k < L && c.own_bytes(k) > 0 ? x_slots[k] - sl(c.x(k) - c.own_bytes(k)) : 0);
+    }
+  }
+  int64_t sl(int64_t bytes) const { return bytes_to_slots(bytes, budget_bytes, slots); }
+  int64_t units(double ms) const { return q.units(ms); }
+  int64_t ceil_units(double ms) const { return ms > 0 ? static_cast<int64_t>(std::ceil(ms / q.unit_ms)) : 0; }
+  double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s; }
+  double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s; }
+  int64_t hollow_bytes(int k) const { return chain.xbar(k) - chain.x(k); }
+  // Note [Hollow slots]: ā_k is sl(x̄_k) slots; hollowing it leaves exactly sl(x_k)
+  // behind, so that D stays a sum of rounded-up sizes (never below the bytes it
+  // stands for), and the part that moves is the difference.
+  int64_t hollow_slots(int k) const { return sl(chain.xbar(k)) - table.x_slots(k); }
+};
+
+// The data the item before e left and that e's items must account for.
+struct Previous {
+  int64_t prefetch_slots = 0;   // bytes to bring back before that item's backward
+  int64_t prefetch_units = 0;   // its h2d time
+  int64_t pending_slots = 0;    // its offload, still copying when e starts
+  double pending_ms = 0;        // how long that copy still runs (<= 0: done)
+  // A kept item that moved its input and its saved state issued two copies, the
+  // input's first: these of pending_slots are freed once it ends, first_ms from e's start.
+  int64_t first_slots = 0;
+  double first_ms = 0;
+  bool input_plain = true;      // a_e is a plain activation (may be offloaded)
+  bool offloaded = false;       // the previous item offloaded something
+  bool has_prefetch() const { return offloaded; }
+  bool pending() const { return pending_ms > 0; }
+  // The slots still copying at an op that starts `elapsed_ms` after e's start (a
+  // copy ending exactly then has freed its bytes first, docs/formats.md, "Offload: the timeline simulator").
+  int64_t pending_at(double elapsed_ms) const {
+    return (elapsed_ms < first_ms ? first_slots : 0) + (elapsed_ms < pending_ms ? pending_slots - first_slots : 0);
+  }
+};
+
+Previous previous_of(const Numbers& n, int e, int left) {
+  Previous p;
+  p.input_plain = left == kLeftPlain || left >= 0;  // not inside a kept ā_e
+  p.offloaded = hollow(left) || moved_input(left) || left >= 0;
+  if (moved_input(left)) {
+    // Both copies start as e's first op does, the input's first (Note [A kept item
+    // that moves its input]).
+    const int64_t own = n.chain.own_bytes(e - 1);
+    const bool saved = hollow(left);
+    p.first_slots = n.own_slots[e - 1];
+    p.first_ms = n.d2h_ms(own);
+    p.pending_slots = p.prefetch_slots = p.first_slots + (saved ? n.hollow_slots(e) : 0);
+    p.pending_ms = p.first_ms + (saved ? n.d2h_ms(n.hollow_bytes(e)) : 0);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(own) + (saved ? n.h2d_ms(n.hollow_bytes(e)) : 0));
+  } else if (left == kLeftHollow) {
+    const int64_t bytes = n.hollow_bytes(e);
+    p.prefetch_slots = p.pending_slots = n.hollow_slots(e);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
+    p.pending_ms = n.d2h_ms(bytes);  // started as e's first op did
+  } else if (left >= 0) {
+    const int64_t bytes = n.chain.x(left);
+    p.prefetch_slots = p.pending_slots = n.table.x_slots(left);
+    p.prefetch_units = n.ceil_units(n.h2d_ms(bytes));
+    // Started when fwd_ckpt left ended; fwd_drop left+1..e-1 ran since.
+    p.pending_ms = n.d2h_ms(bytes) - (n.nograd_prefix_ms[e] - n.nograd_prefix_ms[left + 1]);
+  }
+  return p;
+}
+
+}  // namespace
+
+static_assert(sizeof(Back) == 16);
+
+struct OffloadDpMemory::Tables {
+  std::vector<int64_t> best;
+  std::vector<Back> back;
+};
+OffloadDpMemory::OffloadDpMemory() : tables_(std::make_unique<Tables>()) {}
+OffloadDpMemory::~OffloadDpMemory() = default;
+
+int64_t offload_dp_bytes(int length, int64_t slots) {
+  const StateIndex index{length, slots};
+  return static_cast<int64_t>(index.size() * (sizeof(int64_t) + sizeof(Back)));
+}
+
+namespace {
+
+// The DP's tables and its answer while it runs forward (Note [The offload schedule
+// class]): best[state] is the least cost of reaching a state, back[state] the item
+// that did; a tail that completes the schedule updates the answer.
+struct Forward {
+  const Chain& chain;
+  const Numbers& n;
+  const StateIndex index;
+  int64_t S;
+  bool through_recomputation, through_kept_runs, waiting_kept_runs, moving_kept_inputs;
+  int64_t* best;  // the tables' data: plain pointers, so that the relaxations inline tight
+  Back* back;
+  int64_t answer = kUnreached;
+  Back answer_back;
+
+  Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, std::vector<int64_t>& b,
+          std::vector<Back>& w)
+      : chain(c),
+        n(numbers),
+        index(i),
+        S(i.S),
+        through_recomputation(shapes >= OffloadShapes::ThroughRecomputation),
+        through_kept_runs(shapes >= OffloadShapes::ThroughKeptRuns),
+        waiting_kept_runs(shapes >= OffloadShapes::WaitingKeptRuns),
+        moving_kept_inputs(shapes >= OffloadShapes::MovingKeptInputs),
+        best(b.data()),
+        back(w.data()) {}
+
+  void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
+    const size_t to = index(to_e, to_D, to_left);
+    if (cost < best[to]) { best[to] = cost; back[to] = b; }
+  }
+};
+
+// An item starting at state (e, D, left), after waiting for the previous item's copy
+// or not, with that item's prefetch issued ahead ("lead") or not.
+struct ItemStart {
+  int e;
+  int64_t D;
+  Previous prev;  // a copy: read in every inner loop, it stays in registers and cache
+  bool wait, lead;
+  bool pending;    // the previous item's copy still runs as this item starts
+  int64_t start;   // cost so far, the wait included
+  int64_t m;       // slots for a persistent schedule inside the item
+  int64_t pend;    // the slots of that copy (0 when none is pending)
+  Back here;       // the way back to this start; each item fills in its kind
+
+  // What is left of that copy once the item's ops e .. k-1 have run, their times
+  // summed in `prefix_ms` (<= 0: it has ended).
+  double copy_left_ms(const std::vector<double>& prefix_ms, int k) const {
+    return pending ? prev.pending_ms - (prefix_ms[k] - prefix_ms[e]) : 0.0;
+  }
+  // The slots of that copy an op k of the item still holds.
+  int64_t pending_at(const std::vector<double>& prefix_ms, int k) const {
+    return pending ? prev.pending_at(prefix_ms[k] - prefix_ms[e]) : 0;
+  }
+  // The previous item's backward waits for its prefetch: issued ahead, it overlaps
+  // this item's backward of `inner` units.
+  int64_t stall(int64_t inner) const {
+    if (!prev.has_prefetch()) return 0;
+    return lead ? std::max<int64_t>(0, prev.prefetch_units - inner) : prev.prefetch_units;
+  }
+};
+
+// Tail: a persistent schedule of e..L. A copy still running is allowed only into the
+// lone loss, whose one op then holds it too.
+[[gnu::always_inline]] inline void relax_tail(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const int L = chain.length();
+  const RecomputeTable& table = f.n.table;
+  const Previous& prev = it.prev;
+  if (it.pending && it.e != L) return;
+  int64_t inner, exposed = it.stall(0);
+  if (it.pending) {
+    inner = chain.ub(L) >= prev.pending_ms ? table.value(L, L, it.m - prev.pending_slots) : RecomputeTable::kInfinity;
+    // A prefetch issued with the loss starts when its offload ends.
+    if (inner < RecomputeTable::kInfinity)
+      exposed = it.lead ? std::max<int64_t>(0, f.n.ceil_units(prev.pending_ms) + prev.prefetch_units - inner)
+                        : prev.prefetch_units;
+  } else {
+    inner = table.value(it.e, L, it.m);
+    exposed = it.stall(inner);
+  }
+  if (inner < RecomputeTable::kInfinity && it.start + inner + exposed < f.answer) {
+    f.answer = it.start + inner + exposed;
+    f.answer_back = it.here;
+  }
+}
+
+// K e and KO e (and KI, KOI: Note [A kept item that moves its input]): fwd_keep e
+// (holding a copy still running), bwd e later.
+[[gnu::always_inline]] inline void relax_keep(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const int e = it.e;
+  const int64_t keep_fwd = n.xbar_slots[e + 1] + n.ftmp_keep_slots[e];
+  const int64_t keep_bwd = n.xbar_slots[e + 1] + n.x_slots[e + 1] + n.x_slots[e] + n.btmp_slots[e];
+  if (!((!it.pending || chain.uf(e) >= it.prev.pending_ms) && it.D + it.pend + keep_fwd <= f.S && keep_bwd <= it.m))
+    return;
+  const int64_t cost = it.start + n.uf_units[e] + n.ub_units[e] + it.stall(n.ub_units[e]);
+  const int64_t D = it.D, xbar_next = n.xbar_slots[e + 1], x_next = n.x_slots[e + 1];
+  Back b = it.here;
+  b.item = Item::Keep;
+  f.relax(e + 1, D + xbar_next, kLeftKept, cost, b);
+  const bool hollows = chain.xbar(e + 1) > chain.x(e + 1);
+  if (hollows) {
+    b.item = Item::KeepOffload;
+    f.relax(e + 1, D + x_next, kLeftHollow, cost, b);
+  }
+  if (f.moving_kept_inputs && chain.own_bytes(e) > 0) {
+    b.item = Item::KeepInput;
+    f.relax(e + 1, D + xbar_next - n.own_slots[e], kLeftKeptMoved, cost, b);
+    if (hollows) {
+      b.item = Item::KeepOffloadInput;
+      f.relax(e + 1, D + x_next - n.own_slots[e], kLeftHollowMoved, cost, b);
+    }
+  }
+}
+
+// KR [e, f), f >= e + 2: K e .. K f-1. With lead, the previous item's prefetch is
+// issued before bwd j, the highest of the run such that it and every bwd below it fit
+// holding the prefetch's bytes; it hides behind them. A copy still running may run on
+// through the run's fwd_keep ops, each of which holds its bytes while it starts before
+// the copy ends; the run ends once the copy has, or by waiting for it, which a lone K e
+// may do too (Note [A copy through a kept run]). A run longer than it must be, for its
+// copy and its prefetch, is the same plan as a shorter one and K items after it, so
+// the loop stops there.
+[[gnu::always_inline]] inline void relax_kept_runs(Forward& f, const ItemStart& it) {
+  const Numbers& n = f.n;
+  const int e = it.e, L = f.chain.length();
+  const int64_t S = f.S;
+  const int64_t keep_fwd = n.xbar_slots[e + 1] + n.ftmp_keep_slots[e];
+  const int64_t keep_bwd = n.xbar_slots[e + 1] + n.x_slots[e + 1] + n.x_slots[e] + n.btmp_slots[e];
+  if (!((it.lead || it.pending) && it.D + it.pend + keep_fwd <= S && keep_bwd <= it.m)) return;
+  const auto copying_at = [&](int k) { return it.copy_left_ms(n.keep_prefix_ms, k) > 0; };
+  int64_t d = it.D + n.xbar_slots[e + 1], units = n.uf_units[e] + n.ub_units[e], hidden = it.lead ? n.ub_units[e] : 0;
+  bool holding = it.lead;  // bwd e .. k-1 all hold the prefetch
+  int prefetch_at = e;
+  const auto run_back = [&](bool then_wait) {
+    Back b = it.here;
+    b.item = Item::KeepRun;
+    b.then_wait = then_wait;
+    b.prefetch_at = static_cast<int16_t>(prefetch_at);
+    return b;
+  };
+  for (int k = e + 1; k <= L; ++k) {
+    if (!f.through_kept_runs && copying_at(k)) break;
+    // The run [e, k) may end waiting for the copy, and k start without it.
+    if (f.waiting_kept_runs && copying_at(k))
+      f.relax(k, d, kLeftKept, it.start + units + n.ceil_units(it.copy_left_ms(n.keep_prefix_ms, k)) + it.stall(hidden),
+              run_back(true));
+    if (k == L) break;
+    const int64_t xbar_k = n.xbar_slots[k + 1];
+    if (d + xbar_k + n.ftmp_keep_slots[k] + it.pending_at(n.keep_prefix_ms, k) > S) break;
+    const int64_t bwd_k = d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
+    if (bwd_k > S) break;
+    holding = holding && bwd_k + it.prev.prefetch_slots <= S;
+    if (holding) {
+      hidden += n.ub_units[k];
+      prefetch_at = k;
+    }
+    d += xbar_k;
+    units += n.uf_units[k] + n.ub_units[k];
+    if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
+    f.relax(k + 1, d, kLeftKept, it.start + units + it.stall(hidden), run_back(false));
+    if (!holding) break;
+  }
+}
+
+// C [e, next): fwd_ckpt e, [offload e], fwd_drop e+1..next-1. A copy still running may
+// run through the item's forward ops (Note [A copy through a recomputed segment]), each
+// of which then holds its bytes. CR [e, next) (Note [A recomputed run]) lands in the
+// same states; only the cheaper of the two is relaxed.
+[[gnu::always_inline]] inline void relax_checkpointed(Forward& f, const ItemStart& it) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const RecomputeTable& table = n.table;
+  const Previous& prev = it.prev;
+  const int e = it.e, L = chain.length();
+  const int64_t S = f.S, D = it.D, x_e = n.x_slots[e];
+  if (!f.through_recomputation && it.pending && chain.uf_nograd(e) < prev.pending_ms) return;
+  if (D + it.pend + n.x_slots[e + 1] + n.ftmp_slots[e] > S) return;
+  const auto still_copying_at = [&](int k) { return it.copy_left_ms(n.nograd_prefix_ms, k) > 0; };
+  // a_{e+1}, which may share bytes with a_e, exists once fwd_ckpt e has run; its copy
+  // would queue behind one still running after fwd_ckpt e.
+  const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) && !still_copying_at(e + 1);
+  const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
+  bool fits_kept = true, fits_offloaded = may_offload;
+  int64_t fwd_units = n.uf_nograd_units[e];
+  // CR's backward re-runs stages e..next-1 with fwd_keep, then issues the previous
+  // item's prefetch. Running maxima over the run of the device slots its re-forward and
+  // its bwd ops need.
+  bool may_run = it.lead && f.through_recomputation;
+  int64_t run_d = D, run_refwd = 0, run_bwd = 0, run_units = 0, run_hidden = 0;
+  for (int next = e + 1; next <= L; ++next) {
+    if (next > e + 1) {
+      // fwd_drop k starts Σ_{e+1}^{k-1} uf_nograd after the copy of a_e began; a copy
+      // ending exactly then has freed its bytes first (docs/formats.md, "Offload: the
+      // timeline simulator").
+      const int k = next - 1;
+      fwd_units += n.uf_nograd_units[k];
+      const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + it.pending_at(n.nograd_prefix_ms, k);
+      fits_kept = fits_kept && D + work <= S;
+      const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+      fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
+    }
+    if (!fits_kept && !fits_offloaded) break;
+    const bool copied = !still_copying_at(next);  // by the end of the item's forward
+    // Where the item ends: at `next` once the copy is done; while it still runs, only
+    // with K next right after, whose fwd_keep holds the copy's bytes and lasts until it
+    // ends (Note [A copy through a recomputed segment]).
+    bool lands = copied;
+    if (!copied && fits_kept && next < L) {
+      const int64_t d = D + n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
+      lands = chain.uf(next) >= it.copy_left_ms(n.nograd_prefix_ms, next) &&
+              d + it.pending_at(n.nograd_prefix_ms, next) + xbar_k + n.ftmp_keep_slots[next] <= S &&
+              d + xbar_k + n.x_slots[next + 1] + n.x_slots[next] + n.btmp_slots[next] <= S;
+    }
+    // C and CR land in the same states: only the cheaper is relaxed (CR on a tie).
+    int64_t run_cost = kUnreached;
+    if (may_run) {
+      const int k = next - 1;
+      const int64_t xbar_k = n.xbar_slots[k + 1];
+      run_refwd = std::max(run_refwd, run_d + xbar_k + n.ftmp_keep_slots[k]);
+      run_bwd = std::max(run_bwd, run_d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
+      run_d += xbar_k;
+      run_units += n.uf_units[k] + n.ub_units[k];
+      run_hidden += n.ub_units[k];
+      // Both maxima only grow with the run: once one is over, every longer run is.
+      may_run = run_refwd <= S && run_bwd + prev.prefetch_slots <= S;
+      // d_next is on the device through the re-forward; the prefetch's bytes through
+      // every bwd of the run.
+      if (may_run && run_refwd + n.x_slots[next] <= S) run_cost = it.start + fwd_units + run_units + it.stall(run_hidden);
+    }
+    if (!lands) continue;
+    const int64_t inner = table.value(e, next - 1, it.m);
+    const int64_t ckpt_cost =
+        inner < RecomputeTable::kInfinity ? it.start + fwd_units + inner + it.stall(inner) : kUnreached;
+    if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
+    Back b = it.here;
+    b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
+    const int64_t cost = std::min(run_cost, ckpt_cost);
+    if (!copied) {
+      b.then_keep = true;
+      f.relax(next + 1, D + n.x_slots[next] + n.xbar_slots[next + 1], kLeftKept, cost + n.uf_units[next] + n.ub_units[next],
+              b);
+      continue;
+    }
+    if (fits_kept) f.relax(next, D + n.x_slots[next], kLeftPlain, cost, b);
+    if (fits_offloaded) {
+      b.offload = true;
+      f.relax(next, D - x_e + n.x_slots[next], e, cost, b);
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
+                                             OffloadDpMemory* memory) {
+  if (!chain.has_usable_link())
+    return solve_recompute(chain, budget_bytes, options);
+  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
+  const int L = chain.length();
+  const RecomputeTable table(chain, budget_bytes, options);
+  const Numbers n(chain, table, budget_bytes, options.slots);
+  const int64_t S = table.slots();
+  const StateIndex index{L, S};
+  std::optional<OffloadDpMemory> own;  // Note [The DP's memory kept between solves]
+  OffloadDpMemory::Tables& tables = (memory ? *memory : own.emplace()).tables();
+  std::vector<int64_t>& best = tables.best;
+  std::vector<Back>& back = tables.back;
+  best.assign(index.size(), kUnreached);
+  if (back.size() < index.size()) back.resize(index.size());
+  const int64_t x0 = n.x_slots[0];
+  if (x0 > S) return std::nullopt;
+  best[index(0, x0, kLeftPlain)] = 0;
+  Forward f(chain, n, index, options.offload_shapes, best, back);
+
+  for (int e = 0; e <= L; ++e) {
+    for (int left = kFirstLeft; left < e; ++left) {
+      // An input moved by the item before e needs a stage before e.
+      if (e == 0 && moved_input(left)) continue;
+      const Previous prev = previous_of(n, e, left);
+      // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
+      // holding more slots at no lower cost than one holding fewer is dominated.
+      int64_t cheapest_below = kUnreached;
+      for (int64_t D = 0; D <= S; ++D) {
+        const int64_t so_far = best[index(e, D, left)];
+        if (so_far >= cheapest_below) continue;
+        cheapest_below = so_far;
+        for (const bool wait : {false, true}) {
+          // Note [Waiting for the previous offload]: the item may first wait for the
+          // previous item's copy; then nothing of it is pending any more.
+          if (wait && !prev.pending()) continue;
+          const bool pending = prev.pending() && !wait;
+          for (const bool lead : {false, true}) {
+            if (lead && !prev.has_prefetch()) continue;
+            const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
+            if (m < 0) continue;
+            const ItemStart it{e,
+                               D,
+                               prev,
+                               wait,
+                               lead,
+                               pending,
+                               so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
+                               m,
+                               pending ? prev.pending_slots : 0,
+                               Back{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left),
+                                    Item::Tail, false, lead, wait}};
+            // The items in this order, as the ways back record them on a tie.
+            relax_tail(f, it);
+            if (e == L) continue;
+            relax_keep(f, it);
+            relax_kept_runs(f, it);
+            relax_checkpointed(f, it);
+          }
+        }
+      }
+    }
+  }
+  const int64_t answer = f.answer;
+  const Back answer_back = f.answer_back;
+  if (answer == kUnreached) return std::nullopt;
+
+  // Walk back to the items: each Back names the state its item started from.
+  std::vector<Back> items{answer_back};
+  while (items.back().from_e != 0) {
+    const Back& b = items.back();
+    items.push_back(back[index(b.from_e, b.from_device, b.from_left)]);
+  }
+  std::reverse(items.begin(), items.end());
+  // Where item i's own stages end: a C or CR item taken with the K after it ends
+  // one stage before the next item starts.
+  const auto end_of = [&](size_t i) {
+    return (i + 1 < items.size() ? items[i + 1].from_e : L + 1) - (items[i].then_keep ? 1 : 0);
+  };
+
+  std::vector<Op> ops;
+  for (size_t i = 0; i + 1 < items.size(); ++i) {
+    const Back& it = items[i];
+    const int e = it.from_e;
+    if (it.wait) ops.push_back({OpKind::WaitOffloads, -1});
+    if (it.item == Item::Ckpt || it.item == Item::CkptRun) {
+      ops.push_back({OpKind::FwdCkpt, e});
+      if (it.offload) ops.push_back({OpKind::Offload, e});
+      for (int k = e + 1; k < end_of(i); ++k) ops.push_back({OpKind::FwdDrop, k});
+      if (it.then_keep) ops.push_back({OpKind::FwdKeep, end_of(i)});
+    } else if (it.item == Item::KeepRun) {
+      for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
+      if (it.then_wait) ops.push_back({OpKind::WaitOffloads, -1});
+    } else {
+      ops.push_back({OpKind::FwdKeep, e});
+      if (it.item == Item::KeepInput || it.item == Item::KeepOffloadInput) ops.push_back({OpKind::OffloadInput, e});
+      if (it.item == Item::KeepOffload || it.item == Item::KeepOffloadInput) ops.push_back({OpKind::OffloadSaved, e + 1});
+    }
+  }
+  for (size_t i = items.size(); i-- > 0;) {
+    const Back& it = items[i];
+    const int e = it.from_e;
+    const Previous prev = previous_of(n, e, it.from_left);
+    // The previous item's data coming back: both its copies where it moved two.
+    std::vector<Op> prefetch;
+    if (hollow(it.from_left)) prefetch.push_back({OpKind::PrefetchSaved, e});
+    if (moved_input(it.from_left)) prefetch.push_back({OpKind::PrefetchInput, e - 1});
+    if (it.from_left >= 0) prefetch.push_back({OpKind::Prefetch, it.from_left});
+    const auto push_prefetch = [&] { ops.insert(ops.end(), prefetch.begin(), prefetch.end()); };
+    if (it.item == Item::Tail && it.wait) ops.push_back({OpKind::WaitOffloads, -1});  // the tail's forward starts here
+    if (it.then_keep) ops.push_back({OpKind::Bwd, end_of(i)});
+    const bool prefetch_inside = it.item == Item::CkptRun || it.item == Item::KeepRun;
+    if (prev.has_prefetch() && it.lead && !prefetch_inside) push_prefetch();
+    const int64_t m = S - it.from_device - (it.lead ? prev.prefetch_slots : 0);
+    switch (it.item) {
+      case Item::Tail: table.emit(e, L, prev.pending() && !it.wait ? m - prev.pending_slots : m, ops); break;
+      case Item::Keep:
+      case Item::KeepOffload:
+      case Item::KeepInput:
+      case Item::KeepOffloadInput: ops.push_back({OpKind::Bwd, e}); break;
+      case Item::KeepRun:
+        for (int k = end_of(i); k-- > e;) {
+          if (it.lead && k == it.prefetch_at) push_prefetch();
+          ops.push_back({OpKind::Bwd, k});
+        }
+        break;
+      case Item::Ckpt: table.emit(e, end_of(i) - 1, m, ops); break;
+      case Item::CkptRun:
+        for (int k = e; k < end_of(i); ++k) ops.push_back({OpKind::FwdKeep, k});
+        push_prefetch();
+        for (int k = end_of(i); k-- > e;) ops.push_back({OpKind::Bwd, k});
+        break;
+    }
+    if (prev.has_prefetch() && !it.lead) push_prefetch();
+  }
+  return ops;
+}
+
+bool has_waiting_kept_run(const std::vector<Op>& ops) {
+  for (size_t i = 1; i < ops.size(); ++i)
+    if (ops[i].kind == OpKind::WaitOffloads && ops[i - 1].kind == OpKind::FwdKeep) return true;
+  return false;
+}
+
+bool has_kept_input_move(const std::vector<Op>& ops) {
+  return std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::OffloadInput; });
+}
+
+std::vector<Op> offload_all_ops(const Chain& chain) {
+  const int L = chain.length();
+  std::vector<Op> ops;
+  // An input sharing bytes with a neighbour cannot leave (Note [Carried bytes]): it
+  // stays on the device as a plain checkpoint.
+  for (int i = 0; i + 1 < L; ++i) {
+    ops.push_back({OpKind::FwdCkpt, i});
+    if (chain.stands_alone(i)) ops.push_back({OpKind::Offload, i});
+  }
+  for (int i = L - 1; i >= 0; --i) {
+    if (i > 0 && chain.stands_alone(i - 1)) ops.push_back({OpKind::Prefetch, i - 1});
+    ops.push_back({OpKind::FwdKeep, i});
+    if (i == L - 1) ops.push_back({OpKind::Loss, -1});
+    ops.push_back({OpKind::Bwd, i});
+  }
+  return ops;
+}
+
+std::optional<std::vector<Op>> offload_all(const Chain& chain, int64_t budget_bytes, const DpOptions&) {
+  std::vector<Op> ops = offload_all_ops(chain);
+  if (!fits(simulate_timeline(chain, ops), budget_bytes)) return std::nullopt;
+  return ops;
+}
+
+}  // namespace memopt::solver

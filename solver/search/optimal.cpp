@@ -1,0 +1,461 @@
+// optimal.cpp: `optimal` and `recompute-only` -- the candidates, the search over the
+// offload DP's classes and its starts, the kicks, the plans of the blocks and the
+// known plans, in the order plan_optimal lists them (docs/solver.md).
+#include "solver/search/optimal.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+
+#include "solver/dp/baselines.h"
+#include "solver/chain/coarsen.h"
+#include "solver/dp/limits.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/offload_pipeline.h"
+#include "solver/dp/rotor.h"
+#include "solver/chain/simulate.h"
+
+namespace memopt::solver {
+namespace {
+
+using Plan = std::optional<std::vector<Op>>;
+using Plans = std::vector<Plan>;
+
+// Note [Slot rounding slack]
+// The DP rounds every resident object up to a slot of budget/slots bytes, so at a
+// peak where n objects are resident it may overcount by up to n slots and refuse a
+// plan whose exact peak fits -- an operator-level chain holds eight times as many
+// objects as a block-level one, and loses the most. So the table runs on past the
+// budget in slots of the same size (Note [A table past its budget] in rotor.h), up to
+// the most that rounding can have cost (a slot per object the recurrence may hold:
+// 2L + 4) and at most a quarter more (SearchOptions' slack_* fields), and the plan at
+// every memory from the nominal root up (each distinct value once) is simulated
+// exactly: the fastest whose exact peak fits the budget is a candidate. Every candidate is checked by the simulator, so
+// none over-runs, and the plain DP's own plan stays a candidate, so this never loses.
+// The plain DP's plan is read from the same table at the nominal root: one fill gives
+// both.
+struct RecomputePlans {
+  std::optional<std::vector<Op>> at_budget;   // the recompute DP's plan (solve_recompute's)
+  std::optional<std::vector<Op>> with_slack;  // the fastest that fits from the slack
+};
+
+RecomputePlans recompute_plans(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                               const SearchOptions& search, bool want_at_budget) {
+  RecomputePlans plans;
+  if (budget_bytes <= 0 || dp.slots <= 0) return plans;
+  const int64_t L = chain.length();
+  const int64_t slack =
+      dp.rotor_compat ? 0
+                      : std::min({search.slack_slots_per_stage * L + search.slack_slots_fixed,
+                                  int64_t{dp.slots} / search.slack_most_divisor,
+                                  max_recompute_table_slots(chain) - dp.slots});
+  if (slack <= 0 && !want_at_budget) return plans;
+  const RecomputeTable table(chain, budget_bytes, dp, std::max<int64_t>(slack, 0));
+  const int64_t root = dp.slots - table.x_slots(0);
+  if (want_at_budget && root >= 0 && table.value(0, L, root) < RecomputeTable::kInfinity) {
+    plans.at_budget.emplace();
+    table.emit(0, static_cast<int>(L), root, *plans.at_budget);
+  }
+  if (slack <= 0) return plans;
+  double best_ms = 0;
+  int64_t last_value = RecomputeTable::kInfinity;
+  for (int64_t m = std::max<int64_t>(root, 0); m <= table.slots() - table.x_slots(0); ++m) {
+    const int64_t v = table.value(0, L, m);
+    if (v >= last_value) continue;  // the same plan's time as a smaller m: seen
+    last_value = v;
+    std::vector<Op> ops;
+    table.emit(0, static_cast<int>(L), m, ops);
+    const SimResult r = simulate_timeline(chain, ops);
+    if (!fits(r, budget_bytes)) continue;
+    if (!plans.with_slack || r.time_ms < best_ms) {
+      plans.with_slack = std::move(ops);
+      best_ms = r.time_ms;
+    }
+  }
+  return plans;
+}
+
+// The fastest candidate that fits, by simulated time; the first among equals.
+std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budget_bytes,
+                                               std::vector<std::optional<std::vector<Op>>> candidates) {
+  std::optional<std::vector<Op>> best;
+  double best_ms = 0;
+  for (auto& c : candidates) {
+    if (!c) continue;
+    const SimResult r = simulate_timeline(chain, *c);
+    if (!fits(r, budget_bytes)) continue;
+    if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
+  }
+  return best;
+}
+
+// Note [Each plan polished once]
+// `optimal` runs its search from several classes (Note [Classes to start from]), and
+// their DPs often return the same plan at a budget, at the budget itself or at the
+// larger budgets of the starts; the same polished plan then yields the same starts
+// that keep a stage. The polish is deterministic, so each distinct plan is polished
+// once per solve and its result reused: the same answer at a fraction of the cost
+// where the classes agree.
+class Polisher {
+ public:
+  Polisher(const Chain& chain, int64_t budget_bytes, const PolishOptions& options)
+      : chain_(chain), budget_bytes_(budget_bytes), options_(options) {}
+  std::vector<Op> operator()(const std::vector<Op>& ops) {
+    const auto done = polished_.find(ops);
+    if (done != polished_.end()) return done->second;
+    return polished_.emplace(ops, polish_copies(chain_, budget_bytes_, ops, options_)).first->second;
+  }
+
+ private:
+  const Chain& chain_;
+  int64_t budget_bytes_;
+  PolishOptions options_;
+  std::map<std::vector<Op>, std::vector<Op>> polished_;
+};
+
+// What the stages of one search share: the problem, the options, and Notes [Each
+// plan polished once], [Classes to start from] and [The DP's memory kept between
+// solves] in offload.h.
+struct Search {
+  const Chain& chain;
+  int64_t budget_bytes;
+  DpOptions dp;
+  const SearchOptions& options;
+  Polisher polish;
+  OffloadDpMemory dp_memory;
+  bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
+
+  Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
+      : chain(c), budget_bytes(budget), dp(d), options(o), polish(c, budget, o.polish) {}
+  Plan offload_dp(int64_t budget, const DpOptions& one) {
+    Plan plan = solve_offload(chain, budget, one, &dp_memory);
+    if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
+    return plan;
+  }
+  Plan fastest(Plans plans) const { return fastest_fitting(chain, budget_bytes, std::move(plans)); }
+};
+
+// Note [Known plans]
+// The DPs' plans get faster as the budget grows, up to slot rounding; the polish of
+// Note [Polishing a plan's copies] (polish.h) is a local search and need not: from
+// the DP's plan at a smaller budget it may reach a plan faster than the one it
+// reaches from the DP's plan at a larger budget. A plan that fits a smaller budget
+// fits every larger one, so a caller solving a series of budgets (`memopt tradeoff`)
+// hands `optimal` the plans it found below; after the polish, each that fits is
+// simulated, and one faster than the polished plan is polished and returned instead.
+// A single `memopt solve` has no such plans, so it may return a plan slower than the
+// one it would return at a smaller budget; a sweep never does.
+
+// Note [Starts over the budget]
+// The offload DP's plan at a larger budget, S + f·(store-all peak − S) for f = 1/8,
+// 2/8 and 3/8, keeps more than its plan at S and recomputes less; repaired with
+// copies (Note [Repairing a plan over the budget] in polish.h) it often fits S and
+// beats the polished plan of S, because the DP's class cannot place the copies that
+// make it fit. Each such plan (each distinct one once) is polished down to S and
+// becomes a candidate if it fits. The larger budget gets proportionally more slots,
+// at most twice as many (and within kMaxTableBytes), so that its slots are not much
+// coarser than the nominal ones (SearchOptions::over_budget_eighths and
+// over_budget_slot_factor). Each start costs a DP and a polish, so:
+//  - when the best candidate already takes the least time any plan can
+//    (sum_fwd_bwd_ms: every op once, no stall), nothing can beat it: no start runs;
+//  - a start that cannot be repaired ends the series: the next one is further over.
+Plans starts_over_budget(Search& s, const DpOptions& dp) {
+  Plans repaired;
+  const Chain& chain = s.chain;
+  const int64_t budget_bytes = s.budget_bytes;
+  if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
+  const int64_t store_all = store_all_peak_bytes(chain);
+  std::vector<std::vector<Op>> seen;
+  for (const int eighths : s.options.over_budget_eighths) {
+    const int64_t larger = budget_bytes + (store_all - budget_bytes) * eighths / 8;
+    if (larger <= budget_bytes) break;
+    const auto same_slot_size = static_cast<int64_t>(static_cast<__int128>(dp.slots) * larger / budget_bytes);
+    DpOptions wide = dp;
+    wide.slots = static_cast<int>(std::min({same_slot_size, s.options.over_budget_slot_factor * int64_t{dp.slots},
+                                            larger, max_optimal_slots(chain)}));
+    Plan plan = s.offload_dp(larger, wide);
+    if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
+    seen.push_back(*plan);
+    repaired.push_back(s.polish(*plan));
+    if (!fits(simulate_timeline(chain, *repaired.back()), budget_bytes)) break;  // a larger one is further over
+  }
+  return repaired;
+}
+
+// Note [Starts that keep a recomputed stage]
+// On small chains the fastest plan of the whole vocabulary (tests/solver/
+// exhaustive_oracle.h) often keeps a stage that the best candidate recomputes, and
+// pays for the room with copies the DP's class cannot place: a saved state offloaded
+// and brought back inside a later recomputed segment, an offload issued ops after its
+// data exists, a wait two items on. So `optimal` also starts from its best plan with
+// one recomputed stage kept instead: the stage's forward before the loss becomes
+// fwd_keep and its forwards after the loss go. Such a plan is faster and usually
+// over the budget; the polish repairs it (Note [Repairing a plan over the budget] in
+// polish.h) and it is a candidate if it then fits. A plan the simulator refuses (a
+// later op read what a removed forward made) or that is no faster is not a start.
+// Each start costs a polish, so only the SearchOptions::kept_stage_starts that gain the most time
+// per byte over the budget are tried, and, as for the starts over the budget, none
+// when the best plan already takes sum_fwd_bwd_ms.
+Plans starts_keeping_a_stage(Search& s, const std::vector<Op>& best) {
+  const Chain& chain = s.chain;
+  const int64_t budget_bytes = s.budget_bytes;
+  struct Start {
+    double ms_per_byte;
+    std::vector<Op> ops;
+  };
+  std::vector<Start> starts;
+  const auto loss = std::find(best.begin(), best.end(), Op{OpKind::Loss, -1});
+  const double best_ms = simulate_timeline(chain, best).time_ms;
+  const auto forward = [](const Op& op) { return is_forward(op.kind); };
+  for (auto first = best.begin(); first != loss; ++first) {
+    if (first->kind != OpKind::FwdCkpt && first->kind != OpKind::FwdDrop) continue;
+    const int k = first->index;
+    std::vector<Op> ops;
+    for (auto op = best.begin(); op != best.end(); ++op) {
+      if (op == first) ops.push_back({OpKind::FwdKeep, k});
+      else if (!(op > loss && forward(*op) && op->index == k)) ops.push_back(*op);
+    }
+    const SimResult r = simulate_timeline(chain, ops);
+    if (!r.valid || r.time_ms >= best_ms) continue;
+    const double over = static_cast<double>(std::max<int64_t>(1, r.peak_bytes - budget_bytes));
+    starts.push_back({(best_ms - r.time_ms) / over, std::move(ops)});
+  }
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Start& a, const Start& b) { return a.ms_per_byte > b.ms_per_byte; });
+  if (starts.size() > s.options.kept_stage_starts) starts.resize(s.options.kept_stage_starts);
+  Plans repaired;
+  for (const Start& start : starts) repaired.push_back(s.polish(start.ops));
+  return repaired;
+}
+
+// Note [Optimal takes the best of everything]
+// plan_optimal lists the search's stages in order; docs/solver.md draws them.
+// The DPs work in slots, which round every size up, so a baseline that fits in
+// bytes can beat the DP's schedule (store-all at a budget of exactly its peak is the
+// usual case), and offload-all and the pipelined family (Note [Pipelined offload
+// candidates] in offload_pipeline.h) lie outside the offload DP's class. `optimal` and
+// `recompute-only` therefore also simulate the baselines they may use and return
+// the fastest schedule that fits: never worse than any of them, as users expect.
+// The recompute DP with slack (Note [Slot rounding slack]) is one more candidate.
+// `optimal` then polishes the fastest (Note [Polishing a plan's copies] in polish.h),
+// holds it against the DP's plans at larger budgets repaired down to this one (Note
+// [Starts over the budget]), against itself with a recomputed stage kept and repaired
+// (Note [Starts that keep a recomputed stage]) and against the plans its caller knows
+// (Note [Known plans]); it does all but the last from each of the offload DP's
+// classes (Note [Classes to start from]), and kicks the fastest of those out of the
+// polish's local optimum (Note [Kicks out of a local optimum] in kicks.h).
+//
+// Note [Classes to start from]
+// The polish and the repairs are local searches, and where they end depends on where
+// they start. Each wider class of the offload DP (OffloadShapes in dp_options.h) finds
+// plans at least as fast at every budget, but they keep the link busier, and
+// repaired down from a larger budget they may leave the repair less room: every
+// widening has made some points of the GPT-2 link reports slower when its class
+// replaced the one before it as a start, and others faster (the trade-off reports'
+// `optimal` rows, tools/make_optimal_links_report.sh). So `optimal` runs its whole search from the
+// widest class's plans and from those of the three narrowest, and takes the fastest
+// (the wider on a tie): never slower than any of them alone. The class between, with
+// runs that end waiting but no kept item that moves its input, is not a start of its
+// own: on the oracle's small chains the four starts reach its plans' times. The
+// second class's search runs only where a plan of the widest class's search ends a
+// kept run waiting. Where none does and none moves a kept input either, it would
+// return the very same plans (its transitions are the others, in the same order, and
+// none of the widest class's chosen ones is missing; `OffloadDp.WithoutTheWidest
+// ShapesItsPlanIsTheNarrowerClasssPlan` checks it); where plans move kept inputs, it
+// is skipped too, to save a fourth search: running it there changed no result on the
+// oracle's small chains (OffloadDpOracle.NeverBeatsTheFastestPlanTheSimulatorAccepts).
+// So is every search once
+// the plan so far takes sum_fwd_bwd_ms, which nothing can beat. Otherwise `optimal`
+// costs four searches, each about one class's DPs and polishes (a plan two classes
+// share is polished once).
+
+// Whether `plan` already takes sum_fwd_bwd_ms, every op once with no stall, which no
+// plan can beat: then no start need run.
+bool unbeatable(const Chain& chain, const std::optional<std::vector<Op>>& plan) {
+  return plan && simulate_timeline(chain, *plan).time_ms <= sum_fwd_bwd_ms(chain);
+}
+
+// One class's search: the fastest candidate, its DP's plan among them, polished, then
+// the starts over the budget and those that keep a stage.
+Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates) {
+  Plan best = s.fastest(std::move(candidates));
+  if (best) best = s.polish(*best);
+  if (!unbeatable(s.chain, best)) {
+    Plans finalists = starts_over_budget(s, one_class);
+    if (best)
+      for (auto& start : starts_keeping_a_stage(s, *best)) finalists.push_back(std::move(start));
+    finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
+    best = s.fastest(std::move(finalists));
+  }
+  return best;
+}
+
+// Stage 1: the baselines, the recompute DP's plans, offload-all and the pipelined
+// family (Note [Optimal takes the best of everything]). Baselines first: on a tie in
+// predicted time the simpler plan wins (store-all rather than a DP plan that moves
+// data for nothing). Where the offload DP runs (`optimal` over a usable link), an empty
+// place at `dp_place` waits for its plan of each class; elsewhere that place holds the
+// recompute DP's plan, which is what the offload DP would return there.
+struct Candidates {
+  Plans plans;
+  size_t dp_place = 0;
+};
+Candidates candidates_of(const Search& s, bool with_offload) {
+  const Chain& chain = s.chain;
+  Candidates c;
+  for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all, &selective, &pointwise})
+    c.plans.push_back((*baseline)(chain, s.budget_bytes, s.dp));
+  c.dp_place = c.plans.size();
+  // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
+  // plans fit but may be slower than the recompute DP's, which counts them exactly.
+  const bool offload_dp_runs = with_offload && chain.has_usable_link();
+  RecomputePlans recompute = recompute_plans(chain, s.budget_bytes, s.dp, s.options, !offload_dp_runs || chain.carries());
+  if (offload_dp_runs) c.plans.push_back(std::nullopt);
+  c.plans.push_back(std::move(recompute.at_budget));
+  c.plans.push_back(std::move(recompute.with_slack));
+  if (with_offload && chain.link) {
+    c.plans.push_back(offload_all(chain, s.budget_bytes, s.dp));
+    c.plans.push_back(solve_offload_pipeline(chain, s.budget_bytes, s.dp));
+  }
+  return c;
+}
+
+// Stages 2 and 3: each class's search (Note [Classes to start from]), widest first.
+Plan best_over_classes(Search& s, const Candidates& candidates) {
+  Plan best;
+  for (const OffloadShapes shapes :
+       {OffloadShapes::MovingKeptInputs, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+        OffloadShapes::Windowed}) {
+    if (unbeatable(s.chain, best)) break;
+    // Only where a plan of the widest class's search ends a kept run waiting.
+    if (shapes == OffloadShapes::ThroughKeptRuns && !s.dp_waited_after_a_kept_run) continue;
+    DpOptions one_class = s.dp;
+    one_class.offload_shapes = shapes;
+    Plans with_dp = candidates.plans;
+    with_dp[candidates.dp_place] = s.offload_dp(s.budget_bytes, one_class);
+    best = s.fastest({std::move(best), best_of_one_class(s, one_class, std::move(with_dp))});
+  }
+  return best;
+}
+
+// Stage 4: Note [Kicks out of a local optimum] in kicks.h.
+Plan kicked(const Search& s, Plan best) {
+  if (best && !unbeatable(s.chain, best)) best = kick_search(s.chain, s.budget_bytes, *best, s.options.kicks);
+  return best;
+}
+
+// Note [Known plans from the blocks]
+// Where the stages group into blocks (Note [Block boundaries] in coarsen.h), `optimal`
+// also solves the chain of the blocks, built from this chain's own numbers, at the
+// same budget, writes that plan out on the stages (Note [Plans made for the blocks] in
+// coarsen.h), and polishes it here: the polish repairs it when the written-out plan
+// holds more than the block chain said (Note [Repairing a plan over the budget] in
+// polish.h). It is a candidate like the others, so where it fits, `optimal` on the
+// stages is never slower than `optimal` on the blocks made of them. The chain of
+// blocks has no two stages of one block, so its own solve does not recurse. Where the
+// best plan already takes sum_fwd_bwd_ms, or there is no link (the recompute DP is
+// exact over every plan the blocks can make), it is not tried.
+//
+// The written-out plan moves everything the block plan moves (the stages' own bytes,
+// ending carries and saved states: Note [Carried bytes may leave] in simulate.h), but
+// bytes carried into a block from before it stay on the device, as on the chain of
+// blocks, and so may an ending carry that mixes them with the block's own: then it
+// can hold more than the block plan did. So when it is over the budget by E bytes, the
+// blocks are solved again at their plan's peak less E, up to
+// SearchOptions::block_budgets times, until a written-out plan fits. The first plan and the
+// last are polished (the polish repairs the first, and at times it then beats the
+// one that fits) and both are candidates. They come after the kicks (kicks.h), so
+// that `optimal` on named stages is never slower than on the same stages unnamed, and
+// each that fits is kicked in turn: a kicked, repaired first plan can beat the
+// blocks' own plan.
+//
+// The first block plan is also written out without its ending-carry moves, polished
+// and kicked as one more candidate. Moving a carry frees memory for link time, and
+// where the link is the bottleneck the searches can find a faster plan from the one
+// that leaves the carries in place (the op-granularity link reports,
+// tools/make_op_granularity_report.sh, hold such points).
+Plans plans_of_the_blocks(Search& s) {
+  const Chain& chain = s.chain;
+  const int64_t budget_bytes = s.budget_bytes;
+  Plans polished;
+  size_t firsts = 0;
+  const std::optional<Coarsening> blocks = coarsen_to_blocks(chain);
+  if (!blocks) return polished;
+  int64_t blocks_budget = budget_bytes;
+  for (int attempt = 0; attempt < s.options.block_budgets && blocks_budget > 0; ++attempt) {
+    const Plan plan = plan_optimal(blocks->chain, blocks_budget, s.dp, s.options, {});
+    if (!plan) break;
+    std::vector<Op> ops = write_out(chain, *blocks, *plan);
+    const SimResult r = simulate_timeline(chain, ops);
+    if (!r.valid) break;
+    if (attempt == 0) {
+      std::vector<Op> carries_stay;
+      std::copy_if(ops.begin(), ops.end(), std::back_inserter(carries_stay), [](const Op& op) {
+        return op.kind != OpKind::OffloadCarried && op.kind != OpKind::PrefetchCarried;
+      });
+      if (carries_stay.size() != ops.size()) polished.push_back(s.polish(carries_stay));
+    }
+    polished.push_back(s.polish(ops));
+    if (attempt == 0) firsts = polished.size();
+    if (fits(r, budget_bytes)) break;
+    const int64_t blocks_peak = simulate_timeline(blocks->chain, *plan).peak_bytes;
+    blocks_budget = std::min(blocks_budget, blocks_peak) - (r.peak_bytes - budget_bytes);
+  }
+  // The first block plan's (one or two) and the last one's.
+  if (polished.size() > firsts + 1)
+    polished.erase(polished.begin() + static_cast<std::ptrdiff_t>(firsts), polished.end() - 1);
+  return polished;
+}
+
+// Stage 5: the plans of the blocks, each that fits kicked, against the best so far.
+Plan with_the_blocks(Search& s, Plan best) {
+  if (unbeatable(s.chain, best)) return best;
+  Plans finalists = plans_of_the_blocks(s);
+  for (auto& plan : finalists)
+    if (plan && fits(simulate_timeline(s.chain, *plan), s.budget_bytes) && !unbeatable(s.chain, plan))
+      plan = kick_search(s.chain, s.budget_bytes, *plan, s.options.kicks);
+  finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
+  return s.fastest(std::move(finalists));
+}
+
+// Stage 6: Note [Known plans]; a known plan that wins is polished.
+Plan with_known_plans(Search& s, Plan best, const std::vector<std::vector<Op>>& known) {
+  if (known.empty()) return best;
+  Plans against{best};
+  against.insert(against.end(), known.begin(), known.end());
+  Plan winner = s.fastest(std::move(against));
+  if (!winner || winner == best) return winner;
+  return s.polish(*winner);
+}
+
+}  // namespace
+
+int64_t max_optimal_slots(const Chain& chain) {
+  int64_t most = max_recompute_table_slots(chain);
+  if (chain.has_usable_link()) most = std::min(most, max_offload_dp_slots(chain));
+  return most;
+}
+
+std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                                            const SearchOptions& options,
+                                            const std::vector<std::vector<Op>>& known_plans) {
+  Search s(chain, budget_bytes, dp, options);
+  const Candidates candidates = candidates_of(s, /*with_offload=*/true);  // 1
+  Plan best;
+  if (chain.has_usable_link()) {
+    best = best_over_classes(s, candidates);  // 2, 3: per class, the offload DP, the polish, the starts
+    best = kicked(s, std::move(best));         // 4
+    best = with_the_blocks(s, std::move(best));  // 5
+  } else {
+    best = best_of_one_class(s, dp, candidates.plans);  // the recompute DP's, polished
+  }
+  return with_known_plans(s, std::move(best), known_plans);  // 6
+}
+
+std::optional<std::vector<Op>> plan_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                                                   const SearchOptions& options) {
+  const Search s(chain, budget_bytes, dp, options);
+  return s.fastest(candidates_of(s, /*with_offload=*/false).plans);
+}
+
+}  // namespace memopt::solver

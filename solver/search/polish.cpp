@@ -1,0 +1,194 @@
+// polish.cpp: the local search of Note [Polishing a plan's copies].
+#include "solver/search/polish.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <utility>
+
+#include "solver/chain/plan_edits.h"
+#include "solver/chain/simulate.h"
+
+namespace memopt::solver {
+namespace {
+
+// The plan so far and its simulation; `take` keeps a candidate only if it is better
+// (Note [Repairing a plan over the budget] in polish.h: the excess first).
+struct Search {
+  const Chain& chain;
+  int64_t budget_bytes;
+  std::vector<Op> ops;
+  SimResult sim;
+  // While deferring and the plan is over the budget, a candidate that fits is not
+  // taken at once: the fastest one is remembered (Note [The best repair first] in
+  // polish.h).
+  bool deferring = false;
+  std::optional<std::pair<std::vector<Op>, SimResult>> best_fitting;
+
+  PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
+
+  bool take(std::vector<Op> candidate) {
+    SimResult r = simulate_timeline(chain, candidate);
+    if (!r.valid) return false;
+    if (!(key(r, candidate) < key(sim, ops))) return false;
+    if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {
+      if (!best_fitting || key(r, candidate) < key(best_fitting->second, best_fitting->first))
+        best_fitting.emplace(std::move(candidate), std::move(r));
+      return false;
+    }
+    ops = std::move(candidate);
+    sim = std::move(r);
+    return true;
+  }
+
+  bool over_budget() const { return sim.peak_bytes > budget_bytes; }
+
+  // PolishOptions::focus: whether moves of an op of this index are tried.
+  const std::vector<char>& focus;
+  bool in_focus(int index) const {
+    return focus.empty() || (index >= 0 && static_cast<size_t>(index) < focus.size() && focus[index]);
+  }
+  bool in_focus(const Op& op) const {
+    return op.kind == OpKind::WaitOffloads || in_focus(op.kind == OpKind::Loss ? chain.length() : op.index);
+  }
+};
+
+bool movable(OpKind kind) { return is_copy(kind) || kind == OpKind::WaitOffloads; }
+
+bool shift_pass(Search& s, int window) {
+  bool any = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    if (!movable(s.ops[p].kind) || !s.in_focus(s.ops[p])) continue;
+    for (int step = 1; step <= window; ++step) {
+      bool done = false;
+      for (const int sign : {-1, 1}) {
+        const std::ptrdiff_t q = static_cast<std::ptrdiff_t>(p) + sign * step;
+        if (q < 0 || q >= static_cast<std::ptrdiff_t>(s.ops.size())) continue;
+        if (s.take(moved(s.ops, p, static_cast<size_t>(q)))) { done = true; break; }
+      }
+      if (done) { any = true; break; }
+    }
+  }
+  return any;
+}
+
+// A recomputation (a forward after the loss) moved up to two positions earlier,
+// past backward ops or copies (Note [Polishing a plan's copies] in polish.h).
+bool recompute_pass(Search& s) {
+  bool any = false;
+  const auto loss = std::find(s.ops.begin(), s.ops.end(), Op{OpKind::Loss, -1});
+  if (loss == s.ops.end()) return false;
+  const size_t after = static_cast<size_t>(loss - s.ops.begin()) + 1;
+  for (size_t p = after + 1; p < s.ops.size(); ++p) {
+    if (!is_forward(s.ops[p].kind) || !s.in_focus(s.ops[p])) continue;
+    for (size_t step = 1; step <= 2 && p >= after + step; ++step)
+      if (s.take(moved(s.ops, p, p - step))) { any = true; break; }
+  }
+  return any;
+}
+
+bool drop_pass(Search& s) {
+  bool any = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    const OpKind kind = s.ops[p].kind;
+    if ((kind == OpKind::WaitOffloads || is_offload(kind)) && s.in_focus(s.ops[p]))
+      any = s.take(dropped(s.ops, p)) || any;
+  }
+  return any;
+}
+
+bool wait_pass(Search& s) {
+  bool any = false, offloaded = false;
+  for (size_t p = 0; p < s.ops.size(); ++p) {
+    const OpKind kind = s.ops[p].kind;
+    if (is_offload(kind)) offloaded = true;
+    if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads) ||
+        !s.in_focus(s.ops[p]))
+      continue;
+    if (s.take(inserted(s.ops, p, {OpKind::WaitOffloads, -1}))) { any = true; ++p; }
+  }
+  return any;
+}
+
+// Offload `out` right after position `made` and bring it back at one of the
+// `window` positions before position `reader` (in the plan before the insertion).
+bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
+  const std::vector<Op> with_out = inserted(s.ops, made + 1, out);
+  const Op back{way_back(out.kind), out.index};
+  // reader moved one on; the prefetch goes before it, after the offload.
+  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n)
+    if (s.take(inserted(with_out, at, back))) return true;
+  if (!s.over_budget()) return false;
+  // Over the budget, the offload frees its bytes only when its copy has ended: also
+  // try each prefetch position with a wait before one of the `window` compute ops
+  // that follow the offload.
+  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
+    const std::vector<Op> with_back = inserted(with_out, at, back);
+    for (size_t w = made + 2, m = 0; w < with_back.size() && m < static_cast<size_t>(window); ++w) {
+      if (!info(with_back[w].kind).is_compute) continue;
+      ++m;
+      if (s.take(inserted(with_back, w, {OpKind::WaitOffloads, -1}))) return true;
+    }
+  }
+  return false;
+}
+
+bool first_round_trip_pass(Search& s, int window) {
+  bool any = false;
+  const int L = s.chain.length();
+  for (int k = 0; k < L; ++k) {
+    if (!s.in_focus(k + 1)) continue;
+    if (const auto trip = saved_state_round_trip(s.chain, s.ops, k))
+      any = try_round_trip(s, trip->made, trip->reader, trip->out, window) || any;
+  }
+  for (int k = 0; k < L; ++k) {
+    if (!s.in_focus(k)) continue;
+    for (const RoundTrip& trip : activation_round_trips(s.chain, s.ops, k)) {
+      if (!try_round_trip(s, trip.made, trip.reader, trip.out, window)) continue;
+      any = true;
+      break;  // the plan changed: its positions are stale
+    }
+  }
+  return any;
+}
+
+// Note [The best repair first] in polish.h: over the budget, the fastest round trip
+// that makes the plan fit is taken once the whole pass has been tried.
+bool round_trip_pass(Search& s, int window) {
+  s.best_fitting.reset();
+  s.deferring = true;
+  const bool any = first_round_trip_pass(s, window);
+  s.deferring = false;
+  if (!s.best_fitting) return any;
+  s.ops = std::move(s.best_fitting->first);
+  s.sim = std::move(s.best_fitting->second);
+  s.best_fitting.reset();
+  return true;
+}
+
+}  // namespace
+
+PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes) {
+  const auto num_copies = std::count_if(ops.begin(), ops.end(), [](const Op& op) { return is_copy(op.kind); });
+  return {std::max<int64_t>(0, sim.peak_bytes - budget_bytes), sim.time_ms, num_copies, sim.peak_bytes};
+}
+
+std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
+                              const PolishOptions& options) {
+  if (!chain.has_usable_link()) return ops;
+  Search s{chain, budget_bytes, std::move(ops), {}, false, std::nullopt, options.focus};
+  s.sim = simulate_timeline(chain, s.ops);
+  if (!s.sim.valid) return std::move(s.ops);
+  for (int pass = 0; pass < options.max_passes; ++pass) {
+    if (pass >= options.max_repair_passes && s.over_budget()) break;
+    bool any = shift_pass(s, options.window_ops);
+    any = drop_pass(s) || any;
+    any = wait_pass(s) || any;
+    any = round_trip_pass(s, options.window_ops) || any;
+    any = recompute_pass(s) || any;
+    if (!any) break;
+  }
+  return std::move(s.ops);
+}
+
+}  // namespace memopt::solver

@@ -1,0 +1,104 @@
+// polish.h: improves a valid plan by local moves of its copies and waits, each move
+// judged by the timeline simulator (docs/formats.md, "Offload: the timeline simulator") in exact bytes.
+//
+// Note [Polishing a plan's copies]
+// The offload DP decides which data moves and, within its class (Note [The offload
+// schedule class] in offload.h), when: an offload right after its data exists, a
+// prefetch one item ahead or just in time, a wait only at the start of an item. The
+// simulator accepts far more: a prefetch issued any number of ops before its reader
+// (inside a recomputed segment's backward too), an offload issued later so that it
+// does not queue behind another, a wait in the middle of an item, a saved state moved
+// out and back around a recomputation. On small chains the fastest plan of the whole
+// vocabulary (tests/solver/exhaustive_oracle.h) is often one of those moves away
+// from the DP's, so `optimal` tries them on its best candidate:
+//  - shift: each copy or wait moved by up to `window_ops` positions either way;
+//  - drop: each wait, and each offload together with its prefetch;
+//  - wait: a wait_offloads put before a compute op while an offload is in flight;
+//  - round trip: data that does not move yet (ā_{k+1} after the fwd_keep k that
+//    its bwd k uses; a_k, if it shares no carried bytes, after any op that reads it)
+//    offloaded right after that op and prefetched at each of the `window_ops`
+//    positions before the op that reads it next;
+//  - recompute: a forward after the loss moved one or two positions earlier, past a
+//    bwd or a copy, so that it runs while a backward would wait for its prefetch
+//    (the one move of a compute op: on the oracle's chains it closes 2 of the 4
+//    budgets the others leave, and it cost nothing measurable on the solver bench).
+// A move is taken when the simulator accepts the new plan and it is better by the
+// key (bytes over the budget, time, copies, peak): for a plan that fits, one that
+// still fits and is faster, or as fast with fewer copies, or as fast with as many
+// copies and a lower peak. The moves are tried in order, the first that helps is
+// taken and the scan goes on, and the passes repeat until one helps nowhere (at most
+// `max_passes`). Every step strictly lowers the key, so the result is never worse
+// than the plan given, keeps no copy a drop could remove for free, and it is valid
+// by construction: it is the simulator's own verdict. A data moves at most once each
+// way, as in the oracle. It is a local search, not a proof: the DP's structure (what
+// is kept, recomputed, checkpointed) is not changed, only when a recomputation runs,
+// so it does not reach every optimum.
+//
+// Note [Repairing a plan over the budget]
+// The DP's plan at a larger budget keeps more and recomputes less; it is often a few
+// copies away from a plan that fits the smaller budget and is faster than anything
+// the DP finds there, because the DP's class cannot place those copies. So the
+// polish also starts from a plan whose peak is over the budget: the excess comes
+// first in the key, so every move that lowers it is taken, whatever it costs in
+// time, and once the plan fits it is polished as any other. While the plan is over,
+// a round trip is also tried with a wait_offloads before one of the `window_ops`
+// compute ops after the offload: an offload frees its bytes only when its copy ends,
+// and a plan that needs the room must wait for it. A plan still over the budget after
+// `max_repair_passes` passes is given back as it is: a plan that can be repaired
+// nearly always fits after the first pass, and the passes of one that cannot are the
+// polish's dearest. The caller simulates the plan
+// and drops it if it is over (Note [Starts over the budget] in optimal.cpp).
+//
+// Note [The best repair first]
+// Every round trip that lowers the excess is a repair, and the first one found
+// need not be the one to take: on a small chain, offloading a kept stage's saved
+// state can make the plan fit only with a wait, and leave a local optimum, while
+// offloading the input a_0 instead makes it fit with no wait at all
+// (Polish.RepairsWithTheFastestRoundTripThatFits). So while the plan is over the
+// budget, a round trip that makes it fit is not taken when found: the round-trip
+// scan goes on to its end, and the fastest round trip that made the plan fit is
+// taken then. A round trip that lowers the excess without making the plan fit is
+// still taken at once. Taking the best round trip at every step instead costs about
+// three times as much on the solver bench's slow-link rows
+// (BM_SolveOptimalWithSlowLink) and closes no more of the oracle's budgets. It is
+// still a local search.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
+#include "solver/chain/simulate.h"
+
+namespace memopt::solver {
+
+struct PolishOptions {
+  int window_ops = 8;   // how far a copy may move in one step, and the prefetch positions tried
+  int max_passes = 16;  // scans over the plan at most
+  int max_repair_passes = 3;  // a plan still over the budget after these is given back as it is
+  // When not empty, indexed by stage or activation index 0..L+1: only the copies and
+  // compute ops of the marked indices move, and only the marked data make round trips
+  // (waits move anywhere). Note [Kicks out of a local optimum] in kicks.h.
+  std::vector<char> focus;
+};
+
+// What the polish lowers, compared in this order (Note [Repairing a plan over the
+// budget]): the bytes over the budget, the time, the number of copies, the peak.
+struct PlanKey {
+  int64_t excess_bytes = 0;
+  double time_ms = 0;
+  int64_t num_copies = 0;
+  int64_t peak_bytes = 0;
+  friend auto operator<=>(const PlanKey&, const PlanKey&) = default;
+};
+PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes);
+
+// `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
+// fits too and is at least as fast; if not, the plan returned is over by no more,
+// and may fit (Note [Repairing a plan over the budget]). Needs chain.link for any
+// move.
+std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
+                              const PolishOptions& options = {});
+
+}  // namespace memopt::solver
