@@ -95,7 +95,7 @@ void print_summary(const gpt2::Gpt2Spec& spec, const profiler::MeasuredProfile& 
               p.device.at("threads").get<int>() == 1 ? "" : "s", repeat);
   int name_width = 10;
   for (const solver::Stage& s : p.chain.stages) name_width = std::max(name_width, static_cast<int>(s.name.size()));
-  // The bytes an operator stage's output shares with its input (docs/formats.md 1.7).
+  // The bytes an operator stage's output shares with its input (docs/formats.md, "Carried bytes").
   const bool carries = p.chain.carries();
   std::printf("%-*s %9s %9s %11s %11s %11s %11s%s\n", name_width, "stage", "fwd ms", "bwd ms", "out", "saved",
               "fwd tmp", "bwd tmp", carries ? "     carried" : "");
