@@ -40,10 +40,16 @@ endif()
 # nvidia/<pkg>/include). So each is looked for in the toolkit first, then in the wheel's
 # packages, then in MEMOPT_DEPS_DIR (scripts/vendor_deps.sh copies NVTX 3 there), and
 # the profiler links the interface targets below rather than CUDA::nvtx3 alone.
+# The CUDA torch wheel's nvidia-* packages (headers and libraries, below and in the
+# NVRTC search further down); empty when the Python has none.
 execute_process(
-  COMMAND "${MEMOPT_PYTHON}" -c
-          "import glob, os, nvidia; print(';'.join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '*', 'include')))))"
-  OUTPUT_VARIABLE _wheel_includes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  COMMAND "${MEMOPT_PYTHON}" -c "import nvidia; print(list(nvidia.__path__)[0])"
+  OUTPUT_VARIABLE _wheel_nvidia OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+set(_wheel_includes "")
+if(_wheel_nvidia)
+  file(GLOB _wheel_includes LIST_DIRECTORIES true "${_wheel_nvidia}/*/include")
+  list(SORT _wheel_includes)
+endif()
 set(_header_dirs ${CUDAToolkit_INCLUDE_DIRS} "${_cuda_root}/extras/CUPTI/include" ${_wheel_includes})
 if(MEMOPT_DEPS_DIR)
   list(APPEND _header_dirs "${MEMOPT_DEPS_DIR}/include")
@@ -69,10 +75,11 @@ message(STATUS "memopt: NVTX 3 from ${MEMOPT_NVTX3_INCLUDE_DIR}, CUPTI headers f
 # unversioned names; LibTorch's config wants the NVRTC it was built with. Point it
 # there so FindCUDA's search of the toolkit (which has no NVRTC here) does not leave
 # a NOTFOUND in TORCH_LIBRARIES.
-execute_process(
-  COMMAND "${MEMOPT_PYTHON}" -c
-          "import glob, os, nvidia; print(';'.join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '*', 'lib', 'libnvrtc.so.*')))))"
-  OUTPUT_VARIABLE _nvrtc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+set(_nvrtc "")
+if(_wheel_nvidia)
+  file(GLOB _nvrtc "${_wheel_nvidia}/*/lib/libnvrtc.so.*")
+  list(SORT _nvrtc)
+endif()
 list(FILTER _nvrtc EXCLUDE REGEX "builtins|alt")
 if(_nvrtc)
   list(GET _nvrtc 0 _nvrtc)

@@ -33,7 +33,9 @@ def series(name, links):
         return f"torch.compile, activation_memory_budget {fraction}", \
             dict(marker="P", color=COMPILE_COLORS[float(fraction) > 0.3], markersize=9)
     link, _, budget = name.partition(" @")
-    label = "memopt, recompute-only" if link == "memopt" else ("memopt, offload over the measured link" if link == "memopt+measured" else f"memopt, offload over {link.split('+')[1]}")
+    over = link.partition("+")[2]  # the link memopt offloads over; empty: none
+    label = "memopt, recompute-only" if not over else f"memopt, offload over the {over} link" if over == "measured" \
+        else f"memopt, offload over {over}"
     color = "tab:blue" if link == "memopt" else LINK_COLORS[links.index(link) % len(LINK_COLORS)]
     if not budget:
         return label + ", budget = hf-ckpt's peak", dict(marker="o", color=color)
