@@ -37,9 +37,13 @@ SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
   return a;
 }
 
-std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& options) {
+std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& options, const SolveAttempt* chosen) {
   std::vector<SolverRow> rows;
   for (const auto& k : kSolverKinds) {
+    if (chosen && k.kind == options.solver) {
+      rows.push_back({k.kind, *chosen});
+      continue;
+    }
     SolveOptions o = options;
     o.solver = k.kind;
     o.find_min_budget = false;

@@ -45,7 +45,9 @@ struct SolverRow {
   SolveAttempt attempt;
 };
 // Every solver of solver::kSolverKinds, in that order, at options.budget_bytes (no
-// search for the smallest budget that works).
-std::vector<SolverRow> compare_solvers(const solver::Chain& chain, const solver::SolveOptions& options);
+// search for the smallest budget that works). `chosen`, if given, is options.solver's
+// attempt already made at that budget: its row, instead of solving again.
+std::vector<SolverRow> compare_solvers(const solver::Chain& chain, const solver::SolveOptions& options,
+                                       const SolveAttempt* chosen = nullptr);
 
 }  // namespace memopt::report

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "report/solver_comparison.h"
 #include "solver/dp/baselines.h"
 #include "solver/search/budget.h"
 #include "solver/io/json_printer.h"
@@ -55,10 +56,14 @@ void run_solve(const SolveArgs& args) {
   std::printf("budget   %s (%.1f%% of store-all), %d slots\n\n", format_bytes(budget).c_str(),
               100.0 * static_cast<double>(budget) / static_cast<double>(store_all_peak), args.slots);
 
-  print_solver_comparison(chain, options);
+  // The chosen solver runs once: its row of the table is the schedule written.
+  const report::SolveAttempt chosen = report::attempt_solve(chain, options);
+  print_solver_comparison(chain, options, chosen);
 
-  // The solver names quantities; say which flag sets them.
+  // The solver names quantities; say which flag sets them (solving again, only to
+  // raise its error).
   Schedule schedule = [&] {
+    if (chosen.schedule) return *chosen.schedule;
     try {
       return solve(chain, options);
     } catch (const InfeasibleBudget& e) {

@@ -25,10 +25,10 @@ void print_profile_header(const std::string& path, const Profile& profile, int64
               format_bytes(store_all_peak_bytes).c_str(), sum_fwd_bwd_ms(c), format_bytes(profile.static_bytes).c_str());
 }
 
-void print_solver_comparison(const Chain& chain, const SolveOptions& options) {
+void print_solver_comparison(const Chain& chain, const SolveOptions& options, const report::SolveAttempt& chosen) {
   const double base_ms = sum_fwd_bwd_ms(chain);
   std::printf("  %-18s %-6s %12s %10s %12s\n", "solver", "fits", "time (ms)", "overhead", "peak");
-  for (const report::SolverRow& row : report::compare_solvers(chain, options)) {
+  for (const report::SolverRow& row : report::compare_solvers(chain, options, &chosen)) {
     const char* mark = row.kind == options.solver ? "*" : " ";
     const std::string word(info(row.kind).word);
     switch (row.attempt.outcome) {

@@ -3,6 +3,7 @@
 #include "solver/chain/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -271,7 +272,30 @@ ComputeCost compute_cost(const Chain& chain, const Op& op) {
   return {};
 }
 
-SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
+double compute_only_ms(const Chain& chain, const std::vector<Op>& ops) {
+  double end_ms = 0;
+  for (const Op& op : ops)
+    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op).dur_ms;
+  return end_ms;
+}
+
+// Note [Stopping over the budget]
+// A search that keeps only plans within a budget (the pipelined family, the polish
+// once its plan fits) simulates many that are not, and learns it only from the
+// peak, found after the whole plan has run. The device total at an event is the sum
+// of every program-order event up to it and of the copy-end frees that came before it
+// in time. Every free issued so far is counted as done: a free issued later in
+// program order ends after the copy it follows starts, no earlier than this event,
+// and frees only lower the total. So that sum is never above the total, and once it
+// exceeds the bound the peak surely does: the simulation stops there. Events are made
+// in time order (Note [Events in time order]); should one not be, nothing stops.
+// Likewise for time: once a compute op ends, the plan ends no earlier than that plus
+// the durations of the compute ops still to run (a stall only adds), so where that
+// exceeds a bound by more than rounding could explain (a billionth), the plan surely
+// ends later, and the simulation stops.
+
+SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int64_t stop_above_bytes,
+                            double stop_after_ms) {
   const int L = chain.length();
   const int n = static_cast<int>(ops.size());
   thread_local TimelineBuffers buffers;  // Note [The timeline's buffers]
@@ -304,6 +328,24 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   events.clear();
   frees.clear();
   events.push_back({0.0, -2, chain.x(0), -1});
+  // Note [Stopping over the budget]: the program-order events' sum and every free so far.
+  int64_t program_bytes = chain.x(0), freed_bytes = 0;
+  bool in_time_order = true;
+  const auto surely_over = [&](const MemEvent& e) {
+    in_time_order = in_time_order && e.time_ms >= events.back().time_ms;
+    events.push_back(e);
+    program_bytes += e.delta_bytes;
+    return in_time_order && program_bytes + freed_bytes > stop_above_bytes;
+  };
+  // The compute time still to run, for stop_after_ms.
+  const bool timed_stop = stop_after_ms < std::numeric_limits<double>::infinity();
+  double compute_left_ms = timed_stop ? compute_only_ms(chain, ops) : 0.0;
+  const double late_ms = stop_after_ms + 1e-9 * std::abs(stop_after_ms);
+  const auto stopped = [&](int p) {
+    out.stopped_over = true;
+    out.peak_bytes = program_bytes + freed_bytes;
+    return fail(out, p, "holds more than the bound on its bytes");
+  };
 
   std::vector<double>& op_start_ms = buffers.op_start_ms;
   std::vector<double>& offload_end_ms = buffers.offload_end_ms;
@@ -324,13 +366,15 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     last_copy_end = std::max(last_copy_end, end);
     out.copy_ms += end - start;
     frees.push_back({end, -1, -bytes, -1});
+    freed_bytes -= bytes;
     offload_end_ms[p] = end;
     return end;
   };
   // Op p allocates `bytes` at issue and copies them back from the host, where they
   // are since `on_host_ms`; returns when the copy ends.
+  bool over = false;  // a prefetch's allocation put the plan surely over the bound
   const auto prefetch_copy = [&](int p, double on_host_ms, int64_t bytes) {
-    events.push_back({compute_end, 2 * static_cast<int64_t>(p), bytes, p});
+    over = surely_over({compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || over;
     op_start_ms[p] = compute_end;  // it allocates at issue
     const double start = std::max({compute_end, h2d_free, on_host_ms});
     const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
@@ -341,6 +385,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
   };
 
   for (int p = 0; p < n; ++p) {
+    if (over) return stopped(p - 1);
     const Op& op = ops[p];
     const int i = op.index;
     if (op.kind == OpKind::Offload) {
@@ -475,7 +520,14 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
     op_start_ms[p] = start;
     out.stall_ms += start - compute_end;
     compute_end = end;
-    events.push_back({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p});
+    if (timed_stop) {
+      compute_left_ms -= dur_ms;
+      if (end + compute_left_ms > late_ms) {
+        out.stopped_late = true;
+        return fail(out, p, "ends after the bound on its time");
+      }
+    }
+    if (surely_over({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p})) return stopped(p);
 
     switch (op.kind) {
       case OpKind::FwdKeep:
@@ -524,9 +576,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops) {
       case OpKind::WaitOffloads:  // handled above, before the compute stream
         break;
     }
-    events.push_back({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
+    surely_over({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
   }
 
+  if (over) return stopped(n - 1);
   for (int k = 0; k <= L; ++k) {
     if (place[k] == Place::OnHost)
       return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");

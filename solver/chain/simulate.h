@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct SimResult {
   // and waits there for p's copy, so that its memory follows this simulation's, byte
   // for byte, however fast or slow its copies run (runtime/executor.h).
   std::vector<int> offload_done_before;
+  // Stopped by simulate_timeline's stop_above_bytes (Note [Stopping over the budget]):
+  // the plan holds more than that at some instant; nothing else is known of it.
+  bool stopped_over = false;
+  // Stopped by stop_after_ms: the plan ends later than that; nothing else is known.
+  bool stopped_late = false;
 };
 
 // docs/formats.md, "Operations and memory without offload: the sequential simulator". Rejects
@@ -122,9 +128,21 @@ struct ComputeCost {
 };
 ComputeCost compute_cost(const Chain& chain, const Op& op);
 
+// The compute ops' durations summed in program order, as simulate_timeline adds them
+// when nothing stalls. A stall only delays an op's start, and a floating-point sum
+// never falls when a term rises, so no simulated time of a plan with these compute
+// ops, copies and waits however placed, is below it: a search may skip a plan whose
+// bound is already no faster than its best.
+double compute_only_ms(const Chain& chain, const std::vector<Op>& ops);
+
 // docs/formats.md, "Offload: the timeline simulator". Needs chain.link when the ops offload or prefetch.
 // On schedules without offload it gives exactly simulate_sequential's numbers.
-SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops);
+// Note [Stopping over the budget]: with `stop_above_bytes`, a plan that surely holds
+// more at some instant stops there, invalid, with SimResult::stopped_over set; with
+// `stop_after_ms`, a plan that surely ends later stops, invalid, with stopped_late.
+SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops,
+                            int64_t stop_above_bytes = std::numeric_limits<int64_t>::max(),
+                            double stop_after_ms = std::numeric_limits<double>::infinity());
 
 // Valid and peak <= budget_bytes.
 inline bool fits(const SimResult& r, int64_t budget_bytes) {

@@ -26,6 +26,10 @@ struct DpOptions {
   bool rotor_compat = false;  // keep branch checks x_{s+1} instead of x_{t+1}, as rotor does
   int num_threads = 0;        // 0: all cores
   OffloadShapes offload_shapes = OffloadShapes::MovingKeptInputs;  // the offload DP only
+  // The offload DP skips states and items that cannot beat its answer (Note [States
+  // that cannot beat the answer] in offload.cpp); false runs it without, as the tests'
+  // reference for that the skipping changes no plan.
+  bool skip_beaten_states = true;
 };
 
 }  // namespace memopt::solver

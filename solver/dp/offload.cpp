@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <limits>
 
 #include "solver/chain/simulate.h"
@@ -24,23 +26,30 @@ bool hollow(int left) { return left == kLeftHollow || left == kLeftHollowMoved; 
 // KeepInput / KeepOffloadInput: K e / KO e that also move a_e's own bytes.
 enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, KeepInput, KeepOffloadInput };
 
+// Note [Rows for the pairs reached]
+// A state is (e, left, D). Its (e, left) pair owns a row of S+1 states, D varying
+// fastest: the DP reads the states of one pair in order of D, and an item relaxes
+// states whose D follows the same order, so both walk memory in order. A state at e
+// has left < e (an offloaded input starts before e), so stage e has e - kFirstLeft
+// lefts and the pairs form a triangle. Few of them are ever reached: at operator
+// granularity most inputs share carried bytes and cannot be offloaded, and Note
+// [States that cannot beat the answer] cuts the C items short, so on GPT-2 XL's 434
+// operator stages about 2% of the pairs get a state. A pair gets its row when its
+// first state is reached, the rows side by side in that order, so the memory the DP
+// writes follows the pairs it reaches, and a pair never reached is skipped whole.
+// The storage for every row is reserved but not written (offload_dp_bytes), so pages
+// of rows never taken are never mapped.
 struct StateIndex {
   int L;
   int64_t S;
-  // D varies fastest: the DP reads the states of one (e, left) in order of D, and an
-  // item relaxes states whose D follows the same order, so both walk memory in order.
-  // A state at e has left < e (an offloaded input starts before e), so stage e has
-  // e - kFirstLeft lefts and the (e, left) pairs form a triangle, stored without the
-  // half that could never be reached.
   static size_t pairs_before(int e) {
     const size_t n = static_cast<size_t>(e);
     return n * (n - 1) / 2 + n * static_cast<size_t>(-kFirstLeft);  // Σ_{e' < e} (e' - kFirstLeft)
   }
-  size_t operator()(int e, int64_t device, int left) const {
-    return (pairs_before(e) + static_cast<size_t>(left - kFirstLeft)) * static_cast<size_t>(S + 1) +
-           static_cast<size_t>(device);
-  }
-  size_t size() const { return pairs_before(L + 1) * static_cast<size_t>(S + 1); }
+  size_t pair(int e, int left) const { return pairs_before(e) + static_cast<size_t>(left - kFirstLeft); }
+  size_t pairs() const { return pairs_before(L + 1); }
+  size_t row_length() const { return static_cast<size_t>(S + 1); }
+  size_t size() const { return pairs() * row_length(); }  // every pair's row
 };
 
 // How a state was reached: the item that ended at it, and whether the prefetch of
@@ -167,9 +176,23 @@ Previous previous_of(const Numbers& n, int e, int left) {
 
 static_assert(sizeof(Back) == 16);
 
+// Note [Rows for the pairs reached]: storage for `capacity` states, written row by
+// row as the rows are taken; `row_of_pair` is -1 for a pair no state of which has been
+// reached in this solve.
 struct OffloadDpMemory::Tables {
-  std::vector<int64_t> best;
-  std::vector<Back> back;
+  struct Free { void operator()(void* p) const { std::free(p); } };
+  std::unique_ptr<int64_t, Free> best;  // malloc'ed: nothing is written before a row is taken
+  std::unique_ptr<Back, Free> back;     // Back is trivially copyable: malloc'ed storage holds it
+  size_t capacity = 0;
+  std::vector<int32_t> row_of_pair;
+
+  void reserve(size_t states) {
+    if (states <= capacity) return;
+    best.reset(static_cast<int64_t*>(std::malloc(states * sizeof(int64_t))));
+    back.reset(static_cast<Back*>(std::malloc(states * sizeof(Back))));
+    if (!best || !back) throw std::bad_alloc();
+    capacity = states;
+  }
 };
 OffloadDpMemory::OffloadDpMemory() : tables_(std::make_unique<Tables>()) {}
 OffloadDpMemory::~OffloadDpMemory() = default;
@@ -189,27 +212,60 @@ struct Forward {
   const Numbers& n;
   const StateIndex index;
   int64_t S;
+  int32_t* row_of_pair;  // Note [Rows for the pairs reached]
+  int32_t rows = 0;      // rows taken so far
   bool through_recomputation, through_kept_runs, waiting_kept_runs, moving_kept_inputs;
   int64_t* best;  // the tables' data: plain pointers, so that the relaxations inline tight
   Back* back;
   int64_t answer = kUnreached;
   Back answer_back;
+  // Note [States that cannot beat the answer]
+  // Every item's cost is at least uf + ub units for each stage it covers: a kept stage
+  // runs fwd_keep and bwd once, and every persistent schedule of a segment runs each of
+  // its stages' fwd_keep and bwd (RecomputeTable's values are never below that sum).
+  // So rest_units[e], that sum over stages e .. L-1, is the least any plan spends
+  // after a state at e, and a state whose cost plus it exceeds the answer found so
+  // far cannot lead to a plan as fast as the answer. Nor can any state it would
+  // reach, so it is not expanded, and a C item whose forward alone already costs that
+  // much is not extended further (its bound only grows with its length). This changes
+  // no value and no plan: the answer never rises, every state on a path as fast as
+  // the final answer is still reached with the same cost and, because the states and
+  // items that reach it first are not skipped, the same way back; and a state skipped
+  // costs more than any state it would have dominated that could still matter. The
+  // tests compare both ways (OffloadDp.SkippingBeatenStatesChangesNoPlan).
+  std::vector<int64_t> rest_units;
+  bool skips;
 
-  Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, std::vector<int64_t>& b,
-          std::vector<Back>& w)
+  Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, bool skip,
+          OffloadDpMemory::Tables& tables)
       : chain(c),
         n(numbers),
         index(i),
         S(i.S),
+        row_of_pair(tables.row_of_pair.data()),
         through_recomputation(shapes >= OffloadShapes::ThroughRecomputation),
         through_kept_runs(shapes >= OffloadShapes::ThroughKeptRuns),
         waiting_kept_runs(shapes >= OffloadShapes::WaitingKeptRuns),
         moving_kept_inputs(shapes >= OffloadShapes::MovingKeptInputs),
-        best(b.data()),
-        back(w.data()) {}
+        best(tables.best.get()),
+        back(tables.back.get()),
+        rest_units(c.length() + 1, 0),
+        skips(skip) {
+    for (int k = c.length() - 1; k >= 0; --k) rest_units[k] = rest_units[k + 1] + n.uf_units[k] + n.ub_units[k];
+  }
 
+  // Where the row of pair (e, left) starts, taking it, all unreached, on first use.
+  size_t row_start(int e, int left) {
+    int32_t& row = row_of_pair[index.pair(e, left)];
+    const size_t length = index.row_length();
+    if (row < 0) {
+      row = rows++;
+      std::fill_n(best + static_cast<size_t>(row) * length, length, kUnreached);
+    }
+    return static_cast<size_t>(row) * length;
+  }
   void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
-    const size_t to = index(to_e, to_D, to_left);
+    const size_t to = row_start(to_e, to_left) + static_cast<size_t>(to_D);
     if (cost < best[to]) { best[to] = cost; back[to] = b; }
   }
 };
@@ -387,6 +443,9 @@ struct ItemStart {
       fits_offloaded = fits_offloaded && D - (gone ? x_e : 0) + work <= S;
     }
     if (!fits_kept && !fits_offloaded) break;
+    // Note [States that cannot beat the answer]: a landing at `next` or beyond costs at
+    // least this plus what the stages from there on must take.
+    if (f.skips && it.start + fwd_units + f.rest_units[e] > f.answer) break;
     const bool copied = !still_copying_at(next);  // by the end of the item's forward
     // Where the item ends: at `next` once the copy is done; while it still runs, only
     // with K next right after, whose fwd_keep holds the copy's bytes and lasts until it
@@ -439,38 +498,42 @@ struct ItemStart {
 }  // namespace
 
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
-                                             OffloadDpMemory* memory) {
+                                             OffloadDpMemory* memory, const RecomputeTable* given_table) {
   if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();
-  const RecomputeTable table(chain, budget_bytes, options);
+  std::optional<RecomputeTable> own_table;
+  const RecomputeTable& table = given_table ? *given_table : own_table.emplace(chain, budget_bytes, options);
   const Numbers n(chain, table, budget_bytes, options.slots);
-  const int64_t S = table.slots();
+  const int64_t S = options.slots;  // a given table may hold more
   const StateIndex index{L, S};
   std::optional<OffloadDpMemory> own;  // Note [The DP's memory kept between solves]
   OffloadDpMemory::Tables& tables = (memory ? *memory : own.emplace()).tables();
-  std::vector<int64_t>& best = tables.best;
-  std::vector<Back>& back = tables.back;
-  best.assign(index.size(), kUnreached);
-  if (back.size() < index.size()) back.resize(index.size());
+  tables.reserve(index.size());
+  tables.row_of_pair.assign(index.pairs(), -1);
   const int64_t x0 = n.x_slots[0];
   if (x0 > S) return std::nullopt;
-  best[index(0, x0, kLeftPlain)] = 0;
-  Forward f(chain, n, index, options.offload_shapes, best, back);
+  Forward f(chain, n, index, options.offload_shapes, options.skip_beaten_states, tables);
+  f.best[f.row_start(0, kLeftPlain) + static_cast<size_t>(x0)] = 0;
 
   for (int e = 0; e <= L; ++e) {
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;
+      const int32_t row = f.row_of_pair[index.pair(e, left)];
+      if (row < 0) continue;  // no state of the pair reached
+      // Items relax only states of later stages, so no row is taken while this one is read.
+      const int64_t* costs = f.best + static_cast<size_t>(row) * index.row_length();
       const Previous prev = previous_of(n, e, left);
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
       int64_t cheapest_below = kUnreached;
       for (int64_t D = 0; D <= S; ++D) {
-        const int64_t so_far = best[index(e, D, left)];
+        const int64_t so_far = costs[D];
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
+        if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
         for (const bool wait : {false, true}) {
           // Note [Waiting for the previous offload]: the item may first wait for the
           // previous item's copy; then nothing of it is pending any more.
@@ -510,7 +573,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   std::vector<Back> items{answer_back};
   while (items.back().from_e != 0) {
     const Back& b = items.back();
-    items.push_back(back[index(b.from_e, b.from_device, b.from_left)]);
+    const int32_t row = f.row_of_pair[index.pair(b.from_e, b.from_left)];
+    items.push_back(f.back[static_cast<size_t>(row) * index.row_length() + static_cast<size_t>(b.from_device)]);
   }
   std::reverse(items.begin(), items.end());
   // Where item i's own stages end: a C or CR item taken with the K after it ends

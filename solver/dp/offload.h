@@ -157,19 +157,22 @@
 
 namespace memopt::solver {
 
-// The bytes solve_offload allocates for its states on `length` stages with `slots`
+// The bytes solve_offload reserves for its states on `length` stages with `slots`
 // slots: a cost and a way back for each (item start, device slots, what the previous
 // item left), about 6 times the recompute table (Note [Largest problem] in limits.h).
+// It writes, and so maps, only the rows of the (item start, left) pairs it reaches
+// (Note [Rows for the pairs reached] in offload.cpp): this is the most it can use.
 int64_t offload_dp_bytes(int length, int64_t slots);
 
 // Note [The DP's memory kept between solves]
-// The DP's tables run to hundreds of MB at L = 96 (offload_dp_bytes), and `optimal`
-// solves up to sixteen of them in a row (up to four classes, four budgets each).
-// Freed and allocated again, every solve maps fresh pages and has the kernel zero
-// them before the DP fills them: about a tenth of `optimal`'s time on the solver bench's slow
-// link. A caller that solves several times passes one OffloadDpMemory to all of
-// them; the tables then keep their pages, and a way back is only ever read where the
-// DP wrote it, so it is not cleared between solves.
+// Where block inputs may move, the DP reaches most (item start, left) pairs and its
+// rows run to tens of MB at L = 96, and `optimal` solves up to sixteen of them in a
+// row (up to four classes, four budgets each). Freed and allocated again, every solve
+// maps fresh pages and has the kernel zero them before the DP fills them: about a
+// tenth of `optimal`'s time on the solver bench's slow link. A caller that solves
+// several times passes one OffloadDpMemory to all of them; the tables then keep their
+// pages, and a way back is only ever read where the DP wrote it, so it is not cleared
+// between solves.
 class OffloadDpMemory {
  public:
   OffloadDpMemory();
@@ -182,9 +185,11 @@ class OffloadDpMemory {
 };
 
 // Needs chain.link; without one (or with zero bandwidth) it is solve_recompute.
-// `memory`, if given, holds the DP's tables from one call to the next.
+// `memory`, if given, holds the DP's tables from one call to the next. `table`, if
+// given, is the recompute table of this chain, budget and options, with any extra
+// slots (Note [A table past its budget] in rotor.h): it is read instead of filled again.
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {},
-                                             OffloadDpMemory* memory = nullptr);
+                                             OffloadDpMemory* memory = nullptr, const RecomputeTable* table = nullptr);
 
 // Whether a plan of solve_offload has a KR run that ends waiting for the copy it
 // runs through (Note [A copy through a kept run]): a wait_offloads right after a

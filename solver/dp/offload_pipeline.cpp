@@ -34,16 +34,17 @@ std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, c
 }
 
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
-                                                      const DpOptions& options) {
+                                                      const DpOptions& options, const RecomputeTable* given_table) {
   if (!chain.has_usable_link()) return std::nullopt;
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();
-  const RecomputeTable table(chain, budget_bytes, options);
-  const int64_t m = table.slots() - table.x_slots(0);
+  std::optional<RecomputeTable> own_table;
+  const RecomputeTable& table = given_table ? *given_table : own_table.emplace(chain, budget_bytes, options);
+  const int64_t m = options.slots - table.x_slots(0);  // a given table may hold more
   std::optional<std::vector<Op>> best;
   double best_ms = 0;
   const auto consider = [&](std::vector<Op> ops) {
-    const SimResult r = simulate_timeline(chain, ops);
+    const SimResult r = simulate_timeline(chain, ops, budget_bytes);  // Note [Stopping over the budget]
     if (!fits(r, budget_bytes)) return false;
     if (!best || r.time_ms < best_ms) { best = std::move(ops); best_ms = r.time_ms; }
     return true;
@@ -54,6 +55,9 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
       if (table.value(0, p - 1, m) >= RecomputeTable::kInfinity) continue;
       table.emit(0, p - 1, m, prefix);
     }
+    // Every plan of this p has the same compute ops: where they alone take as long as
+    // the best plan so far, none of them can replace it (compute_only_ms, simulate.h).
+    if (best && compute_only_ms(chain, pipelined_offload_ops(chain, p, p + 1, 1, prefix, false)) >= best_ms) continue;
     for (int q = p + 1; q <= L; ++q) {
       const int farthest = L - p + 1;  // beyond L - p every prefetch follows the loss
       for (const bool inputs : {false, true}) {

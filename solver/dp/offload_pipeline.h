@@ -46,8 +46,11 @@ namespace memopt::solver {
 std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix,
                                       bool inputs = false);
 
-// The fastest fitting plan of the family, or nullopt (also without a link).
+// The fastest fitting plan of the family, or nullopt (also without a link). `table`,
+// if given, is the recompute table of this chain, budget and options, as for
+// solve_offload.
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
-                                                      const DpOptions& options = {});
+                                                      const DpOptions& options = {},
+                                                      const RecomputeTable* table = nullptr);
 
 }  // namespace memopt::solver

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <memory>
 
 #include "solver/dp/baselines.h"
 #include "solver/chain/coarsen.h"
@@ -39,18 +40,22 @@ struct RecomputePlans {
   std::optional<std::vector<Op>> with_slack;  // the fastest that fits from the slack
 };
 
+int64_t slack_slots(const Chain& chain, const DpOptions& dp, const SearchOptions& search) {
+  const int64_t L = chain.length();
+  return dp.rotor_compat ? 0
+                         : std::min({search.slack_slots_per_stage * L + search.slack_slots_fixed,
+                                     int64_t{dp.slots} / search.slack_most_divisor,
+                                     max_recompute_table_slots(chain) - dp.slots});
+}
+
+// `table`: the recompute table at the budget, with slack_slots past it.
 RecomputePlans recompute_plans(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
-                               const SearchOptions& search, bool want_at_budget) {
+                               const SearchOptions& search, const RecomputeTable& table, bool want_at_budget) {
   RecomputePlans plans;
   if (budget_bytes <= 0 || dp.slots <= 0) return plans;
   const int64_t L = chain.length();
-  const int64_t slack =
-      dp.rotor_compat ? 0
-                      : std::min({search.slack_slots_per_stage * L + search.slack_slots_fixed,
-                                  int64_t{dp.slots} / search.slack_most_divisor,
-                                  max_recompute_table_slots(chain) - dp.slots});
+  const int64_t slack = slack_slots(chain, dp, search);
   if (slack <= 0 && !want_at_budget) return plans;
-  const RecomputeTable table(chain, budget_bytes, dp, std::max<int64_t>(slack, 0));
   const int64_t root = dp.slots - table.x_slots(0);
   if (want_at_budget && root >= 0 && table.value(0, L, root) < RecomputeTable::kInfinity) {
     plans.at_budget.emplace();
@@ -65,7 +70,7 @@ RecomputePlans recompute_plans(const Chain& chain, int64_t budget_bytes, const D
     last_value = v;
     std::vector<Op> ops;
     table.emit(0, static_cast<int>(L), m, ops);
-    const SimResult r = simulate_timeline(chain, ops);
+    const SimResult r = simulate_timeline(chain, ops, budget_bytes);
     if (!fits(r, budget_bytes)) continue;
     if (!plans.with_slack || r.time_ms < best_ms) {
       plans.with_slack = std::move(ops);
@@ -82,7 +87,7 @@ std::optional<std::vector<Op>> fastest_fitting(const Chain& chain, int64_t budge
   double best_ms = 0;
   for (auto& c : candidates) {
     if (!c) continue;
-    const SimResult r = simulate_timeline(chain, *c);
+    const SimResult r = simulate_timeline(chain, *c, budget_bytes);
     if (!fits(r, budget_bytes)) continue;
     if (!best || r.time_ms < best_ms) { best = std::move(c); best_ms = r.time_ms; }
   }
@@ -116,6 +121,13 @@ class Polisher {
 // What the stages of one search share: the problem, the options, and Notes [Each
 // plan polished once], [Classes to start from] and [The DP's memory kept between
 // solves] in offload.h.
+// Note [One recompute table at the budget]
+// The recompute DP with its slack (Note [Slot rounding slack]), the pipelined family and
+// each class's offload DP at the budget all price subchains with the recompute table
+// of the same budget and slots, and the slack's table holds every value of the
+// others' (Note [A table past its budget] in rotor.h). At operator granularity
+// filling it is a large part of a solve, so the search fills it once, when first
+// needed, and hands it to each of them.
 struct Search {
   const Chain& chain;
   int64_t budget_bytes;
@@ -124,11 +136,23 @@ struct Search {
   Polisher polish;
   OffloadDpMemory dp_memory;
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
+  mutable std::unique_ptr<RecomputeTable> at_budget;  // Note [One recompute table at the budget]
 
   Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
       : chain(c), budget_bytes(budget), dp(d), options(o), polish(c, budget, o.polish) {}
+  // Only for budget_bytes and dp.slots, and both positive.
+  const RecomputeTable& table() const {
+    if (!at_budget)
+      at_budget = std::make_unique<RecomputeTable>(chain, budget_bytes, dp,
+                                                   std::max<int64_t>(slack_slots(chain, dp, options), 0));
+    return *at_budget;
+  }
   Plan offload_dp(int64_t budget, const DpOptions& one) {
-    Plan plan = solve_offload(chain, budget, one, &dp_memory);
+    // The class may differ from dp's; the table depends only on the budget, the slots
+    // and the recurrence's variant.
+    const bool same_table = budget == budget_bytes && one.slots == dp.slots && one.rotor_compat == dp.rotor_compat &&
+                            budget > 0 && one.slots > 0;
+    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : nullptr);
     if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
     return plan;
   }
@@ -309,13 +333,16 @@ Candidates candidates_of(const Search& s, bool with_offload) {
   // The offload DP counts carried bytes twice (Note [Carried bytes] in chain.h): its
   // plans fit but may be slower than the recompute DP's, which counts them exactly.
   const bool offload_dp_runs = with_offload && chain.has_usable_link();
-  RecomputePlans recompute = recompute_plans(chain, s.budget_bytes, s.dp, s.options, !offload_dp_runs || chain.carries());
+  const bool usable = s.budget_bytes > 0 && s.dp.slots > 0;
+  RecomputePlans recompute =
+      usable ? recompute_plans(chain, s.budget_bytes, s.dp, s.options, s.table(), !offload_dp_runs || chain.carries())
+             : RecomputePlans{};
   if (offload_dp_runs) c.plans.push_back(std::nullopt);
   c.plans.push_back(std::move(recompute.at_budget));
   c.plans.push_back(std::move(recompute.with_slack));
   if (with_offload && chain.link) {
     c.plans.push_back(offload_all(chain, s.budget_bytes, s.dp));
-    c.plans.push_back(solve_offload_pipeline(chain, s.budget_bytes, s.dp));
+    c.plans.push_back(solve_offload_pipeline(chain, s.budget_bytes, s.dp, usable ? &s.table() : nullptr));
   }
   return c;
 }

@@ -28,7 +28,10 @@ struct Search {
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   bool take(std::vector<Op> candidate) {
-    SimResult r = simulate_timeline(chain, candidate);
+    // A plan within the budget takes only candidates within it too and no slower: the
+    // others may stop early (Note [Stopping over the budget] in simulate.cpp).
+    SimResult r = over_budget() ? simulate_timeline(chain, candidate)
+                                : simulate_timeline(chain, candidate, budget_bytes, sim.time_ms);
     if (!r.valid) return false;
     if (!(key(r, candidate) < key(sim, ops))) return false;
     if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {

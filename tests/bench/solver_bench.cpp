@@ -274,7 +274,10 @@ BENCHMARK(BM_SolveOffload)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_SolveOffloadPipeline(benchmark::State& state) { run_offload_solver(state, &solve_offload_pipeline, 1); }
+void BM_SolveOffloadPipeline(benchmark::State& state) {
+  run_offload_solver(
+      state, [](const Chain& c, int64_t budget, const DpOptions& o) { return solve_offload_pipeline(c, budget, o); }, 1);
+}
 
 void solve_optimal_with_link(benchmark::State& state, double bytes_per_s) {
   Problem p = make_problem(static_cast<int>(state.range(0)));

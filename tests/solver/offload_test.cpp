@@ -157,6 +157,46 @@ TEST(OffloadDp, PlansAreValidWhenActivationsCarryBytes) {
   std::printf("carried chains: %d plans, %d offload an input\n", num_plans, num_offloading);
 }
 
+// Note [States that cannot beat the answer] in offload.cpp: skipping the states and
+// items that cannot beat the answer found so far changes no plan, op for op, in any
+// class, on chains with and without carried bytes, at byte slots and coarse ones,
+// from budgets where only waiting fits to store-all.
+TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
+  std::mt19937_64 rng(47);
+  int num_plans = 0, num_offloading = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 2 + trial % 11;
+    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
+    const bool blocks = trial % 8 == 7;  // real sizes: bytes per second scaled up to GB/s
+    Chain chain = blocks ? testing::block_dominated_chain(8 + trial % 16, trial) : testing::random_chain(rng, o);
+    const double rates[] = {300.0, 3000.0, 30000.0}, scale = blocks ? 1e6 : 1.0;
+    chain.link = Link{scale * rates[trial % 3], scale * rates[(trial / 3) % 3]};
+    const int64_t store_all = store_all_peak(chain);
+    for (const int tenths : {2, 4, 6, 10}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * tenths / 10);
+      for (const OffloadShapes shapes : {OffloadShapes::Windowed, OffloadShapes::ThroughRecomputation,
+                                         OffloadShapes::ThroughKeptRuns, OffloadShapes::WaitingKeptRuns,
+                                         OffloadShapes::MovingKeptInputs}) {
+        SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget) + ", shapes " +
+                     std::to_string(static_cast<int>(shapes)));
+        DpOptions skipping{trial % 2 ? 200 : static_cast<int>(std::min<int64_t>(budget, 4000)), false, 1, shapes};
+        DpOptions every = skipping;
+        every.skip_beaten_states = false;
+        const auto fast = solve_offload(chain, budget, skipping);
+        const auto plain = solve_offload(chain, budget, every);
+        ASSERT_EQ(fast.has_value(), plain.has_value());
+        if (!fast) continue;
+        EXPECT_EQ(*fast, *plain);
+        ++num_plans;
+        num_offloading += std::any_of(fast->begin(), fast->end(), [](const Op& op) { return is_offload(op.kind); });
+      }
+    }
+  }
+  EXPECT_GT(num_plans, 2000);
+  EXPECT_GT(num_offloading, 300);  // not vacuous: most of these plans move data
+}
+
 TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 120; ++trial) {

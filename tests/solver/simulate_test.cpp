@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <tuple>
@@ -17,6 +18,9 @@
 #include "solver/chain/chain.h"
 #include "solver/chain/schedule.h"
 #include "solver/chain/simulate.h"
+#include "solver/dp/baselines.h"
+#include "solver/dp/offload.h"
+#include "solver/dp/offload_pipeline.h"
 #include "tests/solver/brute_force.h"
 #include "tests/solver/random_chains.h"
 
@@ -290,6 +294,60 @@ void expect_timeline(const SimResult& r, int64_t peak_bytes, double time_ms, dou
   EXPECT_DOUBLE_EQ(r.time_ms, time_ms);
   EXPECT_DOUBLE_EQ(r.stall_ms, stall_ms);
   EXPECT_DOUBLE_EQ(r.copy_ms, copy_ms);
+}
+
+// Note [Stopping over the budget] in simulate.cpp: with a bound, a plan whose peak is
+// within it gets exactly the result it gets without one, and a plan whose peak is
+// above it is either simulated whole or stopped, never with a total above its peak.
+// Plans of the offload DP, the pipelined family and offload-all, on chains with and
+// without carried bytes, against bounds across each plan's range.
+TEST(SimulateTimeline, StopsOnlyPlansSurelyOverTheBound) {
+  std::mt19937_64 rng(61);
+  int num_within = 0, num_stopped = 0, num_over = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 2 + trial % 9;
+    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
+    Chain chain = testing::random_chain(rng, o);
+    const double rates[] = {300.0, 3000.0, 30000.0};
+    chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    std::vector<std::vector<Op>> plans{offload_all_ops(chain)};
+    for (const int tenths : {3, 6})
+      if (auto plan = solve_offload(chain, std::max<int64_t>(1, store_all * tenths / 10), {200, false, 1})) plans.push_back(*plan);
+    const int L = chain.length();
+    for (int d = 1; d <= 2; ++d) plans.push_back(pipelined_offload_ops(chain, 0, L, d, {}, trial % 2 == 1));
+    for (const std::vector<Op>& ops : plans) {
+      const SimResult whole = simulate_timeline(chain, ops);
+      if (!whole.valid) continue;
+      for (int64_t bound = 0; bound <= whole.peak_bytes + 2; bound += 1 + whole.peak_bytes / 16) {
+        SCOPED_TRACE("trial " + std::to_string(trial) + ", bound " + std::to_string(bound));
+        const SimResult r = simulate_timeline(chain, ops, bound);
+        if (whole.peak_bytes <= bound) {
+          ++num_within;
+          ASSERT_TRUE(r.valid) << r.error;
+          EXPECT_FALSE(r.stopped_over);
+          EXPECT_EQ(r.peak_bytes, whole.peak_bytes);
+          EXPECT_EQ(r.time_ms, whole.time_ms);
+          EXPECT_EQ(r.offload_done_before, whole.offload_done_before);
+          continue;
+        }
+        EXPECT_FALSE(fits(r, bound));
+        if (r.stopped_over) {
+          ++num_stopped;
+          EXPECT_FALSE(r.valid);
+          EXPECT_GT(r.peak_bytes, bound);
+          EXPECT_LE(r.peak_bytes, whole.peak_bytes);
+        } else {
+          ++num_over;
+          EXPECT_EQ(r.peak_bytes, whole.peak_bytes);
+        }
+      }
+    }
+  }
+  EXPECT_GT(num_within, 500);
+  EXPECT_GT(num_stopped, 500);  // not vacuous: most plans over a bound stop early
+  std::printf("within %d, stopped %d, over but simulated whole %d\n", num_within, num_stopped, num_over);
 }
 
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
