@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 
 #include "solver/dp/baselines.h"
@@ -15,6 +17,7 @@
 #include "solver/dp/offload_pipeline.h"
 #include "solver/dp/rotor.h"
 #include "solver/chain/simulate.h"
+#include "solver/search/side_by_side.h"
 
 namespace memopt::solver {
 namespace {
@@ -105,16 +108,24 @@ class Polisher {
  public:
   Polisher(const Chain& chain, int64_t budget_bytes, const PolishOptions& options)
       : chain_(chain), budget_bytes_(budget_bytes), options_(options) {}
+  // Safe to call from the threads of Note [Searches side by side]: two that polish
+  // the same plan at once both compute it, and the answers are equal.
   std::vector<Op> operator()(const std::vector<Op>& ops) {
-    const auto done = polished_.find(ops);
-    if (done != polished_.end()) return done->second;
-    return polished_.emplace(ops, polish_copies(chain_, budget_bytes_, ops, options_)).first->second;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto done = polished_.find(ops);
+      if (done != polished_.end()) return done->second;
+    }
+    std::vector<Op> polished = polish_copies(chain_, budget_bytes_, ops, options_);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return polished_.emplace(ops, std::move(polished)).first->second;
   }
 
  private:
   const Chain& chain_;
   int64_t budget_bytes_;
   PolishOptions options_;
+  std::mutex mutex_;
   std::map<std::vector<Op>, std::vector<Op>> polished_;
 };
 
@@ -133,19 +144,29 @@ struct Search {
   int64_t budget_bytes;
   DpOptions dp;
   const SearchOptions& options;
-  Polisher polish;
+  std::shared_ptr<Polisher> polisher;  // shared with the searches beside this one
   OffloadDpMemory dp_memory;
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
-  mutable std::unique_ptr<RecomputeTable> at_budget;  // Note [One recompute table at the budget]
+  mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
 
   Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
-      : chain(c), budget_bytes(budget), dp(d), options(o), polish(c, budget, o.polish) {}
+      : chain(c), budget_bytes(budget), dp(d), options(o), polisher(std::make_shared<Polisher>(c, budget, o.polish)) {}
+  // A search of the same problem for another thread (Note [Searches side by side] in
+  // side_by_side.h): main's polished plans and table (filled there first, if it is not
+  // yet), its own DP memory, and `threads` for the DPs it runs inside.
+  Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options) {
+    polisher = main.polisher;
+    dp.num_threads = threads;
+    if (budget_bytes > 0 && dp.slots > 0) at_budget = main.table_shared();
+  }
   // Only for budget_bytes and dp.slots, and both positive.
-  const RecomputeTable& table() const {
+  const RecomputeTable& table() const { return *table_shared(); }
+  std::vector<Op> polish(const std::vector<Op>& ops) { return (*polisher)(ops); }
+  const std::shared_ptr<const RecomputeTable>& table_shared() const {
     if (!at_budget)
-      at_budget = std::make_unique<RecomputeTable>(chain, budget_bytes, dp,
-                                                   std::max<int64_t>(slack_slots(chain, dp, options), 0));
-    return *at_budget;
+      at_budget = std::make_shared<const RecomputeTable>(chain, budget_bytes, dp,
+                                                         std::max<int64_t>(slack_slots(chain, dp, options), 0));
+    return at_budget;
   }
   Plan offload_dp(int64_t budget, const DpOptions& one) {
     // The class may differ from dp's; the table depends only on the budget, the slots
@@ -347,27 +368,48 @@ Candidates candidates_of(const Search& s, bool with_offload) {
   return c;
 }
 
-// Stages 2 and 3: each class's search (Note [Classes to start from]), widest first.
-Plan best_over_classes(Search& s, const Candidates& candidates) {
+// One class's whole search, on a search of its own.
+struct ClassSearch {
   Plan best;
-  for (const OffloadShapes shapes :
-       {OffloadShapes::MovingKeptInputs, OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
-        OffloadShapes::Windowed}) {
-    if (unbeatable(s.chain, best)) break;
-    // Only where a plan of the widest class's search ends a kept run waiting.
-    if (shapes == OffloadShapes::ThroughKeptRuns && !s.dp_waited_after_a_kept_run) continue;
-    DpOptions one_class = s.dp;
-    one_class.offload_shapes = shapes;
-    Plans with_dp = candidates.plans;
-    with_dp[candidates.dp_place] = s.offload_dp(s.budget_bytes, one_class);
-    best = s.fastest({std::move(best), best_of_one_class(s, one_class, std::move(with_dp))});
-  }
-  return best;
+  bool waited_after_a_kept_run = false;  // a plan of its offload DP did
+};
+ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& candidates) {
+  DpOptions one_class = s.dp;
+  one_class.offload_shapes = shapes;
+  Plans with_dp = candidates.plans;
+  with_dp[candidates.dp_place] = s.offload_dp(s.budget_bytes, one_class);
+  ClassSearch out;
+  out.best = best_of_one_class(s, one_class, std::move(with_dp));
+  out.waited_after_a_kept_run = s.dp_waited_after_a_kept_run;
+  return out;
 }
 
-// Stage 4: Note [Kicks out of a local optimum] in kicks.h.
-Plan kicked(const Search& s, Plan best) {
-  if (best && !unbeatable(s.chain, best)) best = kick_search(s.chain, s.budget_bytes, *best, s.options.kicks);
+// Stages 2 and 3: each class's search (Note [Classes to start from]), widest first,
+// taken in that order. The widest runs first: where its plan takes the least time any
+// plan can, no other runs, and only its plans tell whether the second class runs
+// (where one of them ends a kept run waiting). The rest then run side by side (Note
+// [Searches side by side] in side_by_side.h).
+Plan best_over_classes(Search& s, const Candidates& candidates) {
+  const ClassSearch widest = search_one_class(s, OffloadShapes::MovingKeptInputs, candidates);
+  Plan best = s.fastest({std::nullopt, widest.best});
+  if (unbeatable(s.chain, best)) return best;
+  std::vector<OffloadShapes> rest;
+  if (widest.waited_after_a_kept_run) rest.push_back(OffloadShapes::ThroughKeptRuns);
+  rest.push_back(OffloadShapes::ThroughRecomputation);
+  rest.push_back(OffloadShapes::Windowed);
+  const int inner_threads = threads_per_piece(s.dp.num_threads, static_cast<int>(rest.size()));
+  std::vector<ClassSearch> searched(rest.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < rest.size(); ++i)
+    tasks.push_back([&, i] {
+      Search own(s, inner_threads);
+      searched[i] = search_one_class(own, rest[i], candidates);
+    });
+  run_side_by_side(tasks, s.dp.num_threads);
+  for (ClassSearch& one : searched) {
+    if (unbeatable(s.chain, best)) break;
+    best = s.fastest({std::move(best), std::move(one.best)});
+  }
   return best;
 }
 
@@ -434,13 +476,28 @@ Plans plans_of_the_blocks(Search& s) {
   return polished;
 }
 
-// Stage 5: the plans of the blocks, each that fits kicked, against the best so far.
-Plan with_the_blocks(Search& s, Plan best) {
+// Stage 4, the kicks of the best plan (Note [Kicks out of a local optimum] in kicks.h),
+// and stage 5, the plans of the blocks, each that fits kicked, against the kicked best.
+// The blocks' plans are made beside the first kicks and kicked side by side (Note
+// [Searches side by side] in side_by_side.h); where the kicked best takes the least
+// time any plan can, they are dropped, as the sequential search never made them.
+Plan kicked_then_the_blocks(Search& s, Plan best) {
   if (unbeatable(s.chain, best)) return best;
-  Plans finalists = plans_of_the_blocks(s);
+  Plans finalists;
+  run_side_by_side({[&] {
+                      if (best) best = kick_search(s.chain, s.budget_bytes, *best, s.options.kicks);
+                    },
+                    [&] {
+                      Search own(s, threads_per_piece(s.dp.num_threads, 2));
+                      finalists = plans_of_the_blocks(own);
+                    }},
+                   s.dp.num_threads);
+  if (unbeatable(s.chain, best)) return best;
+  std::vector<std::function<void()>> kicks;
   for (auto& plan : finalists)
     if (plan && fits(simulate_timeline(s.chain, *plan), s.budget_bytes) && !unbeatable(s.chain, plan))
-      plan = kick_search(s.chain, s.budget_bytes, *plan, s.options.kicks);
+      kicks.push_back([&s, &plan] { plan = kick_search(s.chain, s.budget_bytes, *plan, s.options.kicks); });
+  run_side_by_side(kicks, s.dp.num_threads);
   finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
   return s.fastest(std::move(finalists));
 }
@@ -468,11 +525,19 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
                                             const std::vector<std::vector<Op>>& known_plans) {
   Search s(chain, budget_bytes, dp, options);
   const Candidates candidates = candidates_of(s, /*with_offload=*/true);  // 1
+  // Note [A probe asks only whether a plan fits]
+  // The search for the smallest budget that works (min_feasible_budget in solve.cpp)
+  // asks each budget only whether `optimal` has a plan there. Every later step takes
+  // the fastest of the plans so far and its own, so once one plan fits, `optimal` has
+  // one: a probe stops there, after the candidates or after the classes' searches.
+  // Only a budget where nothing fits yet runs every step, which may still repair a plan.
+  if (options.any_fitting_plan)
+    if (Plan any = s.fastest(candidates.plans)) return any;
   Plan best;
   if (chain.has_usable_link()) {
     best = best_over_classes(s, candidates);  // 2, 3: per class, the offload DP, the polish, the starts
-    best = kicked(s, std::move(best));         // 4
-    best = with_the_blocks(s, std::move(best));  // 5
+    if (options.any_fitting_plan && best) return best;
+    best = kicked_then_the_blocks(s, std::move(best));  // 4, 5
   } else {
     best = best_of_one_class(s, dp, candidates.plans);  // the recompute DP's, polished
   }

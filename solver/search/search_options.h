@@ -39,6 +39,10 @@ struct SearchOptions {
   // blocks is solved again at a smaller budget until its written-out plan fits.
   int block_budgets = 4;
 
+  // Note [A probe asks only whether a plan fits] in optimal.cpp: the search for the
+  // smallest budget that works (solve.h) sets it.
+  bool any_fitting_plan = false;
+
   PolishOptions polish;  // Note [Polishing a plan's copies] in polish.h
   KickOptions kicks;     // Note [Kicks out of a local optimum] in kicks.h
 };

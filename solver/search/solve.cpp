@@ -61,7 +61,9 @@ DpOptions dp_options(const SolveOptions& o) {
 }
 
 bool solves(const Chain& chain, const SolveOptions& o, int64_t budget_bytes) {
-  return plan_with(chain, o, budget_bytes, /*with_known_plans=*/false).has_value();
+  SolveOptions probe = o;
+  probe.search.any_fitting_plan = true;  // Note [A probe asks only whether a plan fits] in optimal.cpp
+  return plan_with(chain, probe, budget_bytes, /*with_known_plans=*/false).has_value();
 }
 
 bool uses_dp(SolverKind kind) {

@@ -209,7 +209,7 @@ void BM_BlockDominatedRecomputeOnly(benchmark::State& state) {
   solve_block_dominated(state, SolverKind::RecomputeOnly, std::nullopt, static_cast<int>(state.range(1)));
 }
 void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
-  solve_block_dominated(state, SolverKind::Optimal, Link{1e9, 1e9}, 1);
+  solve_block_dominated(state, SolverKind::Optimal, Link{1e9, 1e9}, static_cast<int>(state.range(1)));
 }
 
 BENCHMARK(BM_BlockDominatedRecomputeOnly)
@@ -225,9 +225,8 @@ BENCHMARK(BM_BlockDominated)
     ->UseRealTime();
 
 BENCHMARK(BM_BlockDominatedOptimalSlowLink)
-    ->ArgNames({"L"})
-    ->Args({48})
-    ->Args({96})
+    ->ArgNames({"L", "threads"})
+    ->ArgsProduct({{48, 96}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1);
