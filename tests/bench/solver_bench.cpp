@@ -26,8 +26,9 @@
 //                                plan's simulated time
 //   BM_BlockDominatedRecomputeOnly/L/threads  solve() --solver recompute-only on the same
 //                                chain: the DP with its slack re-solves and the baselines
-//   BM_BlockDominatedOptimalSlowLink/L  solve() --solver optimal on the same chain over
-//                                a 1 GB/s link, one thread
+//   BM_BlockDominatedOptimalSlowLink/L/threads  solve() --solver optimal on the same
+//                                chain over a 1 GB/s link, on all cores (threads = 0: the
+//                                classes' searches and the kicks side by side) or one
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
 //                                modeled GPT-2 (C=1600, H=25, bf16, H100, B=8, T=1024) at
 //                                operator granularity with explicit attention, 9 stages
