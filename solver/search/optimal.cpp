@@ -399,12 +399,13 @@ Plan best_over_classes(Search& s, const Candidates& candidates) {
   rest.push_back(OffloadShapes::Windowed);
   const int inner_threads = threads_per_piece(s.dp.num_threads, static_cast<int>(rest.size()));
   std::vector<ClassSearch> searched(rest.size());
+  // Made here, before any thread starts, so that only this thread ever fills the table.
+  std::vector<std::unique_ptr<Search>> own;
   std::vector<std::function<void()>> tasks;
-  for (size_t i = 0; i < rest.size(); ++i)
-    tasks.push_back([&, i] {
-      Search own(s, inner_threads);
-      searched[i] = search_one_class(own, rest[i], candidates);
-    });
+  for (size_t i = 0; i < rest.size(); ++i) {
+    own.push_back(std::make_unique<Search>(s, inner_threads));
+    tasks.push_back([&, i] { searched[i] = search_one_class(*own[i], rest[i], candidates); });
+  }
   run_side_by_side(tasks, s.dp.num_threads);
   for (ClassSearch& one : searched) {
     if (unbeatable(s.chain, best)) break;
@@ -484,13 +485,11 @@ Plans plans_of_the_blocks(Search& s) {
 Plan kicked_then_the_blocks(Search& s, Plan best) {
   if (unbeatable(s.chain, best)) return best;
   Plans finalists;
+  Search own(s, threads_per_piece(s.dp.num_threads, 2));  // before the threads start, as above
   run_side_by_side({[&] {
                       if (best) best = kick_search(s.chain, s.budget_bytes, *best, s.options.kicks);
                     },
-                    [&] {
-                      Search own(s, threads_per_piece(s.dp.num_threads, 2));
-                      finalists = plans_of_the_blocks(own);
-                    }},
+                    [&] { finalists = plans_of_the_blocks(own); }},
                    s.dp.num_threads);
   if (unbeatable(s.chain, best)) return best;
   std::vector<std::function<void()>> kicks;

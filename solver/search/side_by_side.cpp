@@ -19,10 +19,6 @@ int machine_threads(int threads) {
 
 void run_side_by_side(const std::vector<std::function<void()>>& tasks, int threads) {
   const int workers = std::min(machine_threads(threads), static_cast<int>(tasks.size()));
-  if (workers <= 1) {
-    for (const auto& task : tasks) task();
-    return;
-  }
   std::atomic<size_t> next{0};
   std::exception_ptr first_error;
   std::mutex error_mutex;
@@ -36,7 +32,7 @@ void run_side_by_side(const std::vector<std::function<void()>>& tasks, int threa
       }
     }
   };
-  std::vector<std::thread> pool;
+  std::vector<std::thread> pool;  // none where one thread runs them all
   for (int w = 1; w < workers; ++w) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
