@@ -331,7 +331,8 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
   // Note [Stopping over the budget]: the program-order events' sum and every free so far.
   int64_t program_bytes = chain.x(0), freed_bytes = 0;
   bool in_time_order = true;
-  const auto surely_over = [&](const MemEvent& e) {
+  // Records a program-order event; true once the plan surely holds more than the bound.
+  const auto record_event = [&](const MemEvent& e) {
     in_time_order = in_time_order && e.time_ms >= events.back().time_ms;
     events.push_back(e);
     program_bytes += e.delta_bytes;
@@ -374,7 +375,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
   // are since `on_host_ms`; returns when the copy ends.
   bool over = false;  // a prefetch's allocation put the plan surely over the bound
   const auto prefetch_copy = [&](int p, double on_host_ms, int64_t bytes) {
-    over = surely_over({compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || over;
+    over = record_event({compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || over;
     op_start_ms[p] = compute_end;  // it allocates at issue
     const double start = std::max({compute_end, h2d_free, on_host_ms});
     const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
@@ -527,7 +528,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
         return fail(out, p, "ends after the bound on its time");
       }
     }
-    if (surely_over({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p})) return stopped(p);
+    if (record_event({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p})) return stopped(p);
 
     switch (op.kind) {
       case OpKind::FwdKeep:
@@ -576,7 +577,7 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
       case OpKind::WaitOffloads:  // handled above, before the compute stream
         break;
     }
-    surely_over({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
+    record_event({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
   }
 
   if (over) return stopped(n - 1);

@@ -63,11 +63,7 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
       const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
       for (size_t at = trip.reader + 1, n = 0; at > off_at && n < static_cast<size_t>(window_ops); --at, ++n) {
         std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
-        // Once the best so far fits, only a plan that fits and is no slower can beat it
-        // (Note [Stopping over the budget] in simulate.cpp).
-        const bool best_fits = best && best->first.excess_bytes == 0;
-        const SimResult r = best_fits ? simulate_timeline(chain, c, budget_bytes, best->first.time_ms)
-                                      : simulate_timeline(chain, c);
+        const SimResult r = best ? simulate_to_beat(chain, c, best->first, budget_bytes) : simulate_timeline(chain, c);
         if (!r.valid) continue;
         const PlanKey key = plan_key(r, c, budget_bytes);
         if (!best || key < best->first) best.emplace(key, std::move(c));
@@ -104,8 +100,7 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
            k <= std::min(chain.length() + 1, kick.index + options.focus_radius); ++k)
         local.focus[k] = 1;
       std::vector<Op> polished = polish_copies(chain, budget_bytes, std::move(kick.ops), local);
-      const SimResult r = best.excess_bytes == 0 ? simulate_timeline(chain, polished, budget_bytes, best.time_ms)
-                                                 : simulate_timeline(chain, polished);
+      const SimResult r = simulate_to_beat(chain, polished, best, budget_bytes);
       if (!r.valid || !(plan_key(r, polished, budget_bytes) < best)) continue;
       // Better: the whole plan is polished again, then kicked again.
       ops = polish_copies(chain, budget_bytes, std::move(polished), options.polish);

@@ -28,10 +28,7 @@ struct Search {
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   bool take(std::vector<Op> candidate) {
-    // A plan within the budget takes only candidates within it too and no slower: the
-    // others may stop early (Note [Stopping over the budget] in simulate.cpp).
-    SimResult r = over_budget() ? simulate_timeline(chain, candidate)
-                                : simulate_timeline(chain, candidate, budget_bytes, sim.time_ms);
+    SimResult r = simulate_to_beat(chain, candidate, key(sim, ops), budget_bytes);
     if (!r.valid) return false;
     if (!(key(r, candidate) < key(sim, ops))) return false;
     if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {
@@ -174,6 +171,12 @@ bool round_trip_pass(Search& s, int window) {
 PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes) {
   const auto num_copies = std::count_if(ops.begin(), ops.end(), [](const Op& op) { return is_copy(op.kind); });
   return {std::max<int64_t>(0, sim.peak_bytes - budget_bytes), sim.time_ms, num_copies, sim.peak_bytes};
+}
+
+SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
+                           int64_t budget_bytes) {
+  if (to_beat.excess_bytes > 0) return simulate_timeline(chain, ops);
+  return simulate_timeline(chain, ops, budget_bytes, to_beat.time_ms);
 }
 
 std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,

@@ -94,6 +94,13 @@ struct PlanKey {
 };
 PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budget_bytes);
 
+// simulate_timeline for a candidate that counts only if its key is below `to_beat`:
+// where `to_beat` fits the budget, such a candidate fits and is no slower, so the
+// simulation may stop at the budget and at to_beat's time (Note [Stopping over the
+// budget] in simulate.cpp). A stopped result is invalid.
+SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
+                           int64_t budget_bytes);
+
 // `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
 // fits too and is at least as fast; if not, the plan returned is over by no more,
 // and may fit (Note [Repairing a plan over the budget]). Needs chain.link for any
