@@ -214,18 +214,6 @@ struct MemEvent {
   int op;          // the op whose start this is (for peak_op), -1 for frees
 };
 
-// Note [The timeline's buffers]
-// The polish simulates thousands of plans per solve, and allocating this state anew
-// for each had cost about a tenth of its time; each thread keeps one set and
-// simulate_timeline resets it (simulations never nest).
-struct TimelineBuffers {
-  Residency r;
-  std::vector<Place> place;
-  std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms, op_start_ms, offload_end_ms;
-  std::vector<char> hollow;
-  std::vector<MemEvent> events, frees;
-};
-
 // Bytes of a_k that leave while a_k stays: its own bytes (Note [A kept stage's input may
 // leave]) or its ending carry (Note [Carried bytes may leave]). Set up at the first such
 // op only: most plans have none, and the polish simulates thousands of them (Note [The
@@ -244,9 +232,451 @@ struct MovedBytes {
   bool is_out(int k) const { return used && out[k]; }
   double ready(int k) const { return used ? ready_ms[k] : 0.0; }
 };
-struct MovedBytesBuffers {
-  MovedBytes inputs, carries;
+
+// The bounds of Note [Stopping over the budget].
+struct Stops {
+  int64_t above_bytes = std::numeric_limits<int64_t>::max();
+  double after_ms = std::numeric_limits<double>::infinity();
+  bool timed() const { return after_ms < std::numeric_limits<double>::infinity(); }
+  double late_ms() const { return after_ms + 1e-9 * std::abs(after_ms); }
 };
+
+// Note [The timeline's buffers]
+// The polish simulates thousands of plans per solve, and allocating this state anew
+// for each had cost about a tenth of its time; each thread keeps one and
+// simulate_timeline resets it (simulations never nest). Copying one state into
+// another reuses the target's storage too (Note [Resuming from a shared prefix]).
+//
+// Everything the timeline simulator knows after the first `ran` ops of a plan.
+struct TimelineState {
+  Residency r;
+  std::vector<Place> place;
+  std::vector<double> ready_ms, on_host_ms;  // when a_k's data is on the device / its offload ended
+  // ā_k beyond a_k (Note [Offloading saved state]): on the host while hollow, and
+  // when it was last complete on the device / on the host.
+  std::vector<char> hollow;
+  std::vector<double> saved_ready_ms, saved_on_host_ms;
+  MovedBytes inputs, carries;
+  std::vector<MemEvent> events;  // in program order (Note [Events in time order])
+  std::vector<MemEvent> frees;   // at the ends of offload copies
+  std::vector<double> op_start_ms, offload_end_ms;  // one per op run, -1 where none
+  // Note [Stopping over the budget]: the program-order events' sum and every free so far.
+  int64_t program_bytes = 0, freed_bytes = 0;
+  bool in_time_order = true;
+  bool over = false;  // a prefetch's allocation put the plan surely over the bound
+  double compute_end = 0;  // the compute cursor: end of the previous compute op
+  double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
+  double compute_left_ms = 0;  // the compute time still to run, for a bound on the time
+  // For resuming under other bounds (Note [Resuming from a shared prefix]): the most
+  // that record_event compared with a byte bound, and the latest end a compute op
+  // surely implied, over the ops run.
+  int64_t most_in_order_bytes = std::numeric_limits<int64_t>::min();
+  double latest_implied_end_ms = -std::numeric_limits<double>::infinity();
+  SimResult out;  // copy_ms and stall_ms so far
+  int ran = 0;
+
+  void start(const Chain& chain, double compute_ms) {
+    const int L = chain.length();
+    r.reset(L);
+    r.plain[0] = 1;
+    place.assign(L + 2, Place::None);
+    place[0] = Place::Device;
+    ready_ms.assign(L + 2, 0.0);
+    on_host_ms.assign(L + 2, 0.0);
+    hollow.assign(L + 2, 0);
+    saved_ready_ms.assign(L + 2, 0.0);
+    saved_on_host_ms.assign(L + 2, 0.0);
+    inputs.used = carries.used = false;
+    events.clear();
+    frees.clear();
+    events.push_back({0.0, -2, chain.x(0), -1});
+    op_start_ms.clear();
+    offload_end_ms.clear();
+    program_bytes = chain.x(0);
+    freed_bytes = 0;
+    in_time_order = true;
+    over = false;
+    compute_end = d2h_free = h2d_free = last_copy_end = 0;
+    compute_left_ms = compute_ms;
+    most_in_order_bytes = std::numeric_limits<int64_t>::min();
+    latest_implied_end_ms = -std::numeric_limits<double>::infinity();
+    out = SimResult{};
+    ran = 0;
+  }
+};
+
+// Runs ops on a TimelineState, one at a time.
+class Timeline {
+ public:
+  Timeline(const Chain& chain, const std::vector<Op>& ops, const Stops& stops, TimelineState& s)
+      : chain_(chain), ops_(ops), stops_(stops), s_(s), L_(chain.length()) {}
+
+  // Runs op s.ran; returns false where the simulation ends there, failed or stopped
+  // (then `result` holds its outcome).
+  bool step(SimResult& result);
+  // After the last op: the end checks, the peak, and the offloads' ends.
+  SimResult finish();
+
+ private:
+  SimResult fail(int p, std::string error) const {
+    SimResult r = s_.out;
+    r.valid = false;
+    r.error_op = p;
+    r.error = std::move(error);
+    return r;
+  }
+  SimResult stopped(int p) const {
+    SimResult r = fail(p, "holds more than the bound on its bytes");
+    r.stopped_over = true;
+    r.peak_bytes = s_.program_bytes + s_.freed_bytes;
+    return r;
+  }
+  // Records a program-order event; true once the plan surely holds more than the bound.
+  bool record_event(const MemEvent& e) {
+    s_.in_time_order = s_.in_time_order && e.time_ms >= s_.events.back().time_ms;
+    s_.events.push_back(e);
+    s_.program_bytes += e.delta_bytes;
+    if (!s_.in_time_order) return false;
+    s_.most_in_order_bytes = std::max(s_.most_in_order_bytes, s_.program_bytes + s_.freed_bytes);
+    return s_.program_bytes + s_.freed_bytes > stops_.above_bytes;
+  }
+  std::string need_link(int p) const {
+    if (!chain_.link) return op_label(ops_, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one to the profile";
+    return {};
+  }
+  // Section 5.2: op p copies `bytes`, complete on the device since `data_ms`, to the
+  // host, and frees them when the copy ends (returned).
+  double offload_copy(int p, double data_ms, int64_t bytes) {
+    const double start = std::max({s_.compute_end, data_ms, s_.d2h_free});
+    const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->d2h_bytes_per_s;
+    s_.d2h_free = end;
+    s_.last_copy_end = std::max(s_.last_copy_end, end);
+    s_.out.copy_ms += end - start;
+    s_.frees.push_back({end, -1, -bytes, -1});
+    s_.freed_bytes -= bytes;
+    s_.offload_end_ms[p] = end;
+    return end;
+  }
+  // Op p allocates `bytes` at issue and copies them back from the host, where they
+  // are since `on_host_ms`; returns when the copy ends.
+  double prefetch_copy(int p, double on_host_ms, int64_t bytes) {
+    s_.over = record_event({s_.compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || s_.over;
+    s_.op_start_ms[p] = s_.compute_end;  // it allocates at issue
+    const double start = std::max({s_.compute_end, s_.h2d_free, on_host_ms});
+    const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
+    s_.h2d_free = end;
+    s_.last_copy_end = std::max(s_.last_copy_end, end);
+    s_.out.copy_ms += end - start;
+    return end;
+  }
+  std::string copy(int p);      // a copy op's effect, or an error
+  std::string compute(int p);   // a compute op's, or an error; "" and s_.over for a stop
+
+  const Chain& chain_;
+  const std::vector<Op>& ops_;
+  const Stops& stops_;
+  TimelineState& s_;
+  const int L_;
+  bool stopped_late_ = false;
+};
+
+std::string Timeline::copy(int p) {
+  TimelineState& s = s_;
+  const Op& op = ops_[p];
+  const int i = op.index, L = L_;
+  Residency& r = s.r;
+  if (op.kind == OpKind::Offload) {
+    if (std::string e = need_link(p); !e.empty()) return e;
+    if (i < 0 || i > L) return op_label(ops_, p) + ": index out of range for a chain of " + std::to_string(L) + " stages";
+    if (!r.plain[i] || s.place[i] != Place::Device) {
+      if (r.saved[i]) return op_label(ops_, p) + ": only plain activations can be offloaded, and a_" + std::to_string(i) + " is held as ā_" + std::to_string(i);
+      return op_label(ops_, p) + ": a_" + std::to_string(i) + " is not resident on the device";
+    }
+    if (i < L && r.saved[i + 1])  // Note [A kept stage keeps its input]
+      return op_label(ops_, p) + ": a_" + std::to_string(i) + " is the input of stage " + std::to_string(i) +
+             ", whose saved state ā_" + std::to_string(i + 1) + " is on the device and may hold it; " +
+             "offload it before fwd_keep " + std::to_string(i) + " or after bwd " + std::to_string(i) +
+             ", or move it with offload_input " + std::to_string(i);
+    if (const int64_t shared = activation_overlap(chain_, r, i); shared > 0) return carried_copy_error(ops_, p, shared);
+    s.on_host_ms[i] = offload_copy(p, s.ready_ms[i], chain_.x(i));
+    s.place[i] = Place::OnHost;
+    r.plain[i] = 0;
+    return {};
+  }
+  if (op.kind == OpKind::Prefetch) {
+    if (std::string e = need_link(p); !e.empty()) return e;
+    if (i < 0 || i > L) return op_label(ops_, p) + ": index out of range for a chain of " + std::to_string(L) + " stages";
+    if (s.place[i] != Place::OnHost) return op_label(ops_, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)";
+    if (const int64_t shared = activation_overlap(chain_, r, i); shared > 0) return carried_copy_error(ops_, p, shared);
+    s.ready_ms[i] = prefetch_copy(p, s.on_host_ms[i], chain_.x(i));
+    s.place[i] = Place::Device;
+    r.plain[i] = 1;
+    return {};
+  }
+  if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
+    if (std::string e = need_link(p); !e.empty()) return e;
+    if (i < 1 || i > L)
+      return op_label(ops_, p) + ": ā_" + std::to_string(i) + " does not exist; saved states are ā_1..ā_" + std::to_string(L);
+    const int64_t bytes = chain_.xbar(i) - chain_.x(i);
+    if (op.kind == OpKind::OffloadSaved) {
+      if (!r.saved[i] || s.hollow[i])
+        return op_label(ops_, p) + ": ā_" + std::to_string(i) + (r.saved[i] ? " is already on the host" : " is not resident (stage " + std::to_string(i - 1) + " must run fwd_keep first)");
+      s.saved_on_host_ms[i] = offload_copy(p, s.saved_ready_ms[i], bytes);
+      s.hollow[i] = 1;
+    } else {
+      if (!r.saved[i] || !s.hollow[i])
+        return op_label(ops_, p) + ": the saved state of ā_" + std::to_string(i) + " is not on the host (offload_saved it first)";
+      s.saved_ready_ms[i] = prefetch_copy(p, s.saved_on_host_ms[i], bytes);
+      s.hollow[i] = 0;
+    }
+    return {};
+  }
+  if (op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput || op.kind == OpKind::OffloadCarried ||
+      op.kind == OpKind::PrefetchCarried) {
+    // Note [A kept stage's input may leave], Note [Carried bytes may leave] (simulate.h).
+    if (std::string e = need_link(p); !e.empty()) return e;
+    if (i < 0 || i >= L)
+      return op_label(ops_, p) + ": a_" + std::to_string(i) + " is the input of no stage; inputs are a_0..a_" + std::to_string(L - 1);
+    const bool own = op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput;
+    const bool offload = op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried;
+    MovedBytes& moved = own ? s.inputs : s.carries;
+    const auto what_is = [&] { return "a_" + std::to_string(i) + (own ? "'s own bytes are" : "'s ending carry is"); };
+    const int64_t bytes = own ? chain_.own_bytes(i) : chain_.ending_carried_bytes(i);
+    // a_first .. a_i hold the bytes; each of stages first .. i must have run fwd_keep.
+    const int first = own ? i : chain_.first_holder_of_ending_carry(i);
+    moved.use(L);
+    if (offload) {
+      if (moved.out[i]) return op_label(ops_, p) + ": " + what_is() + " already on the host";
+      double data_ms = moved.ready_ms[i];
+      for (int m = first; m <= i; ++m) {
+        if (!r.saved[m + 1])
+          return op_label(ops_, p) + ": stage " + std::to_string(m) + " has not run fwd_keep, so a_" + std::to_string(m) +
+                 (own ? " is no kept stage's input (use offload " + std::to_string(m) + ")"
+                      : ", which holds part of a_" + std::to_string(i) + "'s ending carry, may still be read; move it once stages " +
+                            std::to_string(first) + ".." + std::to_string(i) + " have all run fwd_keep");
+        if (!(r.saved[m] || (r.plain[m] && s.place[m] == Place::Device)))
+          return op_label(ops_, p) + ": a_" + std::to_string(m) + " is not resident on the device";
+        data_ms = std::max(data_ms, s.ready_ms[m]);
+      }
+      if (bytes <= 0)
+        return op_label(ops_, p) + ": a_" + std::to_string(i) +
+               (own ? " shares all its bytes with a neighbour (docs/formats.md, \"Carried bytes\"); it has nothing of its own to move"
+                    : " passes on every byte it carries from a_" + std::to_string(i - 1) + " (c_" + std::to_string(i) +
+                          " <= c_" + std::to_string(i + 1) + ", docs/formats.md, \"Carried bytes\"); it has no ending carry to move");
+      moved.on_host_ms[i] = offload_copy(p, data_ms, bytes);
+      moved.out[i] = 1;
+    } else {
+      if (!moved.out[i])
+        return op_label(ops_, p) + ": " + what_is() + " not on the host (" + (own ? "offload_input" : "offload_carried") + " it first)";
+      moved.ready_ms[i] = prefetch_copy(p, moved.on_host_ms[i], bytes);
+      moved.out[i] = 0;
+    }
+    return {};
+  }
+  // OpKind::WaitOffloads. Note [Waiting for the offloads]: the d2h link runs its copies
+  // in issue order, so the last one issued ends last. Nothing is allocated, so
+  // op_start_ms stays -1.
+  s.out.stall_ms += std::max(0.0, s.d2h_free - s.compute_end);
+  s.compute_end = std::max(s.compute_end, s.d2h_free);
+  return {};
+}
+
+std::string Timeline::compute(int p) {
+  TimelineState& s = s_;
+  Residency& r = s.r;
+  const Op& op = ops_[p];
+  const int i = op.index, L = L_;
+  if (std::string e = check_needs(chain_, r, ops_, p); !e.empty()) return e;
+  // An a_{i+1} on the host still exists: computing it again would leave two copies
+  // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which docs/formats.md,
+  // "Operations and memory without offload: the sequential simulator" never has).
+  if (is_forward(op.kind) && s.place[i + 1] == Place::OnHost)
+    return op_label(ops_, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again";
+  // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.
+  if (op.kind == OpKind::Bwd && s.inputs.is_out(i))
+    return op_label(ops_, p) + ": needs a_" + std::to_string(i) + ", whose own bytes are on the host (prefetch_input " + std::to_string(i) + " first)";
+  if (op.kind == OpKind::Bwd && s.carries.is_out(i))
+    return op_label(ops_, p) + ": needs a_" + std::to_string(i) + ", whose ending carry is on the host (prefetch_carried " + std::to_string(i) + " first)";
+  if (op.kind == OpKind::Bwd && s.hollow[i + 1])
+    return op_label(ops_, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)";
+
+  // A compute op waits for every plain activation it reads that is still arriving.
+  double ready = s.compute_end;
+  const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, s.ready_ms[k]); };
+  const ComputeCost cost = compute_cost(chain_, op);
+  wait_for(cost.reads);
+  if (op.kind == OpKind::Bwd) {
+    ready = std::max(ready, s.saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
+    ready = std::max({ready, s.inputs.ready(i), s.carries.ready(i)});  // or a prefetch_input / _carried
+  }
+  // What the new object shares with what is already there (Note [Carried bytes]).
+  const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain_, r, i)
+                               : op.kind == OpKind::Loss ? gradient_overlap(chain_, r, L)
+                                                         : activation_overlap(chain_, r, i + 1);
+  const int64_t add_bytes = cost.add_bytes - shared_bytes, tmp_bytes = cost.tmp_bytes;
+  const double dur_ms = cost.dur_ms;
+  int64_t remove_bytes = 0;
+  const double start = ready;
+  const double end = start + dur_ms;
+  s.op_start_ms[p] = start;
+  s.out.stall_ms += start - s.compute_end;
+  s.compute_end = end;
+  s.compute_left_ms -= dur_ms;
+  s.latest_implied_end_ms = std::max(s.latest_implied_end_ms, end + s.compute_left_ms);
+  if (stops_.timed() && end + s.compute_left_ms > stops_.late_ms()) {
+    stopped_late_ = true;
+    return "ends after the bound on its time";
+  }
+  if (record_event({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p})) {
+    s.over = true;
+    return {};
+  }
+
+  switch (op.kind) {
+    case OpKind::FwdKeep:
+      r.saved[i + 1] = 1;
+      s.saved_ready_ms[i + 1] = end;
+      break;
+    case OpKind::FwdCkpt:
+    case OpKind::FwdDrop:
+      r.plain[i + 1] = 1;
+      s.place[i + 1] = Place::Device;
+      s.ready_ms[i + 1] = end;
+      if (op.kind == OpKind::FwdDrop) {
+        r.plain[i] = 0;
+        s.place[i] = Place::None;
+        remove_bytes += chain_.x(i) - activation_overlap(chain_, r, i);
+      }
+      break;
+    case OpKind::Loss:
+      r.grad[L] = 1;
+      if (r.plain[L]) {
+        r.plain[L] = 0;
+        s.place[L] = Place::None;
+        remove_bytes += chain_.x(L) - activation_overlap(chain_, r, L);
+      }
+      break;
+    case OpKind::Bwd:
+      r.grad[i] = 1;
+      r.grad[i + 1] = 0;
+      remove_bytes += chain_.x(i + 1) - gradient_overlap(chain_, r, i + 1);
+      r.saved[i + 1] = 0;
+      remove_bytes += chain_.xbar(i + 1) - activation_overlap(chain_, r, i + 1);
+      if (r.plain[i]) {
+        r.plain[i] = 0;
+        s.place[i] = Place::None;
+        remove_bytes += chain_.x(i) - activation_overlap(chain_, r, i);
+      }
+      break;
+    case OpKind::Offload:
+    case OpKind::Prefetch:
+    case OpKind::OffloadSaved:
+    case OpKind::PrefetchSaved:
+    case OpKind::OffloadInput:
+    case OpKind::PrefetchInput:
+    case OpKind::OffloadCarried:
+    case OpKind::PrefetchCarried:
+    case OpKind::WaitOffloads:  // copies and waits: Timeline::copy
+      break;
+  }
+  record_event({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
+  return {};
+}
+
+bool Timeline::step(SimResult& result) {
+  TimelineState& s = s_;
+  const int p = s.ran;
+  if (s.over) {
+    result = stopped(p - 1);
+    return false;
+  }
+  s.op_start_ms.push_back(-1.0);
+  s.offload_end_ms.push_back(-1.0);
+  const bool is_copy_or_wait = !info(ops_[p].kind).is_compute;
+  if (std::string e = is_copy_or_wait ? copy(p) : compute(p); !e.empty()) {
+    result = fail(p, std::move(e));
+    if (stopped_late_) result.stopped_late = true;
+    return false;
+  }
+  ++s.ran;
+  if (!is_copy_or_wait && s.over) {  // a compute op's start put the plan surely over
+    result = stopped(p);
+    return false;
+  }
+  return true;
+}
+
+SimResult Timeline::finish() {
+  TimelineState& s = s_;
+  const int n = static_cast<int>(ops_.size()), L = L_;
+  if (s.over) return stopped(n - 1);
+  for (int k = 0; k <= L; ++k) {
+    if (s.place[k] == Place::OnHost) return fail(n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
+    if (s.hollow[k]) return fail(n, "the saved state of ā_" + std::to_string(k) + " was offloaded and never prefetched");
+    if (s.inputs.is_out(k)) return fail(n, "a_" + std::to_string(k) + "'s own bytes were offloaded and never prefetched");
+    if (s.carries.is_out(k)) return fail(n, "a_" + std::to_string(k) + "'s ending carry was offloaded and never prefetched");
+  }
+  if (std::string e = check_end(chain_, s.r); !e.empty()) return fail(n, e);
+
+  // Note [Events in time order]
+  // Events apply in (time, order) order, ties kept in the order they were made. The
+  // compute ops' starts and ends and the prefetches' allocations are made in program
+  // order, which is already that order: each starts no earlier than the op before it
+  // ended, a prefetch allocates when the compute op before it ends, and `order` grows
+  // with the op. Only the frees at the ends of offload copies, made when the copy is
+  // issued, are not, and no event of the other kind has their `order`. So the frees
+  // alone are sorted and the two runs are walked together: the order of one stable
+  // sort of all the events, which cost the polish about a tenth of its time.
+  const auto before = [](const MemEvent& a, const MemEvent& b) {
+    return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
+  };
+  SimResult out = s.out;
+  std::vector<MemEvent>& frees = s.frees;
+  std::vector<MemEvent>& events = s.events;
+  // The frees come sorted too: the d2h link ends its copies in issue order.
+  if (!std::is_sorted(frees.begin(), frees.end(), before)) std::stable_sort(frees.begin(), frees.end(), before);
+  if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
+  int64_t total = 0;
+  const auto apply = [&](const MemEvent& e) {
+    total += e.delta_bytes;
+    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
+  };
+  size_t next_free = 0;
+  for (const MemEvent& e : events) {
+    while (next_free < frees.size() && before(frees[next_free], e)) apply(frees[next_free++]);
+    apply(e);
+  }
+  while (next_free < frees.size()) apply(frees[next_free++]);
+  out.time_ms = std::max(s.compute_end, s.last_copy_end);
+  // A copy ending exactly as an op starts frees its bytes first (event order).
+  // Offload ops allocate nothing (op_start_ms -1): they never need to wait. The d2h
+  // link ends its copies in issue order, so an op that allocates before one offload's
+  // end does so before every later one's too: the search for the next offload's op
+  // goes on from where this one's ended.
+  out.offload_done_before.assign(n, -1);
+  int q = 0;
+  double last_end_ms = -1;
+  for (int p = 0; p < n; ++p) {
+    const double end_ms = s.offload_end_ms[p];
+    if (end_ms < 0) continue;
+    if (end_ms < last_end_ms) q = 0;  // never, but then from the start
+    last_end_ms = end_ms;
+    q = std::max(q, p + 1);
+    while (q < n && !(s.op_start_ms[q] >= 0 && s.op_start_ms[q] >= end_ms)) ++q;
+    if (q < n) out.offload_done_before[p] = q;
+  }
+  out.valid = true;
+  return out;
+}
+
+// Runs ops s.ran .. end on `s`, then finishes.
+SimResult run_rest(const Chain& chain, const std::vector<Op>& ops, const Stops& stops, TimelineState& s) {
+  Timeline timeline(chain, ops, stops, s);
+  SimResult result;
+  while (s.ran < static_cast<int>(ops.size()))
+    if (!timeline.step(result)) return result;
+  return timeline.finish();
+}
 
 }  // namespace
 
@@ -295,338 +725,74 @@ double compute_only_ms(const Chain& chain, const std::vector<Op>& ops) {
 // ends later, and the simulation stops.
 
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int64_t stop_above_bytes,
-                            double stop_after_ms) {
-  const int L = chain.length();
-  const int n = static_cast<int>(ops.size());
-  thread_local TimelineBuffers buffers;  // Note [The timeline's buffers]
-  Residency& r = buffers.r;
-  r.reset(L);
-  r.plain[0] = 1;
-  SimResult out;
+                            double stop_after_ms, std::optional<double> known_compute_ms) {
+  thread_local TimelineState state;  // Note [The timeline's buffers]
+  const Stops stops{stop_above_bytes, stop_after_ms};
+  state.start(chain, !stops.timed() ? 0.0 : known_compute_ms ? *known_compute_ms : compute_only_ms(chain, ops));
+  return run_rest(chain, ops, stops, state);
+}
 
-  std::vector<Place>& place = buffers.place;
-  place.assign(L + 2, Place::None);
-  place[0] = Place::Device;
-  std::vector<double>& ready_ms = buffers.ready_ms;      // when a_k's data is on the device
-  std::vector<double>& on_host_ms = buffers.on_host_ms;  // when its offload ended
-  ready_ms.assign(L + 2, 0.0);
-  on_host_ms.assign(L + 2, 0.0);
-  // ā_k beyond a_k (Note [Offloading saved state]): on the host while hollow, and
-  // when it was last complete on the device / on the host.
-  std::vector<char>& hollow = buffers.hollow;
-  std::vector<double>& saved_ready_ms = buffers.saved_ready_ms;
-  std::vector<double>& saved_on_host_ms = buffers.saved_on_host_ms;
-  hollow.assign(L + 2, 0);
-  saved_ready_ms.assign(L + 2, 0.0);
-  saved_on_host_ms.assign(L + 2, 0.0);
-  thread_local MovedBytesBuffers moved_buffers;  // Note [The timeline's buffers]
-  MovedBytes& inputs = moved_buffers.inputs;
-  MovedBytes& carries = moved_buffers.carries;
-  inputs.used = carries.used = false;
-  std::vector<MemEvent>& events = buffers.events;  // in program order (Note [Events in time order])
-  std::vector<MemEvent>& frees = buffers.frees;    // at the ends of offload copies
-  events.clear();
-  frees.clear();
-  events.push_back({0.0, -2, chain.x(0), -1});
-  // Note [Stopping over the budget]: the program-order events' sum and every free so far.
-  int64_t program_bytes = chain.x(0), freed_bytes = 0;
-  bool in_time_order = true;
-  // Records a program-order event; true once the plan surely holds more than the bound.
-  const auto record_event = [&](const MemEvent& e) {
-    in_time_order = in_time_order && e.time_ms >= events.back().time_ms;
-    events.push_back(e);
-    program_bytes += e.delta_bytes;
-    return in_time_order && program_bytes + freed_bytes > stop_above_bytes;
-  };
-  // The compute time still to run, for stop_after_ms.
-  const bool timed_stop = stop_after_ms < std::numeric_limits<double>::infinity();
-  double compute_left_ms = timed_stop ? compute_only_ms(chain, ops) : 0.0;
-  const double late_ms = stop_after_ms + 1e-9 * std::abs(stop_after_ms);
-  const auto stopped = [&](int p) {
-    out.stopped_over = true;
-    out.peak_bytes = program_bytes + freed_bytes;
-    return fail(out, p, "holds more than the bound on its bytes");
-  };
+// Note [Resuming from a shared prefix]
+// The polish's candidates each change its plan at one place, and the ops before it are
+// the plan's own, so simulating each from the first op repeats, candidate after
+// candidate, the same prefix: most of the polish's time. The simulator is a state
+// machine over the ops, so a TimelinePrefix keeps its state after a prefix of the base
+// plan and runs each candidate from there: from the first op where the two differ,
+// forward along the base when its passes scan left to right, back to the start
+// otherwise. The result is the one simulate_timeline gives, bit for bit: the same
+// state after the same ops, then the same steps. Two things depend on the bounds,
+// which the base's own run does not have: whether the candidate would already have
+// stopped inside the prefix (the state keeps the highest sum and the latest implied
+// end the stopping tests saw: where either passes the candidate's bound, it is
+// simulated from the first op instead), and the compute time still to run, which the
+// prefix counts down from the same total (so candidates must have the base's compute
+// ops: Note [One compute total per search] in polish.h). A prefix too short to pay
+// for copying the state is simulated from the first op too.
 
-  std::vector<double>& op_start_ms = buffers.op_start_ms;
-  std::vector<double>& offload_end_ms = buffers.offload_end_ms;
-  op_start_ms.assign(n, -1.0);
-  offload_end_ms.assign(n, -1.0);
-  double compute_end = 0;  // the compute cursor: end of the previous compute op
-  double d2h_free = 0, h2d_free = 0, last_copy_end = 0;
-  const auto need_link = [&](int p) -> std::string {
-    if (!chain.link) return op_label(ops, p) + ": the profile has no `link` bandwidth, so it cannot offload; add one to the profile";
-    return {};
-  };
-  // Section 5.2: op p copies `bytes`, complete on the device since `data_ms`, to the
-  // host, and frees them when the copy ends (returned).
-  const auto offload_copy = [&](int p, double data_ms, int64_t bytes) {
-    const double start = std::max({compute_end, data_ms, d2h_free});
-    const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s;
-    d2h_free = end;
-    last_copy_end = std::max(last_copy_end, end);
-    out.copy_ms += end - start;
-    frees.push_back({end, -1, -bytes, -1});
-    freed_bytes -= bytes;
-    offload_end_ms[p] = end;
-    return end;
-  };
-  // Op p allocates `bytes` at issue and copies them back from the host, where they
-  // are since `on_host_ms`; returns when the copy ends.
-  bool over = false;  // a prefetch's allocation put the plan surely over the bound
-  const auto prefetch_copy = [&](int p, double on_host_ms, int64_t bytes) {
-    over = record_event({compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || over;
-    op_start_ms[p] = compute_end;  // it allocates at issue
-    const double start = std::max({compute_end, h2d_free, on_host_ms});
-    const double end = start + 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s;
-    h2d_free = end;
-    last_copy_end = std::max(last_copy_end, end);
-    out.copy_ms += end - start;
-    return end;
-  };
+struct TimelinePrefix::State {
+  TimelineState at;  // after at.ran ops of base
+};
 
-  for (int p = 0; p < n; ++p) {
-    if (over) return stopped(p - 1);
-    const Op& op = ops[p];
-    const int i = op.index;
-    if (op.kind == OpKind::Offload) {
-      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
-      if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
-      if (!r.plain[i] || place[i] != Place::Device) {
-        if (r.saved[i]) return fail(out, p, op_label(ops, p) + ": only plain activations can be offloaded, and a_" + std::to_string(i) + " is held as ā_" + std::to_string(i));
-        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not resident on the device");
+TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms)
+    : chain_(chain), base_(std::move(base)), compute_ms_(compute_ms), state_(std::make_unique<State>()) {
+  state_->at.start(chain_, compute_ms_);
+}
+TimelinePrefix::~TimelinePrefix() = default;
+
+void TimelinePrefix::rebase(std::vector<Op> base) {
+  const auto differ = std::mismatch(base_.begin(), base_.end(), base.begin(), base.end());
+  const auto same = static_cast<int>(differ.first - base_.begin());
+  base_ = std::move(base);
+  if (same < state_->at.ran) state_->at.start(chain_, compute_ms_);
+}
+
+SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_above_bytes, double stop_after_ms) {
+  thread_local TimelineState run;  // Note [The timeline's buffers]
+  const Stops stops{stop_above_bytes, stop_after_ms};
+  const auto differ = std::mismatch(base_.begin(), base_.end(), ops.begin(), ops.end());
+  const auto same = static_cast<int>(differ.first - base_.begin());
+  TimelineState& at = state_->at;
+  if (same < kShortestPrefixOps) return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
+  if (same < at.ran) at.start(chain_, compute_ms_);
+  // Whether the candidate stops inside the ops run so far: then it is simulated from
+  // the first op, which stops no later than here.
+  const auto stops_inside = [&] {
+    return at.most_in_order_bytes > stops.above_bytes || (stops.timed() && at.latest_implied_end_ms > stops.late_ms());
+  };
+  if (at.ran < same) {
+    // Along the base, which is valid, with no bounds: the state the candidate reaches.
+    const Stops none;
+    Timeline timeline(chain_, base_, none, at);
+    SimResult failed;
+    while (at.ran < same && !stops_inside())
+      if (!timeline.step(failed)) {  // an invalid base: nothing to resume from
+        at.start(chain_, compute_ms_);
+        return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
       }
-      if (i < L && r.saved[i + 1])  // Note [A kept stage keeps its input]
-        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of stage " + std::to_string(i) +
-                                ", whose saved state ā_" + std::to_string(i + 1) + " is on the device and may hold it; " +
-                                "offload it before fwd_keep " + std::to_string(i) + " or after bwd " + std::to_string(i) +
-                                ", or move it with offload_input " + std::to_string(i));
-      if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
-        return fail(out, p, carried_copy_error(ops, p, shared));
-      on_host_ms[i] = offload_copy(p, ready_ms[i], chain.x(i));
-      place[i] = Place::OnHost;
-      r.plain[i] = 0;
-      continue;
-    }
-    if (op.kind == OpKind::Prefetch) {
-      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
-      if (i < 0 || i > L) return fail(out, p, op_label(ops, p) + ": index out of range for a chain of " + std::to_string(L) + " stages");
-      if (place[i] != Place::OnHost) return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is not on the host (offload it first)");
-      if (const int64_t shared = activation_overlap(chain, r, i); shared > 0)
-        return fail(out, p, carried_copy_error(ops, p, shared));
-      ready_ms[i] = prefetch_copy(p, on_host_ms[i], chain.x(i));
-      place[i] = Place::Device;
-      r.plain[i] = 1;
-      continue;
-    }
-    if (op.kind == OpKind::OffloadSaved || op.kind == OpKind::PrefetchSaved) {
-      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
-      if (i < 1 || i > L)
-        return fail(out, p, op_label(ops, p) + ": ā_" + std::to_string(i) + " does not exist; saved states are ā_1..ā_" + std::to_string(L));
-      const int64_t bytes = chain.xbar(i) - chain.x(i);
-      if (op.kind == OpKind::OffloadSaved) {
-        if (!r.saved[i] || hollow[i])
-          return fail(out, p, op_label(ops, p) + ": ā_" + std::to_string(i) + (r.saved[i] ? " is already on the host" : " is not resident (stage " + std::to_string(i - 1) + " must run fwd_keep first)"));
-        saved_on_host_ms[i] = offload_copy(p, saved_ready_ms[i], bytes);
-        hollow[i] = 1;
-      } else {
-        if (!r.saved[i] || !hollow[i])
-          return fail(out, p, op_label(ops, p) + ": the saved state of ā_" + std::to_string(i) + " is not on the host (offload_saved it first)");
-        saved_ready_ms[i] = prefetch_copy(p, saved_on_host_ms[i], bytes);
-        hollow[i] = 0;
-      }
-      continue;
-    }
-    if (op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput || op.kind == OpKind::OffloadCarried ||
-        op.kind == OpKind::PrefetchCarried) {
-      // Note [A kept stage's input may leave], Note [Carried bytes may leave] (simulate.h).
-      if (std::string e = need_link(p); !e.empty()) return fail(out, p, e);
-      if (i < 0 || i >= L)
-        return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) + " is the input of no stage; inputs are a_0..a_" + std::to_string(L - 1));
-      const bool own = op.kind == OpKind::OffloadInput || op.kind == OpKind::PrefetchInput;
-      const bool offload = op.kind == OpKind::OffloadInput || op.kind == OpKind::OffloadCarried;
-      MovedBytes& moved = own ? inputs : carries;
-      const auto what_is = [&] { return "a_" + std::to_string(i) + (own ? "'s own bytes are" : "'s ending carry is"); };
-      const int64_t bytes = own ? chain.own_bytes(i) : chain.ending_carried_bytes(i);
-      // a_first .. a_i hold the bytes; each of stages first .. i must have run fwd_keep.
-      const int first = own ? i : chain.first_holder_of_ending_carry(i);
-      moved.use(L);
-      if (offload) {
-        if (moved.out[i]) return fail(out, p, op_label(ops, p) + ": " + what_is() + " already on the host");
-        double data_ms = moved.ready_ms[i];
-        for (int m = first; m <= i; ++m) {
-          if (!r.saved[m + 1])
-            return fail(out, p, op_label(ops, p) + ": stage " + std::to_string(m) + " has not run fwd_keep, so a_" + std::to_string(m) +
-                                    (own ? " is no kept stage's input (use offload " + std::to_string(m) + ")"
-                                         : ", which holds part of a_" + std::to_string(i) + "'s ending carry, may still be read; move it once stages " +
-                                               std::to_string(first) + ".." + std::to_string(i) + " have all run fwd_keep"));
-          if (!(r.saved[m] || (r.plain[m] && place[m] == Place::Device)))
-            return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(m) + " is not resident on the device");
-          data_ms = std::max(data_ms, ready_ms[m]);
-        }
-        if (bytes <= 0)
-          return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i) +
-                                  (own ? " shares all its bytes with a neighbour (docs/formats.md, \"Carried bytes\"); it has nothing of its own to move"
-                                       : " passes on every byte it carries from a_" + std::to_string(i - 1) + " (c_" + std::to_string(i) +
-                                             " <= c_" + std::to_string(i + 1) + ", docs/formats.md, \"Carried bytes\"); it has no ending carry to move"));
-        moved.on_host_ms[i] = offload_copy(p, data_ms, bytes);
-        moved.out[i] = 1;
-      } else {
-        if (!moved.out[i])
-          return fail(out, p, op_label(ops, p) + ": " + what_is() + " not on the host (" + (own ? "offload_input" : "offload_carried") + " it first)");
-        moved.ready_ms[i] = prefetch_copy(p, moved.on_host_ms[i], bytes);
-        moved.out[i] = 0;
-      }
-      continue;
-    }
-    if (op.kind == OpKind::WaitOffloads) {
-      // Note [Waiting for the offloads]: the d2h link runs its copies in issue order,
-      // so the last one issued ends last. Nothing is allocated, so op_start_ms stays -1.
-      out.stall_ms += std::max(0.0, d2h_free - compute_end);
-      compute_end = std::max(compute_end, d2h_free);
-      continue;
-    }
-    if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
-    // An a_{i+1} on the host still exists: computing it again would leave two copies
-    // once it is prefetched (and ā_{i+1} next to a plain a_{i+1}, which docs/formats.md,
-    // "Operations and memory without offload: the sequential simulator" never has).
-    if (is_forward(op.kind) && place[i + 1] == Place::OnHost)
-      return fail(out, p, op_label(ops, p) + ": a_" + std::to_string(i + 1) + " is on the host; prefetch it instead of computing it again");
-    // bwd i-1 needs a_i too, but comes after bwd i, which needs it back.
-    if (op.kind == OpKind::Bwd && inputs.is_out(i))
-      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(i) + ", whose own bytes are on the host (prefetch_input " + std::to_string(i) + " first)");
-    if (op.kind == OpKind::Bwd && carries.is_out(i))
-      return fail(out, p, op_label(ops, p) + ": needs a_" + std::to_string(i) + ", whose ending carry is on the host (prefetch_carried " + std::to_string(i) + " first)");
-    if (op.kind == OpKind::Bwd && hollow[i + 1])
-      return fail(out, p, op_label(ops, p) + ": needs all of ā_" + std::to_string(i + 1) + ", whose saved state is on the host (prefetch_saved " + std::to_string(i + 1) + " first)");
-
-    // A compute op waits for every plain activation it reads that is still arriving.
-    double ready = compute_end;
-    const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, ready_ms[k]); };
-    const ComputeCost cost = compute_cost(chain, op);
-    wait_for(cost.reads);
-    if (op.kind == OpKind::Bwd) {
-      ready = std::max(ready, saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
-      ready = std::max({ready, inputs.ready(i), carries.ready(i)});  // or a prefetch_input / _carried
-    }
-    // What the new object shares with what is already there (Note [Carried bytes]).
-    const int64_t shared_bytes = op.kind == OpKind::Bwd    ? gradient_overlap(chain, r, i)
-                                 : op.kind == OpKind::Loss ? gradient_overlap(chain, r, L)
-                                                           : activation_overlap(chain, r, i + 1);
-    const int64_t add_bytes = cost.add_bytes - shared_bytes, tmp_bytes = cost.tmp_bytes;
-    const double dur_ms = cost.dur_ms;
-    int64_t remove_bytes = 0;
-    const double start = ready;
-    const double end = start + dur_ms;
-    op_start_ms[p] = start;
-    out.stall_ms += start - compute_end;
-    compute_end = end;
-    if (timed_stop) {
-      compute_left_ms -= dur_ms;
-      if (end + compute_left_ms > late_ms) {
-        out.stopped_late = true;
-        return fail(out, p, "ends after the bound on its time");
-      }
-    }
-    if (record_event({start, 2 * static_cast<int64_t>(p), add_bytes + tmp_bytes, p})) return stopped(p);
-
-    switch (op.kind) {
-      case OpKind::FwdKeep:
-        r.saved[i + 1] = 1;
-        saved_ready_ms[i + 1] = end;
-        break;
-      case OpKind::FwdCkpt:
-      case OpKind::FwdDrop:
-        r.plain[i + 1] = 1;
-        place[i + 1] = Place::Device;
-        ready_ms[i + 1] = end;
-        if (op.kind == OpKind::FwdDrop) {
-          r.plain[i] = 0;
-          place[i] = Place::None;
-          remove_bytes += chain.x(i) - activation_overlap(chain, r, i);
-        }
-        break;
-      case OpKind::Loss:
-        r.grad[L] = 1;
-        if (r.plain[L]) {
-          r.plain[L] = 0;
-          place[L] = Place::None;
-          remove_bytes += chain.x(L) - activation_overlap(chain, r, L);
-        }
-        break;
-      case OpKind::Bwd:
-        r.grad[i] = 1;
-        r.grad[i + 1] = 0;
-        remove_bytes += chain.x(i + 1) - gradient_overlap(chain, r, i + 1);
-        r.saved[i + 1] = 0;
-        remove_bytes += chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
-        if (r.plain[i]) {
-          r.plain[i] = 0;
-          place[i] = Place::None;
-          remove_bytes += chain.x(i) - activation_overlap(chain, r, i);
-        }
-        break;
-      case OpKind::Offload:
-      case OpKind::Prefetch:
-      case OpKind::OffloadSaved:
-      case OpKind::PrefetchSaved:
-      case OpKind::OffloadInput:
-      case OpKind::PrefetchInput:
-      case OpKind::OffloadCarried:
-      case OpKind::PrefetchCarried:
-      case OpKind::WaitOffloads:  // handled above, before the compute stream
-        break;
-    }
-    record_event({end, 2 * static_cast<int64_t>(p) + 1, -(tmp_bytes + remove_bytes), -1});
   }
-
-  if (over) return stopped(n - 1);
-  for (int k = 0; k <= L; ++k) {
-    if (place[k] == Place::OnHost)
-      return fail(out, n, "a_" + std::to_string(k) + " was offloaded and never prefetched");
-    if (hollow[k]) return fail(out, n, "the saved state of ā_" + std::to_string(k) + " was offloaded and never prefetched");
-    if (inputs.is_out(k)) return fail(out, n, "a_" + std::to_string(k) + "'s own bytes were offloaded and never prefetched");
-    if (carries.is_out(k)) return fail(out, n, "a_" + std::to_string(k) + "'s ending carry was offloaded and never prefetched");
-  }
-  if (std::string e = check_end(chain, r); !e.empty()) return fail(out, n, e);
-
-  // Note [Events in time order]
-  // Events apply in (time, order) order, ties kept in the order they were made. The
-  // compute ops' starts and ends and the prefetches' allocations are made in program
-  // order, which is already that order: each starts no earlier than the op before it
-  // ended, a prefetch allocates when the compute op before it ends, and `order` grows
-  // with the op. Only the frees at the ends of offload copies, made when the copy is
-  // issued, are not, and no event of the other kind has their `order`. So the frees
-  // alone are sorted and the two runs are walked together: the order of one stable
-  // sort of all the events, which cost the polish about a tenth of its time.
-  const auto before = [](const MemEvent& a, const MemEvent& b) {
-    return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
-  };
-  std::stable_sort(frees.begin(), frees.end(), before);
-  if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
-  int64_t total = 0;
-  const auto apply = [&](const MemEvent& e) {
-    total += e.delta_bytes;
-    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
-  };
-  size_t next_free = 0;
-  for (const MemEvent& e : events) {
-    while (next_free < frees.size() && before(frees[next_free], e)) apply(frees[next_free++]);
-    apply(e);
-  }
-  while (next_free < frees.size()) apply(frees[next_free++]);
-  out.time_ms = std::max(compute_end, last_copy_end);
-  out.offload_done_before.assign(n, -1);
-  for (int p = 0; p < n; ++p) {
-    if (offload_end_ms[p] < 0) continue;
-    for (int q = p + 1; q < n; ++q) {
-      // A copy ending exactly as an op starts frees its bytes first (event order).
-      // Offload ops allocate nothing (op_start_ms -1): they never need to wait.
-      if (op_start_ms[q] >= 0 && op_start_ms[q] >= offload_end_ms[p]) { out.offload_done_before[p] = q; break; }
-    }
-  }
-  out.valid = true;
-  return out;
+  if (stops_inside()) return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
+  run = at;
+  return run_rest(chain_, ops, stops, run);
 }
 
 }  // namespace memopt::solver

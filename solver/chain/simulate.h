@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,9 +142,38 @@ double compute_only_ms(const Chain& chain, const std::vector<Op>& ops);
 // Note [Stopping over the budget]: with `stop_above_bytes`, a plan that surely holds
 // more at some instant stops there, invalid, with SimResult::stopped_over set; with
 // `stop_after_ms`, a plan that surely ends later stops, invalid, with stopped_late.
+// That test needs the plan's compute_only_ms; a caller that simulates many plans
+// with the same compute ops (Note [One compute total per search] in polish.h) passes
+// it as `known_compute_ms` rather than have every simulation sum it again.
 SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops,
                             int64_t stop_above_bytes = std::numeric_limits<int64_t>::max(),
-                            double stop_after_ms = std::numeric_limits<double>::infinity());
+                            double stop_after_ms = std::numeric_limits<double>::infinity(),
+                            std::optional<double> known_compute_ms = std::nullopt);
+
+// Note [Resuming from a shared prefix] (simulate.cpp): simulates plans that mostly
+// share a prefix with `base`, each from the state after the longest such prefix.
+class TimelinePrefix {
+ public:
+  // `compute_ms`: compute_only_ms of base; every plan simulated must have base's
+  // compute ops, in any order (Note [One compute total per search] in polish.h).
+  TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms);
+  ~TimelinePrefix();
+  TimelinePrefix(const TimelinePrefix&) = delete;
+  TimelinePrefix& operator=(const TimelinePrefix&) = delete;
+  // A new base (valid, with the same compute ops); the state is kept where it agrees.
+  void rebase(std::vector<Op> base);
+  // simulate_timeline(chain, ops, stop_above_bytes, stop_after_ms, compute_ms), bit for bit.
+  SimResult simulate(const std::vector<Op>& ops, int64_t stop_above_bytes = std::numeric_limits<int64_t>::max(),
+                     double stop_after_ms = std::numeric_limits<double>::infinity());
+
+ private:
+  static constexpr int kShortestPrefixOps = 32;  // shorter: simulated from the first op
+  struct State;
+  const Chain& chain_;
+  std::vector<Op> base_;
+  double compute_ms_;
+  std::unique_ptr<State> state_;
+};
 
 // Valid and peak <= budget_bytes.
 inline bool fits(const SimResult& r, int64_t budget_bytes) {

@@ -57,13 +57,15 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
   // that made it or last read it and comes back in one of the `window_ops` places
   // before the op that reads it next; of these, the plan best by the key is the kick
   // (where it is worse than `ops`, a drop in the polish may then pay for it).
+  // Note [One compute total per search] in polish.h: a round trip keeps the compute ops.
+  TimelinePrefix prefix(chain, ops, compute_only_ms(chain, ops));
   const auto round_trip = [&](const RoundTrip& trip) {
     std::optional<std::pair<PlanKey, std::vector<Op>>> best;
     for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
       const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
       for (size_t at = trip.reader + 1, n = 0; at > off_at && n < static_cast<size_t>(window_ops); --at, ++n) {
         std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
-        const SimResult r = best ? simulate_to_beat(chain, c, best->first, budget_bytes) : simulate_timeline(chain, c);
+        const SimResult r = best ? simulate_to_beat(prefix, c, best->first, budget_bytes) : prefix.simulate(c);
         if (!r.valid) continue;
         const PlanKey key = plan_key(r, c, budget_bytes);
         if (!best || key < best->first) best.emplace(key, std::move(c));

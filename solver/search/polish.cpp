@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -19,6 +21,8 @@ struct Search {
   int64_t budget_bytes;
   std::vector<Op> ops;
   SimResult sim;
+  PlanKey sim_key;          // key(sim, ops)
+  std::unique_ptr<TimelinePrefix> prefix;  // of ops (Note [Resuming from a shared prefix] in simulate.cpp)
   // While deferring and the plan is over the budget, a candidate that fits is not
   // taken at once: the fastest one is remembered (Note [The best repair first] in
   // polish.h).
@@ -28,17 +32,23 @@ struct Search {
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   bool take(std::vector<Op> candidate) {
-    SimResult r = simulate_to_beat(chain, candidate, key(sim, ops), budget_bytes);
+    SimResult r = simulate_to_beat(*prefix, candidate, sim_key, budget_bytes);
     if (!r.valid) return false;
-    if (!(key(r, candidate) < key(sim, ops))) return false;
+    const PlanKey candidate_key = key(r, candidate);
+    if (!(candidate_key < sim_key)) return false;
     if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {
-      if (!best_fitting || key(r, candidate) < key(best_fitting->second, best_fitting->first))
+      if (!best_fitting || candidate_key < key(best_fitting->second, best_fitting->first))
         best_fitting.emplace(std::move(candidate), std::move(r));
       return false;
     }
-    ops = std::move(candidate);
-    sim = std::move(r);
+    set(std::move(candidate), std::move(r));
     return true;
+  }
+  void set(std::vector<Op> plan, SimResult result) {
+    ops = std::move(plan);
+    sim = std::move(result);
+    sim_key = key(sim, ops);
+    prefix->rebase(ops);
   }
 
   bool over_budget() const { return sim.peak_bytes > budget_bytes; }
@@ -160,8 +170,7 @@ bool round_trip_pass(Search& s, int window) {
   const bool any = first_round_trip_pass(s, window);
   s.deferring = false;
   if (!s.best_fitting) return any;
-  s.ops = std::move(s.best_fitting->first);
-  s.sim = std::move(s.best_fitting->second);
+  s.set(std::move(s.best_fitting->first), std::move(s.best_fitting->second));
   s.best_fitting.reset();
   return true;
 }
@@ -173,18 +182,39 @@ PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budge
   return {std::max<int64_t>(0, sim.peak_bytes - budget_bytes), sim.time_ms, num_copies, sim.peak_bytes};
 }
 
+namespace {
+// simulate_to_beat's bounds: none while to_beat is over the budget.
+struct BeatBounds {
+  int64_t above_bytes = std::numeric_limits<int64_t>::max();
+  double after_ms = std::numeric_limits<double>::infinity();
+};
+BeatBounds bounds_to_beat(const PlanKey& to_beat, int64_t budget_bytes) {
+  if (to_beat.excess_bytes > 0) return {};
+  return {budget_bytes, to_beat.time_ms};
+}
+}  // namespace
+
 SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
                            int64_t budget_bytes) {
-  if (to_beat.excess_bytes > 0) return simulate_timeline(chain, ops);
-  return simulate_timeline(chain, ops, budget_bytes, to_beat.time_ms);
+  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes);
+  return simulate_timeline(chain, ops, b.above_bytes, b.after_ms);
+}
+
+SimResult simulate_to_beat(TimelinePrefix& prefix, const std::vector<Op>& ops, const PlanKey& to_beat,
+                           int64_t budget_bytes) {
+  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes);
+  return prefix.simulate(ops, b.above_bytes, b.after_ms);
 }
 
 std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vector<Op> ops,
                               const PolishOptions& options) {
   if (!chain.has_usable_link()) return ops;
-  Search s{chain, budget_bytes, std::move(ops), {}, false, std::nullopt, options.focus};
-  s.sim = simulate_timeline(chain, s.ops);
-  if (!s.sim.valid) return std::move(s.ops);
+  Search s{chain, budget_bytes, std::move(ops), {}, {}, nullptr, false, std::nullopt, options.focus};
+  SimResult first = simulate_timeline(chain, s.ops);
+  if (!first.valid) return std::move(s.ops);
+  // Note [One compute total per search] in polish.h: every move keeps the compute ops.
+  s.prefix = std::make_unique<TimelinePrefix>(chain, s.ops, compute_only_ms(chain, s.ops));
+  s.set(std::move(s.ops), std::move(first));
   for (int pass = 0; pass < options.max_passes; ++pass) {
     if (pass >= options.max_repair_passes && s.over_budget()) break;
     bool any = shift_pass(s, options.window_ops);

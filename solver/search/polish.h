@@ -100,6 +100,20 @@ PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budge
 // budget] in simulate.cpp). A stopped result is invalid.
 SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
                            int64_t budget_bytes);
+// The same, from the state after the prefix `ops` shares with `prefix`'s base (Note
+// [Resuming from a shared prefix] in simulate.cpp).
+SimResult simulate_to_beat(TimelinePrefix& prefix, const std::vector<Op>& ops, const PlanKey& to_beat,
+                           int64_t budget_bytes);
+
+// Note [One compute total per search]
+// A simulation that may stop late (Note [Stopping over the budget] in simulate.cpp)
+// starts from the plan's compute_only_ms, a pass over every op. The polish's moves
+// and the kicks' round trips only move, add or drop copies and waits, or move a
+// recomputation: the compute ops stay the same multiset, so their total is the same
+// up to the order of the additions, a few units in the last place, far inside the
+// billionth that the stopping test allows for rounding. So such a search sums it
+// once for its plan and hands it to every simulation of a candidate.
+
 
 // `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
 // fits too and is at least as fast; if not, the plan returned is over by no more,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -17,6 +18,7 @@
 
 #include "solver/chain/chain.h"
 #include "solver/chain/schedule.h"
+#include "solver/chain/plan_edits.h"
 #include "solver/chain/simulate.h"
 #include "solver/dp/baselines.h"
 #include "solver/dp/offload.h"
@@ -348,6 +350,90 @@ TEST(SimulateTimeline, StopsOnlyPlansSurelyOverTheBound) {
   EXPECT_GT(num_within, 500);
   EXPECT_GT(num_stopped, 500);  // not vacuous: most plans over a bound stop early
   std::printf("within %d, stopped %d, over but simulated whole %d\n", num_within, num_stopped, num_over);
+}
+
+void expect_same_result(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.valid, b.valid);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.error_op, b.error_op);
+  EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  EXPECT_EQ(a.time_ms, b.time_ms);  // bit for bit
+  EXPECT_EQ(a.peak_op, b.peak_op);
+  EXPECT_EQ(a.copy_ms, b.copy_ms);
+  EXPECT_EQ(a.stall_ms, b.stall_ms);
+  EXPECT_EQ(a.offload_done_before, b.offload_done_before);
+  EXPECT_EQ(a.stopped_over, b.stopped_over);
+  EXPECT_EQ(a.stopped_late, b.stopped_late);
+}
+
+// Note [Resuming from a shared prefix] in simulate.cpp: a TimelinePrefix's result is
+// simulate_timeline's, field for field and bit for bit, for plans that differ from its
+// base anywhere (copies and waits moved, dropped or added, valid or not), under byte
+// and time bounds that cut inside the shared prefix and after it, as the base moves
+// on to candidates it accepts, forward and back.
+TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
+  std::mt19937_64 rng(83);
+  int num_compared = 0, num_valid = 0, num_stopped = 0, num_rebased = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 12 + trial % 30;
+    o.integer_ms = trial % 2 == 0;
+    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
+    Chain chain = testing::random_chain(rng, o);
+    const double rates[] = {300.0, 3000.0, 30000.0};
+    chain.link = Link{rates[trial % 3], rates[(trial / 3) % 3]};
+    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    std::vector<Op> base = trial % 4 == 0 ? offload_all_ops(chain) : pipelined_offload_ops(chain, 0, chain.length(), 1 + trial % 3, {}, trial % 2 == 1);
+    if (trial % 4 == 1)
+      if (auto plan = solve_offload(chain, std::max<int64_t>(1, store_all / 2), {200, false, 1})) base = *plan;
+    SimResult base_sim = simulate_timeline(chain, base);
+    if (!base_sim.valid) continue;
+    const double compute_ms = compute_only_ms(chain, base);
+    TimelinePrefix prefix(chain, base, compute_ms);
+    for (int step = 0; step < 150; ++step) {
+      // A copy or wait moved, dropped, or a wait added, anywhere.
+      std::vector<Op> c;
+      const size_t p = rng() % base.size();
+      switch (rng() % 3) {
+        case 0: {
+          if (info(base[p].kind).is_compute) continue;
+          c = moved(base, p, rng() % base.size());
+          break;
+        }
+        case 1:
+          if (info(base[p].kind).is_compute) continue;
+          c = erased(base, p);
+          break;
+        default: c = inserted(base, p, {OpKind::WaitOffloads, -1}); break;
+      }
+      const int64_t bytes_bounds[] = {std::numeric_limits<int64_t>::max(), base_sim.peak_bytes,
+                                      static_cast<int64_t>(rng() % static_cast<uint64_t>(base_sim.peak_bytes + 1))};
+      const double time_bounds[] = {std::numeric_limits<double>::infinity(), base_sim.time_ms,
+                                    base_sim.time_ms * (0.5 + 0.6 * static_cast<double>(rng() % 1000) / 1000.0)};
+      for (const int64_t above : bytes_bounds)
+        for (const double after : time_bounds) {
+          SCOPED_TRACE("trial " + std::to_string(trial) + ", step " + std::to_string(step));
+          const SimResult whole = simulate_timeline(chain, c, above, after, compute_ms);
+          const SimResult resumed = prefix.simulate(c, above, after);
+          expect_same_result(resumed, whole);
+          ++num_compared;
+          num_valid += whole.valid;
+          num_stopped += whole.stopped_over || whole.stopped_late;
+        }
+      // Now and then the base becomes a valid candidate, as the polish takes one.
+      const SimResult r = simulate_timeline(chain, c);
+      if (r.valid && rng() % 4 == 0) {
+        base = c;
+        base_sim = r;
+        prefix.rebase(base);
+        ++num_rebased;
+      }
+    }
+  }
+  EXPECT_GT(num_valid, 2000);  // not vacuous: valid candidates, stopped ones, new bases
+  EXPECT_GT(num_stopped, 2000);
+  EXPECT_GT(num_rebased, 200);
+  std::printf("compared %d, valid %d, stopped %d, rebased %d\n", num_compared, num_valid, num_stopped, num_rebased);
 }
 
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
