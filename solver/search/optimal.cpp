@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <memory>
 
 #include "solver/dp/baselines.h"
@@ -129,6 +130,37 @@ class Polisher {
   std::map<std::vector<Op>, std::vector<Op>> polished_;
 };
 
+// Note [The starts' tables shared by the classes]
+// Each class's search runs the offload DP at the budgets of Note [Starts over the
+// budget], and the DP prices subchains with the recompute table of the budget, which
+// depends only on the budget, the slots and the recurrence's variant (not on the
+// class): filling it costs more than the DP that reads it at operator granularity.
+// So the classes' searches share the table of each start: the first to need it fills
+// it, and the others, on this thread or beside it, wait for it and read it. The
+// tables live until every class's search has ended.
+class StartTables {
+ public:
+  std::shared_ptr<const RecomputeTable> get(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
+    std::shared_ptr<Entry> entry;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      std::shared_ptr<Entry>& slot = entries_[{budget_bytes, dp.slots, dp.rotor_compat}];
+      if (!slot) slot = std::make_shared<Entry>();
+      entry = slot;
+    }
+    std::call_once(entry->filled, [&] { entry->table = std::make_shared<const RecomputeTable>(chain, budget_bytes, dp); });
+    return entry->table;
+  }
+
+ private:
+  struct Entry {
+    std::once_flag filled;
+    std::shared_ptr<const RecomputeTable> table;
+  };
+  std::mutex mutex_;
+  std::map<std::tuple<int64_t, int, bool>, std::shared_ptr<Entry>> entries_;
+};
+
 // What the stages of one search share: the problem, the options, and Notes [Each
 // plan polished once], [Classes to start from] and [The DP's memory kept between
 // solves] in offload.h.
@@ -148,6 +180,7 @@ struct Search {
   OffloadDpMemory dp_memory;
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
   mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
+  std::shared_ptr<StartTables> start_tables;  // Note [The starts' tables shared by the classes], while they run
 
   Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
       : chain(c), budget_bytes(budget), dp(d), options(o), polisher(std::make_shared<Polisher>(c, budget, o.polish)) {}
@@ -156,6 +189,7 @@ struct Search {
   // yet), its own DP memory, and `threads` for the DPs it runs inside.
   Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options) {
     polisher = main.polisher;
+    start_tables = main.start_tables;
     dp.num_threads = threads;
     if (budget_bytes > 0 && dp.slots > 0) at_budget = main.table_shared();
   }
@@ -173,7 +207,9 @@ struct Search {
     // and the recurrence's variant.
     const bool same_table = budget == budget_bytes && one.slots == dp.slots && one.rotor_compat == dp.rotor_compat &&
                             budget > 0 && one.slots > 0;
-    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : nullptr);
+    std::shared_ptr<const RecomputeTable> start;
+    if (!same_table && start_tables && budget > 0 && one.slots > 0) start = start_tables->get(chain, budget, one);
+    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : start.get());
     if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
     return plan;
   }
@@ -389,7 +425,7 @@ ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& 
 // plan can, no other runs, and only its plans tell whether the second class runs
 // (where one of them ends a kept run waiting). The rest then run side by side (Note
 // [Searches side by side] in side_by_side.h).
-Plan best_over_classes(Search& s, const Candidates& candidates) {
+Plan best_over_each_class(Search& s, const Candidates& candidates) {
   const ClassSearch widest = search_one_class(s, OffloadShapes::MovingKeptInputs, candidates);
   Plan best = s.fastest({std::nullopt, widest.best});
   if (unbeatable(s.chain, best)) return best;
@@ -411,6 +447,15 @@ Plan best_over_classes(Search& s, const Candidates& candidates) {
     if (unbeatable(s.chain, best)) break;
     best = s.fastest({std::move(best), std::move(one.best)});
   }
+  return best;
+}
+
+// The same, with the starts' tables shared (Note [The starts' tables shared by the
+// classes]).
+Plan best_over_classes(Search& s, const Candidates& candidates) {
+  s.start_tables = std::make_shared<StartTables>();
+  const Plan best = best_over_each_class(s, candidates);
+  s.start_tables.reset();  // the searches beside this one have ended: the tables go
   return best;
 }
 

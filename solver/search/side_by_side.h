@@ -3,8 +3,10 @@
 // Note [Searches side by side]
 // `optimal`'s searches from the offload DP's classes (Note [Classes to start from] in
 // optimal.cpp) and its kicks of the finalists are each a pure function of the problem
-// and their start: the polish and the DPs are deterministic and share nothing but the
-// recompute table, which is filled before they start and only read. So they may run
+// and their start: the polish and the DPs are deterministic and share nothing but
+// recompute tables, each filled once (the one at the budget before they start, those
+// of the starts by the first piece that needs each: Note [The starts' tables shared
+// by the classes] in optimal.cpp) and then only read. So they may run
 // at once, each on its own thread with its own caches, and their results be taken in
 // the order the sequential search took them: the plan is the same op for op, whatever
 // the threads and however they interleave. A piece whose result the sequential search
