@@ -1,11 +1,7 @@
 // solver_comparison.cpp: one solve and its outcome; every solver at one budget.
 #include "report/solver_comparison.h"
 
-#include <functional>
 #include <stdexcept>
-#include <vector>
-
-#include "solver/search/side_by_side.h"
 
 namespace memopt::report {
 
@@ -41,28 +37,18 @@ SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
   return a;
 }
 
-// The solvers are independent of one another, so their rows are solved side by side
-// (Note [Searches side by side] in solver/search/side_by_side.h), each with its share
-// of the threads; the rows keep kSolverKinds' order.
 std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& options, const SolveAttempt* chosen) {
   std::vector<SolverRow> rows;
-  std::vector<size_t> to_solve;
   for (const auto& k : kSolverKinds) {
-    rows.push_back({k.kind, {}});
-    if (chosen && k.kind == options.solver) rows.back().attempt = *chosen;
-    else to_solve.push_back(rows.size() - 1);
+    if (chosen && k.kind == options.solver) {
+      rows.push_back({k.kind, *chosen});
+      continue;
+    }
+    SolveOptions o = options;
+    o.solver = k.kind;
+    o.find_min_budget = false;
+    rows.push_back({k.kind, attempt_solve(chain, o)});
   }
-  const int inner_threads = threads_per_piece(options.num_threads, static_cast<int>(to_solve.size()));
-  std::vector<std::function<void()>> tasks;
-  for (const size_t i : to_solve)
-    tasks.push_back([&, i] {
-      SolveOptions o = options;
-      o.solver = rows[i].kind;
-      o.find_min_budget = false;
-      o.num_threads = inner_threads;
-      rows[i].attempt = attempt_solve(chain, o);
-    });
-  run_side_by_side(tasks, options.num_threads);
   return rows;
 }
 
