@@ -404,16 +404,24 @@ Candidates candidates_of(const Search& s, bool with_offload) {
   return c;
 }
 
+constexpr OffloadShapes kWidest = OffloadShapes::MovingKeptInputs;
+
 // One class's whole search, on a search of its own.
 struct ClassSearch {
   Plan best;
   bool waited_after_a_kept_run = false;  // a plan of its offload DP did
 };
-ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& candidates) {
-  DpOptions one_class = s.dp;
+DpOptions class_options(const DpOptions& dp, OffloadShapes shapes) {
+  DpOptions one_class = dp;
   one_class.offload_shapes = shapes;
+  return one_class;
+}
+// `dp_plan`: the class's offload DP plan at the budget, where it has been made already.
+ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& candidates,
+                             std::optional<Plan> dp_plan = std::nullopt) {
+  const DpOptions one_class = class_options(s.dp, shapes);
   Plans with_dp = candidates.plans;
-  with_dp[candidates.dp_place] = s.offload_dp(s.budget_bytes, one_class);
+  with_dp[candidates.dp_place] = dp_plan ? std::move(*dp_plan) : s.offload_dp(s.budget_bytes, one_class);
   ClassSearch out;
   out.best = best_of_one_class(s, one_class, std::move(with_dp));
   out.waited_after_a_kept_run = s.dp_waited_after_a_kept_run;
@@ -425,8 +433,8 @@ ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& 
 // plan can, no other runs, and only its plans tell whether the second class runs
 // (where one of them ends a kept run waiting). The rest then run side by side (Note
 // [Searches side by side] in side_by_side.h).
-Plan best_over_each_class(Search& s, const Candidates& candidates) {
-  const ClassSearch widest = search_one_class(s, OffloadShapes::MovingKeptInputs, candidates);
+Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
+  const ClassSearch widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
   Plan best = s.fastest({std::nullopt, widest.best});
   if (unbeatable(s.chain, best)) return best;
   std::vector<OffloadShapes> rest;
@@ -452,9 +460,9 @@ Plan best_over_each_class(Search& s, const Candidates& candidates) {
 
 // The same, with the starts' tables shared (Note [The starts' tables shared by the
 // classes]).
-Plan best_over_classes(Search& s, const Candidates& candidates) {
+Plan best_over_classes(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
   s.start_tables = std::make_shared<StartTables>();
-  const Plan best = best_over_each_class(s, candidates);
+  const Plan best = best_over_each_class(s, candidates, std::move(widest_dp));
   s.start_tables.reset();  // the searches beside this one have ended: the tables go
   return best;
 }
@@ -568,7 +576,26 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
                                             const SearchOptions& options,
                                             const std::vector<std::vector<Op>>& known_plans) {
   Search s(chain, budget_bytes, dp, options);
-  const Candidates candidates = candidates_of(s, /*with_offload=*/true);  // 1
+  // Note [The widest class's DP beside the candidates]
+  // Stage 2 starts with the widest class's offload DP at the budget, which reads none
+  // of the candidates; the two share only the recompute table at the budget, filled
+  // first and then only read, and the DP alone writes its search's DP memory. So
+  // where the DP surely runs (a usable link, and no probe, which may stop after the
+  // candidates: Note [A probe asks only whether a plan fits]), the two run side by
+  // side, and the DP's plan is the one it would have made after them.
+  Candidates candidates;
+  std::optional<Plan> widest_dp;
+  if (chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0) {
+    s.table();
+    widest_dp.emplace();
+    const int inner_threads = threads_per_piece(dp.num_threads, 2);
+    Search beside(s, inner_threads);  // before the threads start
+    run_side_by_side({[&] { candidates = candidates_of(beside, /*with_offload=*/true); },  // 1
+                      [&] { *widest_dp = s.offload_dp(budget_bytes, class_options(s.dp, kWidest)); }},
+                     dp.num_threads);
+  } else {
+    candidates = candidates_of(s, /*with_offload=*/true);  // 1
+  }
   // Note [A probe asks only whether a plan fits]
   // The search for the smallest budget that works (min_feasible_budget in solve.cpp)
   // asks each budget only whether `optimal` has a plan there. Every later step takes
@@ -579,7 +606,7 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
     if (Plan any = s.fastest(candidates.plans)) return any;
   Plan best;
   if (chain.has_usable_link()) {
-    best = best_over_classes(s, candidates);  // 2, 3: per class, the offload DP, the polish, the starts
+    best = best_over_classes(s, candidates, std::move(widest_dp));  // 2, 3: per class, the offload DP, the polish, the starts
     if (options.any_fitting_plan && best) return best;
     best = kicked_then_the_blocks(s, std::move(best));  // 4, 5
   } else {
