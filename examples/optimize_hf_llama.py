@@ -1,6 +1,6 @@
 """optimize_hf_llama.py: memopt from Python, on a Hugging Face Llama as it is, with
 batches of varying length. Run by the test suite (tests/python/test_readme_example.py);
-the README shows this file verbatim.
+docs/python.md shows this file verbatim.
     .venv/bin/python examples/optimize_hf_llama.py
 """
 import torch

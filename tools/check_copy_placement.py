@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_copy_placement.py: holds `optimal` to the copy-placement MILP
 (tools/copy_placement_milp.py) on random chains and on GPT-2 profiles, and writes
-the table of results/DATE-copy-placement-milp.
+the table of results/copy-placement-milp.
 
     PYTHONPATH=build/python .venv/bin/python tools/check_copy_placement.py --out DIR
         [--lengths 6,8,10,12] [--chains 10] [--gpt2 PROFILE] [--links a100:pcie4,...]

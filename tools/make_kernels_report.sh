@@ -4,14 +4,14 @@
 # random (Google Benchmark's --benchmark_enable_random_interleaving), each row the
 # median of the repetitions' CPU time per element with the interquartile range -- and
 # the tiny GPT-2's profile with each kernel choice (the bytes they save).
-#   tools/make_kernels_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
-# Writes results/DATE-kernels-cpu/. Measure on an idle machine.
+#   tools/make_kernels_report.sh     (after scripts/build.sh)
+# Writes results/kernels-cpu/. Measure on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 memopt=${MEMOPT:-build/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 date=${1:-$(date +%F)}
-dir=results/$date-kernels-cpu
+dir=results/kernels-cpu
 mkdir -p "$dir"
 "$memopt" profile --preset tiny --kernels aten > "$dir/profile_tiny_aten.txt"
 "$memopt" profile --preset tiny --kernels memopt > "$dir/profile_tiny_memopt.txt"
@@ -40,7 +40,7 @@ o = ["# memopt's own kernels against ATen's on this CPU (MEASURED)", "",
      "Every row is one benchmark of `build/tests/bench/kernels_compare_bench`: memopt's kernels (kernels/cpu) and "
      "ATen's on the same shapes, one thread, in one process, 9 repetitions of each interleaved at random; the "
      "figure is CPU time per element (the product of the benchmark's arguments), median of the repetitions with the "
-     "interquartile range.", "", "## Reproduce", "", "```sh", f"tools/make_kernels_report.sh {date}", "```", "",
+     "interquartile range.", "", "## Reproduce", "", "```sh", "tools/make_kernels_report.sh", "```", "",
      f"Machine: {j['context'].get('num_cpus')} CPUs at {j['context'].get('mhz_per_cpu')} MHz; load average before "
      f"the run {load}.", "", "| benchmark | ns per element, median | IQR | repetitions |", "|---|---:|---:|---:|"]
 for name, m, q1, q3, n in sorted(rows):

@@ -2,14 +2,14 @@
 # make_link_report.sh: regenerates the emulated-link check -- the CPU copy engine capped
 # at rates from 1 MB/s to 20 GB/s and uncapped, each direction's achieved rate against
 # the requested one (tests/bench/copy_link_bench.cpp), with its figure.
-#   tools/make_link_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
-# Writes results/DATE-link-emulation-cpu/ (README with table, the benchmark JSON,
+#   tools/make_link_report.sh     (after scripts/build.sh)
+# Writes results/link-emulation-cpu/ (README with table, the benchmark JSON,
 # link_rates.png/.svg). Measure on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 date=${1:-$(date +%F)}
-dir=results/$date-link-emulation-cpu
+dir=results/link-emulation-cpu
 mkdir -p "$dir"
 build/tests/bench/copy_link_bench --benchmark_out="$dir/copy_link_bench.json" --benchmark_out_format=json >/dev/null
 "$python" tools/plot_link.py "$dir/copy_link_bench.json" --out "$dir"
@@ -34,7 +34,7 @@ o.append(f"- From {binding[0]['requested_bytes_per_s']/1e6:g} MB/s to {binding[-
 o.append(f"- Uncapped, this machine's memcpy moves {min(uncapped[0]['d2h_bytes_per_s'], uncapped[0]['h2d_bytes_per_s'])/1e9:.1f} "
          f"GB/s or more each way; a cap above half of that is shown but does not bind (the copy itself is slower). "
          f"Emulated GPU links on this testbed are tens of MB/s (docs/formats.md, 'Where the numbers come from').")
-o += ["", "## Reproduce", "", "```sh", f"tools/make_link_report.sh {date}", "```", "",
+o += ["", "## Reproduce", "", "```sh", "tools/make_link_report.sh", "```", "",
       "`build/tests/bench/copy_link_bench` (Google Benchmark, 5 iterations per rate, each the median of 3 offload + "
       "prefetch round trips after one warm-up; a transfer lasts about 20 ms at the requested rate, 64 MiB uncapped). "
       f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz.", "",

@@ -7,14 +7,14 @@
 #   - MODELED: GPT-2 xl on an H100-80GB in bf16, same shapes (memopt estimate);
 #   - the head stage's time with each loss (tests/bench/head_loss_bench, one process,
 #     repetitions interleaved at random).
-#   tools/make_loss_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
-# Writes results/DATE-chunked-loss-cpu/. Measure on an idle machine.
+#   tools/make_loss_report.sh     (after scripts/build.sh)
+# Writes results/chunked-loss-cpu/. Measure on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 memopt=${MEMOPT:-build/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 date=${1:-$(date +%F)}
-dir=results/$date-chunked-loss-cpu
+dir=results/chunked-loss-cpu
 mkdir -p "$dir"
 : > "$dir/commands.txt"
 run() {  # records the command as `memopt ...` (never this machine's path), then runs it

@@ -5,10 +5,10 @@
 # this CPU's compute rate (docs/formats.md, "Where the numbers come from") -- and the measured step time
 # of optimal, recompute-only, offload-all and store-all at 30%..90% of the store-all
 # activation peak, interleaved in one process per link, with their spreads.
-#   tools/make_offload_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
+#   tools/make_offload_report.sh     (after scripts/build.sh)
 #   MEMOPT_OFFLOAD_MODELS="8l"  limits the models (8l: 8 layers C=256 sublayer; small:
 #                               GPT-2 small's 12 layers C=768)
-# Writes results/DATE-offload-emulated-cpu/: one tradeoff report per model and link
+# Writes results/offload-emulated-cpu/: one tradeoff report per model and link
 # (README, tradeoff.json, figures), the profiles and their printouts, and README.md
 # with the summary table and figure (tools/offload_summary.py).
 # Measure on an idle machine: nothing else running (check `uptime`).
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 memopt=${MEMOPT:-build/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 date=${1:-$(date +%F)}
-dir=results/$date-offload-emulated-cpu
+dir=results/offload-emulated-cpu
 mkdir -p "$dir"
 declare -A shapes=(
   [8l]="--n-layer 8 --n-embd 256 --n-head 4 --vocab 8192 --n-positions 256 --batch 4 --seq 256 --granularity sublayer"
@@ -36,5 +36,5 @@ for model in ${MEMOPT_OFFLOAD_MODELS:-8l small}; do
     printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$args" >> "$out/README.md"
   done
 done
-"$python" tools/offload_summary.py "$dir" --command "tools/make_offload_report.sh $date"
+"$python" tools/offload_summary.py "$dir" --command "tools/make_offload_report.sh"
 echo "report in $dir/README.md"

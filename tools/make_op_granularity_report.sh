@@ -6,11 +6,11 @@
 # recomputation and the pointwise rule on the operator stages. Solver only: every
 # number is the simulator's prediction; nothing is run. No host link (--bandwidth
 # none): the DP is the recompute DP ("recompute-only", which is `optimal` without a link).
-#   tools/make_op_granularity_report.sh [DATE]
+#   tools/make_op_granularity_report.sh
 #   SLOTS=N (default 2000): the DP's slots. Each resident object is rounded up to a slot,
 #   so a chain of 8x the stages needs finer slots to waste as little of the budget
 #   (the README beside the results shows how much 500 slots lose).
-# Writes results/DATE-op-granularity/: the profiles, one tradeoff report per case and
+# Writes results/op-granularity/: the profiles, one tradeoff report per case and
 # granularity, savings.md, savings.png, tradeoff.png, stage_map.png (tools/plot_op_granularity.py)
 # and commands.txt. The README beside them is written by hand.
 set -euo pipefail
@@ -19,7 +19,7 @@ date=${1:-$(date +%F)}
 memopt=${MEMOPT:-build-notorch/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 slots=${SLOTS:-2000}
-dir=results/$date-op-granularity
+dir=results/op-granularity
 mkdir -p "$dir"
 commands=$dir/commands.txt
 : > "$commands"

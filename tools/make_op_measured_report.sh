@@ -7,15 +7,15 @@
 # activation peak trained here, interleaved in one process, with the copy link
 # emulated at an H100's PCIe 5 ratio (docs/formats.md, "Where the numbers come from") and every step's
 # gradients compared with plain autograd (--check). Predicted against measured.
-#   tools/make_op_measured_report.sh [DATE]     (after scripts/build.sh; DATE defaults to today)
-# Writes results/DATE-op-granularity-cpu/: the profile and its printout, and the
+#   tools/make_op_measured_report.sh     (after scripts/build.sh)
+# Writes results/op-granularity-cpu/: the profile and its printout, and the
 # tradeoff report (README, tradeoff.json, figures).
 # Measure on an idle machine: nothing else running (check `uptime`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 memopt=${MEMOPT:-build/tools/memopt}
 date=${1:-$(date +%F)}
-dir=results/$date-op-granularity-cpu
+dir=results/op-granularity-cpu
 mkdir -p "$dir"
 profile=$dir/gpt2_8l_op.profile.json
 args="profile --n-layer 8 --n-embd 256 --n-head 4 --vocab 8192 --n-positions 256 --batch 4 --seq 256 --granularity op --out $profile"

@@ -5,13 +5,13 @@
 # (recompute-only, and offloading over emulated H100 PCIe 5 and GH200 NVLink-C2C links)
 # and at 80% of the store-all peak. MEASURED on this CPU, one compute thread, one
 # process per shape, steps interleaved.
-#   tools/make_python_report.sh [DATE]    (after scripts/build.sh; DATE defaults to today)
-# Writes results/DATE-python-hf-gpt2-cpu/. Measure on an idle machine.
+#   tools/make_python_report.sh    (after scripts/build.sh)
+# Writes results/python-hf-gpt2-cpu/. Measure on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 date=${1:-$(date +%F)}
-dir=results/$date-python-hf-gpt2-cpu
+dir=results/python-hf-gpt2-cpu
 mkdir -p "$dir"
 : > "$dir/commands.txt"
 run() {  # records the command with the venv's python as `python`, then runs it

@@ -3,7 +3,7 @@
 buys over recomputation on each model and emulated link, from the tradeoff.json of
 each `memopt tradeoff --run --emulate` report in DIR's subfolders.
 
-    .venv/bin/python tools/offload_summary.py DIR --command "tools/make_offload_report.sh DATE"
+    .venv/bin/python tools/offload_summary.py DIR --command "tools/make_offload_report.sh"
 
 Writes DIR/README.md (claim, table, figure) and DIR/offload_overheads.png/.svg.
 Every number comes from the reports' JSON; nothing is measured here.

@@ -69,9 +69,10 @@ def solve(binary, profile, budget, solver, extra, folder, tag):
     done = subprocess.run([binary, "solve", "--profile", profile, "--budget", budget, "--solver", solver,
                            "--threads", "1", *extra, "--out", out], capture_output=True, text=True)
     if done.returncode != 0:
-        return None, done.stderr.strip().splitlines()[-1:] or ["failed"]
+        return None, None, done.stderr.strip().splitlines()[-1:] or ["failed"]
     with open(out) as f:
-        return json.load(f)["ops"], None
+        schedule = json.load(f)
+    return schedule["ops"], schedule["predicted"]["time_ms"], None
 
 
 def main():
@@ -84,7 +85,7 @@ def main():
     ap.add_argument("--lengths", default="24,48", help="block-dominated chain lengths")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",") if x]
-    compared = differ = 0
+    compared = differ = faster = slower = 0
     seconds = {"old": 0.0, "new": 0.0}
     with tempfile.TemporaryDirectory() as folder:
         for name, path, extra in problems(args.max_stages, lengths):
@@ -95,7 +96,7 @@ def main():
                         start = time.perf_counter()
                         plans[tag] = solve(binary, path, budget, solver, extra, folder, tag)
                         seconds[tag] += time.perf_counter() - start
-                    (old_ops, old_err), (new_ops, new_err) = plans["old"], plans["new"]
+                    (old_ops, old_ms, old_err), (new_ops, new_ms, new_err) = plans["old"], plans["new"]
                     compared += 1
                     if old_ops == new_ops and old_err == new_err:
                         continue
@@ -105,10 +106,13 @@ def main():
                         continue
                     first = next((i for i, (a, b) in enumerate(zip(old_ops, new_ops)) if a != b),
                                  min(len(old_ops), len(new_ops)))
+                    faster += new_ms < old_ms
+                    slower += new_ms > old_ms
                     print(f"DIFFERS {name} at {budget}, {solver}: {len(old_ops)} against {len(new_ops)} ops, "
-                          f"first difference at op {first}")
+                          f"first difference at op {first}; predicted {old_ms:.3f} -> {new_ms:.3f} ms")
             print(f"  {name}: done", file=sys.stderr)
-    print(f"{compared} problems, {differ} with different plans; solver time old {seconds['old']:.1f} s, "
+    print(f"{compared} problems, {differ} with different plans ({faster} predicted faster, {slower} slower); "
+          f"solver time old {seconds['old']:.1f} s, "
           f"new {seconds['new']:.1f} s (one after the other: not a benchmark)")
     return 1 if differ else 0
 

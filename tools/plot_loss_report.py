@@ -153,7 +153,7 @@ def main():
         o.append(f"| {t} | {a[1]:.0f} ({a[0]:.0f} - {a[2]:.0f}) | {c[1]:.0f} ({c[0]:.0f} - {c[2]:.0f}) | "
                  f"{c[1] / a[1]:.3f} | {a[3]} |")
     o += ["", f"Machine: {bench['context'].get('num_cpus')} CPUs; load average before the benchmark {machine_load}.",
-          "", "## Reproduce", "", "```sh", f"tools/make_loss_report.sh {date}", "```", "",
+          "", "## Reproduce", "", "```sh", "tools/make_loss_report.sh", "```", "",
           "which runs, in this order:", "", "```sh"] + commands + ["```", ""]
     with open(f"{d}/README.md", "w") as f:
         f.write("\n".join(o))

@@ -37,9 +37,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from plan_identity import block_dominated  # noqa: E402  (the solver comparison's chain, JSON only)
 
-MEASURED_SUBLAYER = "results/2026-11-24-offload-emulated-cpu/gpt2_8l.profile.json"
-MEASURED_OP = "results/2026-11-25-op-granularity-cpu/gpt2_8l_op.profile.json"
-MODELED_XL_OP = "results/2026-11-25-op-granularity/xl-h100-80gb-explicit-op.profile.json"
+MEASURED_SUBLAYER = "results/offload-emulated-cpu/gpt2_8l.profile.json"
+MEASURED_OP = "results/op-granularity-cpu/gpt2_8l_op.profile.json"
+MODELED_XL_OP = "results/op-granularity/xl-h100-80gb-explicit-op.profile.json"
 
 
 def problems(folder):

@@ -149,7 +149,7 @@ def _check_autocast(plan: "Plan", device: torch.device):
 
 def _model_json(spec: ChainSpec) -> dict:
     """The profile's model object, with the parameters' dtype and, under autocast,
-    the dtype the forward computes in (docs/formats.md, "The model object")."""
+    the dtype the forward computes in (docs/formats.md, "The `model` object (GPT-2)")."""
     j = dict(spec.model_json)
     params = [p for stage in spec.parameters for p in stage]
     j["dtype"] = _dtype_word(params[0].dtype if params else spec.sample_input.dtype)

@@ -123,8 +123,9 @@
 // prefetch would be, and `bwd e`, which needs both, waits for the later. The state
 // after the item records which of the two it moved (Left in offload.cpp); D drops by
 // a_e's own slots, sl(x_e) - sl(x_e - o_e), the way Note [Hollow slots] splits x̄.
-// On GPT-2 operator stages over a link they make `optimal` up to 8% faster at tight
-// budgets (results/2026-11-27-kept-input-items-op-links). Blocks still win some of
+// On GPT-2 operator stages over a link they make `optimal` faster at tight budgets
+// (results/HISTORY.md, "the offload DP's items that move a kept stage's input").
+// Blocks still win some of
 // those budgets: a kept block's one copy runs on through the next block's forward,
 // where a kept operator stage's copy must end within the next item, a single short
 // operator, since the class never lets copies queue.

@@ -20,9 +20,9 @@
 // simulate.h): at operator granularity a kept stage's input is most of what the
 // middle holds. It is tried for a (p, q) only where the plan without it does not fit
 // at any prefetch distance: trying it wherever that plan was held back by memory (did
-// not fit with every prefetch right after the loss) made the family 2.2x slower on the
-// solver bench's 48-stage chain, and this 1.4x, with the same plans on the GPT-2
-// operator-stage profiles checked (results/2026-11-27-kept-inputs-op-links). It is
+// not fit with every prefetch right after the loss) made the family much slower on
+// the solver bench's chains (BM_SolveOffloadPipeline) and found no other plan on the
+// GPT-2 operator-stage profiles. It is
 // searched over every (p, q) and, for each, over the prefetch distance d by
 // bisection for the largest d whose plan fits: a larger d holds more bytes earlier
 // and stalls less. Every plan is simulated with the timeline simulator and only

@@ -332,9 +332,9 @@ Plans starts_keeping_a_stage(Search& s, const std::vector<Op>& best) {
 // plans at least as fast at every budget, but they keep the link busier, and
 // repaired down from a larger budget they may leave the repair less room: every
 // widening has made some points of the GPT-2 link reports slower when its class
-// replaced the one before it as a start, and others faster (the trade-off reports'
-// `optimal` rows, tools/make_optimal_links_report.sh). So `optimal` runs its whole search from the
-// widest class's plans and from those of the three narrowest, and takes the fastest
+// replaced the one before it as a start, and others faster (results/HISTORY.md;
+// tools/compare_builds.sh compares two builds). So `optimal` runs its whole search
+// from the widest class's plans and from those of the three narrowest, and takes the fastest
 // (the wider on a tie): never slower than any of them alone. The class between, with
 // runs that end waiting but no kept item that moves its input, is not a start of its
 // own: on the oracle's small chains the four starts reach its plans' times. The

@@ -15,8 +15,8 @@
 //                                can, so no plan over the budget is repaired
 //   BM_SolveOptimalWithSlowLink/L/500  the same over a 1 GB/s link, where copies stall
 //                                and `optimal` also repairs the DP's plans at larger
-//                                budgets and kicks its plan (docs/formats.md, "The polish", "Repair",
-//                                "Kicks"); both report the plan's predicted_ms
+//                                budgets and kicks its plan (docs/formats.md, "The polish": the repair
+//                                and the kicks); both report the plan's predicted_ms
 //   BM_ReferenceRecompute/L/500  reference_recompute_value: the plain Θ(slots·L³) loop
 //                                kept for the tests, for comparison
 //   BM_BlockDominated/L/threads  solve_recompute on block_dominated_chain (alternating

@@ -1,5 +1,6 @@
-"""The README's Python examples are examples/optimize_hf_gpt2.py and
-examples/optimize_hf_llama.py verbatim, and they run."""
+"""The documentation's Python examples are the files the tests run: README.md quotes
+examples/optimize_hf_gpt2.py and docs/python.md examples/optimize_hf_llama.py verbatim,
+and they run."""
 import os
 import re
 import subprocess
@@ -9,11 +10,12 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = [os.path.join(ROOT, "examples", name) for name in ("optimize_hf_gpt2.py", "optimize_hf_llama.py")]
+QUOTED_IN = {"optimize_hf_gpt2.py": "README.md", "optimize_hf_llama.py": os.path.join("docs", "python.md")}
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_readme_quotes_the_example_verbatim(example):
-    with open(os.path.join(ROOT, "README.md")) as f:
+def test_the_docs_quote_the_example_verbatim(example):
+    with open(os.path.join(ROOT, QUOTED_IN[os.path.basename(example)])) as f:
         readme = f.read()
     with open(example) as f:
         assert "```python\n" + f.read() + "```" in readme
