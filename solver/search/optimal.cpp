@@ -586,10 +586,9 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
   Candidates candidates;
   std::optional<Plan> widest_dp;
   if (chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0) {
-    s.table();
     widest_dp.emplace();
-    const int inner_threads = threads_per_piece(dp.num_threads, 2);
-    Search beside(s, inner_threads);  // before the threads start
+    // Made before the threads start: making it fills the table at the budget, here.
+    Search beside(s, threads_per_piece(dp.num_threads, 2));
     run_side_by_side({[&] { candidates = candidates_of(beside, /*with_offload=*/true); },  // 1
                       [&] { *widest_dp = s.offload_dp(budget_bytes, class_options(s.dp, kWidest)); }},
                      dp.num_threads);

@@ -114,7 +114,6 @@ SimResult simulate_to_beat(TimelinePrefix& prefix, const std::vector<Op>& ops, c
 // billionth that the stopping test allows for rounding. So such a search sums it
 // once for its plan and hands it to every simulation of a candidate.
 
-
 // `ops` must be valid (simulate_timeline). If it fits budget_bytes, the plan returned
 // fits too and is at least as fast; if not, the plan returned is over by no more,
 // and may fit (Note [Repairing a plan over the budget]). Needs chain.link for any
