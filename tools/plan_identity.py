@@ -8,12 +8,10 @@ of --solvers. A change meant to leave behaviour alone (a restructuring, a faster
 that computes the same values) must print no difference. Exits 1 on any difference,
 naming the profile, budget, solver and the first op where the plans part.
 
-Build the old binary from a commit beside the working tree, for example:
+`tools/compare_builds.sh OLD NEW` builds two revisions without LibTorch and runs this
+script on them; with two binaries at hand:
 
-  git worktree add /tmp/memopt-old HEAD~1
-  cmake -S /tmp/memopt-old -B /tmp/memopt-old/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMOPT_TORCH=OFF
-  cmake --build /tmp/memopt-old/build --target memopt
-  python3 tools/plan_identity.py --old /tmp/memopt-old/build/tools/memopt --new build/tools/memopt
+  python3 tools/plan_identity.py --old OLD/tools/memopt --new build/tools/memopt
 """
 import argparse
 import glob
