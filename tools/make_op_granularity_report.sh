@@ -11,11 +11,10 @@
 #   so a chain of 8x the stages needs finer slots to waste as little of the budget
 #   (the README beside the results shows how much 500 slots lose).
 # Writes results/op-granularity/: the profiles, one tradeoff report per case and
-# granularity, savings.md, savings.png, tradeoff.png, stage_map.png (tools/plot_op_granularity.py)
+# granularity (and one with memopt's own kernels), savings.md, savings.png, tradeoff.png, stage_map.png (tools/plot_op_granularity.py)
 # and commands.txt. The README beside them is written by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-date=${1:-$(date +%F)}
 memopt=${MEMOPT:-build-notorch/tools/memopt}
 python=${MEMOPT_PYTHON:-.venv/bin/python}
 slots=${SLOTS:-2000}
@@ -49,5 +48,15 @@ for preset in xl small; do
     done
   done
 done
+# memopt's own kernels (every dropout regenerates its mask): xl, H100, explicit
+# attention, operator stages, at the block grid's budgets from 40% to 72%.
+name=xl-h100-80gb-explicit-memopt-kernels
+echo "== $name" >&2
+run estimate --preset xl --gpu h100-80gb --batch 8 --seq 1024 --dtype bf16 --granularity op \
+  --attention explicit --kernels memopt --out "$dir/$name-op.profile.json"
+budgets=$("$python" -c 'import json, sys; print(",".join(f"{b}B" for b in json.load(open(sys.argv[1]))["budgets_bytes"][9:18]))' \
+  "$dir/xl-h100-80gb-explicit-block/tradeoff.json")
+run tradeoff --profile "$dir/$name-op.profile.json" --budgets "$budgets" --bandwidth none \
+  --solvers recompute-only,store-all --slots "$slots" --threads 0 --no-plot --out "$dir/$name-op"
 "$python" tools/plot_op_granularity.py --out "$dir" "${cases[@]}"
 echo "report in $dir (savings.md, savings.png, tradeoff.png, stage_map.png, commands.txt)"
