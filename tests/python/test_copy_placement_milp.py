@@ -94,8 +94,8 @@ def test_the_milp_times_and_measures_placements_as_the_simulator_does():
 
 
 def test_optimal_against_every_placement_around_memopts_compute_ops():
-    """Random chains of 3 to 7 stages, a random budget each (docs/formats.md section
-    8.10), against every placement without moves of a kept stage's input (the space
+    """Random chains of 3 to 7 stages, a random budget each (docs/formats.md,
+    "The placement check"), against every placement without moves of a kept stage's input (the space
     the exhaustive oracle covers on shorter chains; `optimal`'s own plan may move kept
     inputs, and is then held to every placement that does not). Prints every point
     where a placement beats `optimal`."""
