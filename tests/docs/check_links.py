@@ -9,7 +9,9 @@ folder of the repository (from the page's folder), and a #fragment must be a hea
 of the target page (GitHub's anchors: lower case, punctuation dropped, spaces to
 hyphens). A citation is `docs/<page>.md, "Section"` (several sections: `"A" and "B"`) in
 any source, script or page: the page must exist and have a heading with that text,
-its number (`5.2 `) aside. Prints every failure with its file and line; exits 1 if any.
+its number (`5.2 `) aside. A citation by number (`docs/<page>.md section 5.2`) is a
+failure too: numbers move when a page grows, names say what is meant. Prints every
+failure with its file and line; exits 1 if any.
 """
 import os
 import re
@@ -18,6 +20,7 @@ import sys
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 CITATION = re.compile(r'docs/([A-Za-z0-9_]+\.md),? ((?:"[^"\n]+"(?:,? (?:and|or) |, )?)+)')
+NUMBERED_CITATION = re.compile(r"docs/[A-Za-z0-9_]+\.md,? (?:sections?|§) ?\d")
 SECTION = re.compile(r'"([^"\n]+)"')
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 CODE_FENCE = re.compile(r"^\s*```")
@@ -88,7 +91,7 @@ def main():
                         failures.append(f"{page}:{number}: link to {target}: no heading with that anchor")
     docs_headings = {}
     for rel in files:
-        if rel.startswith(("results/", "build")) or not rel.endswith((".h", ".cpp", ".cu", ".py", ".sh", ".md", ".txt")):
+        if rel.startswith("build") or not rel.endswith((".h", ".cpp", ".cu", ".py", ".sh", ".md", ".txt")):
             continue
         path = os.path.join(repo, rel)
         try:
@@ -96,6 +99,9 @@ def main():
                 text = f.read()
         except (UnicodeDecodeError, FileNotFoundError):
             continue
+        for m in NUMBERED_CITATION.finditer(text):
+            number = text.count("\n", 0, m.start()) + 1
+            failures.append(f"{rel}:{number}: cites {m.group(0)}...: cite the section by its name")
         for m in CITATION.finditer(text):
             page = m.group(1)
             number = text.count("\n", 0, m.start()) + 1
