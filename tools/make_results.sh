@@ -19,6 +19,7 @@ reports=(
   "offload-emulated-cpu|offloading under emulated GPU links, measured|tools/make_offload_report.sh"
   "link-emulation-cpu|the link emulation's achieved rates|tools/make_link_report.sh"
   "op-granularity|blocks against operator stages against the hand rules, modeled|tools/make_op_granularity_report.sh"
+  "op-stages-over-links|operator stages against blocks over host links, modeled|tools/make_op_links_report.sh"
   "op-granularity-cpu|operator stages measured on the testbed|tools/make_op_measured_report.sh"
   "chunked-loss-cpu|ATen's loss against the chunked one|tools/make_loss_report.sh"
   "python-hf-gpt2-cpu|Python on HF GPT-2 against HF's checkpointing|tools/make_python_report.sh"
