@@ -16,6 +16,10 @@ note_profile() {  # README, the memopt arguments that made the profile
   printf '\n## Profile\n\nThe profile was made with:\n\n```sh\nmemopt %s\n```\n' "$2" >> "$1/README.md"
 }
 
+note_across_runs() {  # README: where the spread across fresh processes is measured
+  printf '\n## Across runs\n\nThis report is one run, and its spreads are within it. Separate processes on one machine run the same schedule a few percent apart: [../predictions-fresh-processes](../predictions-fresh-processes/README.md) repeats this model'"'"'s sweep in fresh processes, run after run (`tools/fresh_runs.py`), and gives measured over predicted per schedule with its spread across the runs.\n' >> "$1/README.md"
+}
+
 if [ "${MEMOPT_MEASURED:-1}" != 0 ]; then  # MEMOPT_MEASURED=0: the modeled reports only
 dir=results/tradeoff-tiny-cpu
 mkdir -p "$dir"
@@ -24,6 +28,7 @@ args="profile --model gpt2 --preset tiny --emulate h100-sxm:pcie5 --out $dir/gpt
 "$memopt" $args > "$dir/profile.txt"
 "$memopt" tradeoff --profile "$dir/gpt2_tiny.profile.json" --budgets 20%:100%:5% --run --steps 5 --check --out "$dir"
 note_profile "$dir" "$args"
+note_across_runs "$dir"
 fi
 
 if [ "${MEMOPT_MODELED:-1}" != 0 ]; then  # MEMOPT_MODELED=0: the measured report only

@@ -132,6 +132,10 @@ def readme(reports, command):
         span = f"{min(ratios):.3f} - {max(ratios):.3f}" if ratios else "-"
         o.append(f"| {model_label(r)}, {link_label(r)} | {base_ratio:.3f} | {span} | {within} of {len(ratios)} | "
                  f"{'yes' if peaks_equal else 'no'} |")
+    o += ["", "The spread above is within one run. Across runs, separate processes on one machine run the same "
+          "schedule a few percent apart: [../predictions-fresh-processes](../predictions-fresh-processes/README.md) "
+          "repeats the 8-layer model's sweep over the H100 link in fresh processes, run after run, and gives "
+          "measured over predicted per schedule with its spread across the runs."]
     o += ["", "## Reproduce", "", "```sh", command, "```", "",
           "Each folder below is a `memopt tradeoff --run --emulate` report with its own command, table and figures. "
           "Every distinct schedule of a report ran its warm-up steps, then interleaved measured rounds in one process; "
