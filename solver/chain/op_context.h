@@ -1,0 +1,56 @@
+// op_context.h: where in a step each compute op of a schedule runs -- in the forward
+// or after the loss, and, for a backward, whether its stage was recomputed -- so that
+// measured and predicted op times can be compared context by context (`memopt run
+// --op-times`). Plain schedule data, no clocks.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "solver/chain/schedule.h"
+
+namespace memopt::solver {
+
+// Note [Where an op runs]
+// The chain model gives each stage one time per kind of op: fwd_keep, the no-grad
+// forward, bwd. The profile measures them in store-all's order (Note [Stage times
+// from training steps] in runtime/stage_timing.h): every forward in the forward, every
+// backward long after its own forward. A plan that recomputes runs the same ops
+// elsewhere: after the loss, a re-forward right before the backward that needs it,
+// with the caches holding what the backward just touched rather than the whole
+// forward's activations. Splitting the measured time by these contexts shows whether
+// an op costs the same wherever it runs, which is what the chain model assumes.
+enum class OpContext {
+  ForwardKeep,       // fwd_keep before the loss
+  ForwardNoGrad,     // fwd_ckpt / fwd_drop before the loss
+  Loss,
+  RecomputeKeep,     // fwd_keep after the loss: a recomputation
+  RecomputeNoGrad,   // fwd_ckpt / fwd_drop after the loss
+  BwdOfKept,         // bwd of a stage whose last fwd_keep ran before the loss
+  BwdOfRecomputed,   // bwd of a stage whose last fwd_keep ran after the loss
+  NotCompute,        // a copy or wait_offloads
+};
+
+struct OpContextInfo {
+  OpContext context;
+  std::string_view word;  // in printed tables and JSON
+};
+
+inline constexpr OpContextInfo kOpContexts[] = {
+    {OpContext::ForwardKeep, "forward fwd_keep"},
+    {OpContext::ForwardNoGrad, "forward no-grad"},
+    {OpContext::Loss, "loss"},
+    {OpContext::RecomputeKeep, "recompute fwd_keep"},
+    {OpContext::RecomputeNoGrad, "recompute no-grad"},
+    {OpContext::BwdOfKept, "bwd of a kept stage"},
+    {OpContext::BwdOfRecomputed, "bwd of a recomputed stage"},
+    {OpContext::NotCompute, "copy or wait"},
+};
+
+std::string_view context_word(OpContext context);
+
+// One context per op, in the schedule's order. A schedule without a loss op has no
+// "after the loss": every op is then in the forward.
+std::vector<OpContext> op_contexts(const std::vector<Op>& ops);
+
+}  // namespace memopt::solver
