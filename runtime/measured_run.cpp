@@ -14,6 +14,7 @@
 #include "common/stats.h"
 #include "measure/backend.h"
 #include "measure/cpu_allocator.h"
+#include "measure/wall_clock_tracer.h"
 #include "model/device.h"
 #include "model/factory.h"
 #include "runtime/copy_engine.h"
@@ -93,6 +94,9 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
                                                                     const MeasureOptions& options,
                                                                     const std::vector<std::string>& sources) {
   if (options.steps < 1) throw std::invalid_argument("--steps: must be at least 1");
+  if (options.op_times && impl_->backend != measure::Backend::Cpu)
+    throw std::invalid_argument("--op-times: times ops on the host's clock, which is the CPU testbed's time only; "
+                                "on a GPU use --trace-out");
   if (options.warmup_steps < 0) throw std::invalid_argument("--warmup-steps: must be at least 0");
   if (sources.size() != schedules.size()) throw std::invalid_argument("measure_interleaved: one source per schedule");
   model::StagedModel& model = impl_->model;
@@ -142,14 +146,26 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(options.lr));
   model.train(true);
   std::vector<ScheduleMeasurement> out(schedules.size());
+  measure::WallClockTracer op_clock;
+  std::vector<std::vector<std::vector<double>>> op_ms(schedules.size());  // [schedule][step][op]
   const int num_rounds = options.warmup_steps + options.steps;
   for (int round = 0; round < num_rounds; ++round) {
     for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
       const RngState rng_before = rng_state(impl_->batch.input.device());
+      const bool time_ops = options.op_times && round >= options.warmup_steps;
+      op_clock.recording = time_ops;
+      executors[k].tracer = time_ops ? &op_clock : nullptr;
       const StepResult r = run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, executors[k],
                                                sources[k], impl_->timer.get());
       if (executors[k].copy_engine) executors[k].copy_engine->finish_step();
+      if (time_ops) {
+        op_clock.collect();  // drops the ranges; the times are in op_clock.timed
+        std::vector<double>& step_ms = op_ms[k].emplace_back();
+        for (const measure::WallClockTracer::Timed& t : op_clock.timed) step_ms.push_back(t.ms);
+        op_clock.timed.clear();
+        executors[k].tracer = nullptr;
+      }
       StepMeasurement m;
       m.step = round + 1;
       m.warmup = round < options.warmup_steps;
@@ -196,6 +212,8 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
     sm.median_peak_bytes = static_cast<int64_t>(common::median(peaks));
     sm.time_ms = common::spread(times);
   }
+  if (options.op_times)
+    for (size_t k = 0; k < schedules.size(); ++k) out[k].op_times = op_time_rows(chain, schedules[k].ops, op_ms[k]);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "common/stats.h"
 #include "measure/backend.h"
 #include "measure/trace.h"
+#include "runtime/op_times.h"
 #include "solver/io/profile_json.h"
 #include "solver/chain/schedule.h"
 #include "solver/chain/simulate.h"
@@ -59,6 +60,10 @@ struct MeasureOptions {
   // range (NVTX, and CUPTI on CUDA): ScheduleMeasurement::trace. A step of its own,
   // since tracing costs time that the measured steps should not carry.
   bool trace = false;
+  // Time every op of the measured steps on the wall clock and split each step by where
+  // its ops ran (ScheduleMeasurement::op_times; Note [Where an op runs] in
+  // solver/chain/op_context.h). CPU testbed only: a GPU's ops are timed by the trace.
+  bool op_times = false;
 };
 
 struct ScheduleMeasurement {
@@ -68,6 +73,7 @@ struct ScheduleMeasurement {
   common::Spread time_ms;              // over the measured steps
   std::optional<double> max_abs_grad_diff;  // over the steps, when checked
   std::optional<measure::TraceReport> trace;  // MeasureOptions::trace
+  std::vector<OpTimeRow> op_times;            // MeasureOptions::op_times
 };
 
 // The model of a profile, built once (its "model" object: gpt2::gpt2_spec_from_json),

@@ -5,14 +5,13 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 
-#include <chrono>
 #include <map>
 #include <stdexcept>
 #include <string>
 
 #include "common/stats.h"
 #include "measure/cpu_allocator.h"
-#include "measure/stage_tracer.h"
+#include "measure/wall_clock_tracer.h"
 #include "runtime/executor.h"
 #include "runtime/train_step.h"
 #include "solver/dp/baselines.h"
@@ -21,32 +20,18 @@
 namespace memopt::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Label -> every duration the tracer timed under it.
+using TimesByLabel = std::map<std::string, std::vector<double>>;
 
-// A stage tracer whose ranges are timed on the wall clock: label -> durations.
-class TimingTracer final : public measure::StageTracer {
- public:
-  std::map<std::string, std::vector<double>> ms_by_label;
-  bool recording = false;
+TimesByLabel by_label(const measure::WallClockTracer& tracer) {
+  TimesByLabel out;
+  for (const measure::WallClockTracer::Timed& t : tracer.timed) out[t.label].push_back(t.ms);
+  return out;
+}
 
- protected:
-  void on_begin(uint64_t, const std::string& label) override {
-    label_ = label;
-    start_ = Clock::now();
-  }
-  void on_end(uint64_t) override {
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
-    if (recording) ms_by_label[label_].push_back(ms);
-  }
-
- private:
-  std::string label_;
-  Clock::time_point start_;
-};
-
-double median_of(const TimingTracer& tracer, const std::string& op, const std::string& stage) {
-  const auto it = tracer.ms_by_label.find(measure::range_label(op, stage));
-  if (it == tracer.ms_by_label.end() || it->second.empty())
+double median_of(const TimesByLabel& times, const std::string& op, const std::string& stage) {
+  const auto it = times.find(measure::range_label(op, stage));
+  if (it == times.end() || it->second.empty())
     throw std::logic_error("stage timing: no timed " + op + " of stage " + stage);
   return common::median(it->second);
 }
@@ -77,7 +62,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
   // stage's no-grad forward once per step.
   const std::vector<std::vector<solver::Op>> schedules = {solver::store_all_ops(chain),
                                                           solver::recompute_blocks_ops(chain)};
-  TimingTracer tracers[2];
+  measure::WallClockTracer tracers[2];
   measure::CpuMemoryMeter meter;
   for (int round = 0; round < options.warmup_rounds + options.rounds; ++round) {
     for (size_t k = 0; k < schedules.size(); ++k) {
@@ -90,8 +75,8 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
       optimizer.step();
     }
   }
-  const TimingTracer& store_all = tracers[0];
-  const TimingTracer& checkpointed = tracers[1];
+  const TimesByLabel store_all = by_label(tracers[0]);
+  const TimesByLabel checkpointed = by_label(tracers[1]);
   StageTimes t;
   for (int i = 0; i < chain.length(); ++i) {
     const std::string& name = model.stage(i).name;
@@ -99,7 +84,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
     t.bwd_ms.push_back(median_of(store_all, "bwd", name));
     // The last stage is never checkpointed (the loss follows it), so it never runs
     // without grad in any plan; its no-grad time is then its forward's.
-    const bool timed = checkpointed.ms_by_label.count(measure::range_label("fwd_ckpt", name)) > 0;
+    const bool timed = checkpointed.count(measure::range_label("fwd_ckpt", name)) > 0;
     t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
   }
   // As it was: parameters, gradients, generator, mode and threads.

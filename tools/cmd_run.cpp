@@ -35,6 +35,7 @@ struct RunArgs {
   int threads = 0;  // 0: what the profile was measured with
   bool check = false;
   bool profile_times = false;  // predict from the profile's stage times, not this process's
+  bool op_times = false;       // the measured steps' time by where each op ran
   double lr = 1e-4;
 };
 
@@ -103,6 +104,7 @@ void run_run(const RunArgs& args) {
                   format_bytes(m.activation_peak_bytes - schedule.budget_bytes).c_str());
   };
   options.trace = !args.trace_out.empty();
+  options.op_times = args.op_times;
   const runtime::ScheduleMeasurement r = model.measure(profile.chain, schedule, options, args.schedule_path);
   const double peak = static_cast<double>(r.median_peak_bytes), time = r.time_ms.median;
   std::printf("\nmedian of %d steps after %d warm-up (w): peak %s (%.3fx predicted; reserved %s), time %.2f ms "
@@ -110,6 +112,9 @@ void run_run(const RunArgs& args) {
               args.steps, args.warmup_steps, format_bytes(r.median_peak_bytes).c_str(),
               peak / static_cast<double>(sim.peak_bytes), format_bytes(r.reserved_peak_bytes).c_str(), time,
               r.time_ms.q25, r.time_ms.q75, time / sim.time_ms);
+  if (!r.op_times.empty())
+    std::printf("\ntime by where the ops ran, median over the measured steps:\n%s",
+                runtime::format_op_time_rows(r.op_times).c_str());
   if (r.trace) {
     std::printf("\none more step, traced (every op in its range memopt/<op>/<stage>):\n%s",
                 measure::format_trace_report(*r.trace).c_str());
@@ -121,6 +126,7 @@ void run_run(const RunArgs& args) {
   if (!args.summary_path.empty()) {
     nlohmann::json line = runtime::run_summary_json(args.profile_path, args.schedule_path, schedule, sim, r);
     line["predicted_times"] = retime ? "this process" : "profile";
+    if (!r.op_times.empty()) line["op_times"] = runtime::op_time_rows_json(r.op_times);
     append_line_atomic(args.summary_path, line.dump());
   }
 }
@@ -147,6 +153,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--emulate", args->emulate, "emulate GPU:LINK[:DTYPE] on this CPU, e.g. h100-sxm:pcie5 or gh200:nvlink-c2c: the copy link at that GPU's ratio of link to compute");
   cmd->add_option("--device", args->device,
                   "cpu|cuda: where to train (default: the profile's device; cuda needs the `cuda` build and a GPU)");
+  cmd->add_flag("--op-times", args->op_times,
+                "time every op of the measured steps and print the step split by where its ops ran (forward, "
+                "recomputation, backward of a kept or of a recomputed stage) against the prediction; CPU only");
   cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
   cmd->add_flag("--profile-times", args->profile_times,
                 "predict from the profile's stage times instead of re-timing the stages in this process first "

@@ -14,6 +14,8 @@
 #include "measure/backend.h"
 #include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
+#include "runtime/op_times.h"
+#include "solver/chain/op_context.h"
 #include "solver/dp/baselines.h"
 #include "solver/search/budget.h"
 #include "solver/chain/simulate.h"
@@ -69,6 +71,85 @@ TEST(MeasurementProtocol, WarmsUpThenInterleavesAndPeaksAreThePredictedOnes) {
   // never reach the system for memory.
   ASSERT_EQ(system_allocations.size(), 15u);
   EXPECT_EQ(system_allocations[5], system_allocations.back());  // after the last warm-up step
+}
+
+// op_time_rows on given durations: the loss is skipped, each row is the median over
+// the steps of that step's sum, and a step with a wrong count is refused.
+TEST(OpTimeRows, MediansOfPerStepSumsWithTheLossSkipped) {
+  solver::Chain chain;
+  chain.stages.resize(2);
+  chain.stages[0].fwd_ms = 1.0;
+  chain.stages[0].bwd_ms = 2.0;
+  chain.stages[0].fwd_nograd_ms = 0.5;
+  chain.stages[1].fwd_ms = 3.0;
+  chain.stages[1].bwd_ms = 4.0;
+  using solver::Op;
+  using solver::OpKind;
+  // fwd_ckpt 0, fwd_keep 1, loss, bwd 1, fwd_keep 0, bwd 0
+  const std::vector<Op> ops = {{OpKind::FwdCkpt, 0}, {OpKind::FwdKeep, 1}, {OpKind::Loss, -1},
+                               {OpKind::Bwd, 1},     {OpKind::FwdKeep, 0}, {OpKind::Bwd, 0}};
+  const std::vector<std::vector<double>> steps = {
+      {0.6, 3.1, 4.2, 1.1, 2.3}, {0.4, 2.9, 4.0, 0.9, 1.9}, {0.5, 3.3, 4.4, 1.0, 2.0}};
+  const std::vector<OpTimeRow> rows = op_time_rows(chain, ops, steps);
+  ASSERT_EQ(rows.size(), 5u);
+  const solver::OpContext expected[] = {solver::OpContext::ForwardKeep, solver::OpContext::ForwardNoGrad,
+                                        solver::OpContext::RecomputeKeep, solver::OpContext::BwdOfKept,
+                                        solver::OpContext::BwdOfRecomputed};
+  const double measured[] = {3.1, 0.5, 1.0, 4.2, 2.0};
+  const double predicted[] = {3.0, 0.5, 1.0, 4.0, 2.0};
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_EQ(rows[r].context, expected[r]);
+    EXPECT_EQ(rows[r].num_ops, 1);
+    EXPECT_DOUBLE_EQ(rows[r].measured_ms, measured[r]);
+    EXPECT_DOUBLE_EQ(rows[r].predicted_ms, predicted[r]);
+  }
+  EXPECT_THROW(op_time_rows(chain, ops, {{1.0, 2.0}}), std::invalid_argument);
+}
+
+// With `op_times`, each measured step's ops are timed and split by where they ran: the
+// rows cover every compute op but the loss, their predicted times add up to the
+// simulator's step (nothing copies, so nothing stalls), and in every step a row's ops
+// take part of the step, so their median is at most the step's.
+TEST(MeasurementProtocol, OpTimesSplitEveryComputeOpByWhereItRan) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  const solver::Chain& chain = profile.chain;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  const std::vector<solver::Schedule> schedules = {
+      solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
+      solver::solve(chain, {store_all, solver::SolverKind::RecomputeAll, 500, 1, false})};
+  ProfiledModel model(profile);
+  MeasureOptions options;
+  options.warmup_steps = 1;
+  options.steps = 3;
+  const auto untimed = model.measure_interleaved(chain, schedules, options, {"a", "b"});
+  for (const ScheduleMeasurement& r : untimed) EXPECT_TRUE(r.op_times.empty());
+  options.op_times = true;
+  const auto timed = model.measure_interleaved(chain, schedules, options, {"a", "b"});
+  const int L = chain.length();
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    SCOPED_TRACE(schedules[k].solver);
+    int num_ops = 0;
+    double predicted_ms = 0;
+    for (const OpTimeRow& row : timed[k].op_times) {
+      num_ops += row.num_ops;
+      predicted_ms += row.predicted_ms;
+      EXPECT_GT(row.measured_ms, 0.0) << solver::context_word(row.context);
+      // In each step these ops take part of the step, so their median is at most the step's.
+      EXPECT_LE(row.measured_ms, timed[k].time_ms.median) << solver::context_word(row.context);
+    }
+    EXPECT_EQ(num_ops, static_cast<int>(schedules[k].ops.size()) - 1);
+    const double simulated_ms = solver::simulate_timeline(chain, schedules[k].ops).time_ms;
+    EXPECT_NEAR(predicted_ms + chain.loss.bwd_ms, simulated_ms, 1e-9 * simulated_ms);  // summation order only
+  }
+  // store-all: L forwards before the loss and L backwards of kept stages, nothing else.
+  ASSERT_EQ(timed[0].op_times.size(), 2u);
+  EXPECT_EQ(timed[0].op_times[0].context, solver::OpContext::ForwardKeep);
+  EXPECT_EQ(timed[0].op_times[1].context, solver::OpContext::BwdOfKept);
+  EXPECT_EQ(timed[0].op_times[1].num_ops, L);
+  // recompute-all: every backward follows its stage's recomputation.
+  bool any_kept_bwd = false;
+  for (const OpTimeRow& row : timed[1].op_times) any_kept_bwd |= row.context == solver::OpContext::BwdOfKept;
+  EXPECT_FALSE(any_kept_bwd);
 }
 
 // With `trace`, one more step per schedule runs every op in its range; the measured
