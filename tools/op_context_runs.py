@@ -21,7 +21,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", required=True, help="a measured profile.json")
     parser.add_argument("--solvers", default="store-all,recompute-blocks,recompute-all",
-                        help="comma-separated solvers, each solved at --budget")
+                        help="comma-separated solvers, each solved at --budget, or at its own as SOLVER@BUDGET "
+                             "(recompute-only@50%%)")
     parser.add_argument("--budget", default="100%", help="the budget every solver is solved at (default 100%%)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=6, help="measured steps per run")
@@ -36,9 +37,10 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         schedules = {}
         for s in solvers:
-            schedules[s] = os.path.join(folder, f"{s}.json")
-            subprocess.run([args.memopt, "solve", "--profile", args.profile, "--solver", s, "--budget", args.budget,
-                            "--out", schedules[s]], check=True, stdout=subprocess.DEVNULL)
+            solver, _, budget = s.partition("@")
+            schedules[s] = os.path.join(folder, f"{len(schedules)}.json")
+            subprocess.run([args.memopt, "solve", "--profile", args.profile, "--solver", solver, "--budget",
+                            budget or args.budget, "--out", schedules[s]], check=True, stdout=subprocess.DEVNULL)
         for r in range(args.runs):
             run = {}
             for s in solvers:  # schedules take turns within a run: A B C A B C ...
@@ -49,20 +51,22 @@ def main(argv=None) -> int:
                 with open(summary) as f:
                     line = json.loads(f.readline())
                 run[s] = {"step_ratio": line["measured"]["time_ms"] / line["predicted"]["time_ms"],
+                          "predicted_peak_bytes": line["predicted"]["peak_bytes"],
                           "contexts": {row["context"]: row for row in line["op_times"]}}
             runs.append(run)
             print(f"run {r + 1} of {args.runs} done", file=sys.stderr)
     with open(args.out, "w") as f:
         json.dump({"profile": args.profile, "solvers": solvers, "steps": args.steps, "runs": runs}, f, indent=1)
-    print(f"{'schedule':18} {'where the ops ran':26} {'ops':>5} {'measured/predicted: median':>27} {'min':>7} {'max':>7}")
+    print(f"{'schedule':22} {'where the ops ran':26} {'ops':>5} {'measured/predicted: median':>27} {'min':>7} {'max':>7}")
     for s in solvers:
         ratios = [run[s]["step_ratio"] for run in runs]
-        print(f"{s:18} {'the whole step':26} {'':>5} {statistics.median(ratios):27.3f} {min(ratios):7.3f} {max(ratios):7.3f}")
+        peak = f"the whole step, {runs[0][s]['predicted_peak_bytes'] / 2**20:.0f} MiB"
+        print(f"{s:22} {peak:26} {'':>5} {statistics.median(ratios):27.3f} {min(ratios):7.3f} {max(ratios):7.3f}")
         for context, row in runs[0][s]["contexts"].items():
             ratios = [run[s]["contexts"][context]["measured_ms"] / run[s]["contexts"][context]["predicted_ms"]
                       for run in runs if run[s]["contexts"][context]["predicted_ms"] > 0]
             if ratios:
-                print(f"{'':18} {context:26} {row['num_ops']:5d} {statistics.median(ratios):27.3f} "
+                print(f"{'':22} {context:26} {row['num_ops']:5d} {statistics.median(ratios):27.3f} "
                       f"{min(ratios):7.3f} {max(ratios):7.3f}")
     return 0
 
