@@ -107,13 +107,22 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   // only with deterministic kernels: cuBLAS picks its reduction order per call
   // unless its workspace is fixed (before its first handle, so here, before any
   // step), and some ATen kernels accumulate with atomics unless asked not to. Only
-  // checked runs pay for this; timed runs use the kernels training uses.
+  // the checked steps run with deterministic algorithms; the measured ones use the
+  // kernels training uses (cuBLAS keeps its fixed workspace).
+  //
+  // Note [The warm-up steps are the checked ones]
+  // A plain autograd step run right after a measured one, and the deterministic
+  // kernels a checked step needs, change the measured steps: the plain step leaves the
+  // caches and the allocator holding its own data when the next schedule's step
+  // starts, and deterministic kernels are not always the ones training uses. Then the
+  // measured times, and their distance from a prediction built on unchecked stage
+  // times, depend on whether the run checks. So the check compares the warm-up steps
+  // (at least one, added where there are none) and the measured steps run exactly as
+  // they would without it, deterministic algorithms back as they were.
   const bool deterministic_before = at::globalContext().deterministicAlgorithms();
   const bool warn_only_before = at::globalContext().deterministicAlgorithmsWarnOnly();
-  if (options.check) {
-    if (impl_->device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
-  }
+  if (options.check && impl_->device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  const int warmup_rounds = options.check ? std::max(options.warmup_steps, 1) : options.warmup_steps;
   struct RestoreDeterminism {
     bool on, warn_only;
     ~RestoreDeterminism() { at::globalContext().setDeterministicAlgorithms(on, warn_only); }
@@ -148,12 +157,17 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   std::vector<ScheduleMeasurement> out(schedules.size());
   measure::WallClockTracer op_clock;
   std::vector<std::vector<std::vector<double>>> op_ms(schedules.size());  // [schedule][step][op]
-  const int num_rounds = options.warmup_steps + options.steps;
+  const int num_rounds = warmup_rounds + options.steps;
   for (int round = 0; round < num_rounds; ++round) {
+    const bool checked = options.check && round < warmup_rounds;
+    if (options.check) {
+      if (checked) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+      else at::globalContext().setDeterministicAlgorithms(deterministic_before, warn_only_before);
+    }
     for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
       const RngState rng_before = rng_state(impl_->batch.input.device());
-      const bool time_ops = options.op_times && round >= options.warmup_steps;
+      const bool time_ops = options.op_times && round >= warmup_rounds;
       op_clock.recording = time_ops;
       executors[k].tracer = time_ops ? &op_clock : nullptr;
       const StepResult r = run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, executors[k],
@@ -168,12 +182,12 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
       }
       StepMeasurement m;
       m.step = round + 1;
-      m.warmup = round < options.warmup_steps;
+      m.warmup = round < warmup_rounds;
       m.loss = r.loss;
       m.activation_peak_bytes = r.activation_peak_bytes;
       m.reserved_peak_bytes = meter.peak_reserved_bytes();
       m.time_ms = r.time_ms;
-      if (options.check) {
+      if (checked) {
         const auto scheduled = gradients(model);
         set_rng_state(rng_before);  // the plain step draws the same dropout masks
         zero_grads_in_place(model);

@@ -50,8 +50,10 @@ struct StepMeasurement {
 struct MeasureOptions {
   int warmup_steps = 2;  // per schedule, unmeasured
   int steps = 5;         // measured steps per schedule: one per round
-  // Also run each step by plain autograd and compare gradients, with deterministic
-  // algorithms on (Note [Checked steps are deterministic] in measured_run.cpp).
+  // Also run each warm-up step by plain autograd and compare gradients, with
+  // deterministic algorithms on; at least one warm-up step then runs. The measured
+  // steps run unchecked (Notes [Checked steps are deterministic] and [The warm-up
+  // steps are the checked ones] in measured_run.cpp).
   bool check = false;
   double lr = 1e-4;      // AdamW
   // Progress, printing: the schedule's index in the list measured, and its step.

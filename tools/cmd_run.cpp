@@ -156,7 +156,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--op-times", args->op_times,
                 "time every op of the measured steps and print the step split by where its ops ran (forward, "
                 "recomputation, backward of a kept or of a recomputed stage) against the prediction; CPU only");
-  cmd->add_flag("--check", args->check, "also run each step by plain autograd and report the gradient difference");
+  cmd->add_flag("--check", args->check, "also run the warm-up steps (at least one) by plain autograd and report their gradient difference; "
+                "the measured steps run unchecked, as without --check");
   cmd->add_flag("--profile-times", args->profile_times,
                 "predict from the profile's stage times instead of re-timing the stages in this process first "
                 "(always so with --device-memory)");

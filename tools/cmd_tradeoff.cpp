@@ -161,7 +161,8 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
   cmd->add_option("--warmup-steps", args->warmup_steps, "unmeasured steps per schedule first, with --run")
       ->capture_default_str();
   cmd->add_option("--run-threads", args->run_threads, "compute threads when running (default: the profile's)");
-  cmd->add_flag("--check", args->check, "with --run, compare every step's gradients with plain autograd");
+  cmd->add_flag("--check", args->check, "with --run, compare the warm-up steps' gradients (at least one) with plain autograd; the measured steps "
+                "run unchecked");
   cmd->add_flag("--profile-times", args->profile_times,
                 "with --run, predict from the profile's stage times instead of re-timing the stages in this process");
   cmd->add_flag("--no-plot", args->no_plot, "skip the figures (tools/plot_tradeoff.py)");

@@ -5,8 +5,8 @@
 # schedule of optimal,
 # selective, pointwise, recompute-only and store-all at 20%..100% of the store-all
 # activation peak trained here, interleaved in one process, with the copy link
-# emulated at an H100's PCIe 5 ratio (docs/formats.md, "Where the numbers come from") and every step's
-# gradients compared with plain autograd (--check). Predicted against measured.
+# emulated at an H100's PCIe 5 ratio (docs/formats.md, "Where the numbers come from") and the warm-up
+# steps' gradients compared with plain autograd (--check). Predicted against measured.
 #   tools/make_op_measured_report.sh     (after scripts/build.sh)
 # Writes results/op-granularity-cpu/: the profile and its printout, and the
 # tradeoff report (README, tradeoff.json, figures).

@@ -152,6 +152,43 @@ TEST(MeasurementProtocol, OpTimesSplitEveryComputeOpByWhereItRan) {
   EXPECT_FALSE(any_kept_bwd);
 }
 
+// With `check`, the warm-up steps are compared with plain autograd (one is added where
+// there are none) and the measured steps run as they would without it, with
+// deterministic algorithms back off (Note [The warm-up steps are the checked ones]).
+TEST(MeasurementProtocol, CheckComparesTheWarmUpStepsAndLeavesTheMeasuredOnesAlone) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  const solver::Chain& chain = profile.chain;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  const std::vector<solver::Schedule> schedules = {
+      solver::solve(chain, {store_all * 6 / 10, solver::SolverKind::Optimal, 500, 1, false})};
+  ProfiledModel model(profile);
+  const bool deterministic_before = at::globalContext().deterministicAlgorithms();
+  for (const int warmup_steps : {0, 2}) {
+    SCOPED_TRACE(warmup_steps);
+    MeasureOptions options;
+    options.warmup_steps = warmup_steps;
+    options.steps = 2;
+    options.check = true;
+    bool deterministic_in_measured_steps = false;
+    options.on_step = [&](int, const StepMeasurement& m) {
+      if (!m.warmup) deterministic_in_measured_steps |= at::globalContext().deterministicAlgorithms();
+    };
+    const auto r = model.measure_interleaved(chain, schedules, options, {"a"});
+    const int checked_steps = std::max(warmup_steps, 1);
+    ASSERT_EQ(r[0].steps.size(), static_cast<size_t>(checked_steps + 2));
+    for (size_t i = 0; i < r[0].steps.size(); ++i) {
+      const StepMeasurement& m = r[0].steps[i];
+      const bool warmup = static_cast<int>(i) < checked_steps;
+      EXPECT_EQ(m.warmup, warmup) << i;
+      EXPECT_EQ(m.checked, warmup) << i;
+      if (warmup) EXPECT_EQ(m.max_abs_grad_diff, 0.0) << i;  // the recomputation is exact
+    }
+    EXPECT_EQ(r[0].max_abs_grad_diff, 0.0);
+    EXPECT_FALSE(deterministic_in_measured_steps);
+    EXPECT_EQ(at::globalContext().deterministicAlgorithms(), deterministic_before);
+  }
+}
+
 // With `trace`, one more step per schedule runs every op in its range; the measured
 // steps stay untraced. On the CPU the ranges carry no device activity.
 TEST(MeasurementProtocol, ATracedStepAfterTheRoundsNamesEveryOp) {
