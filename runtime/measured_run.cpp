@@ -122,7 +122,7 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   const bool deterministic_before = at::globalContext().deterministicAlgorithms();
   const bool warn_only_before = at::globalContext().deterministicAlgorithmsWarnOnly();
   if (options.check && impl_->device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  const int warmup_rounds = options.check ? std::max(options.warmup_steps, 1) : options.warmup_steps;
+  const int warmup_rounds = runtime::warmup_rounds(options);
   struct RestoreDeterminism {
     bool on, warn_only;
     ~RestoreDeterminism() { at::globalContext().setDeterministicAlgorithms(on, warn_only); }

@@ -68,6 +68,12 @@ struct MeasureOptions {
   bool op_times = false;
 };
 
+// The warm-up steps each schedule runs: `warmup_steps`, and at least one with `check`
+// (Note [The warm-up steps are the checked ones] in measured_run.cpp).
+inline int warmup_rounds(const MeasureOptions& options) {
+  return options.check && options.warmup_steps < 1 ? 1 : options.warmup_steps;
+}
+
 struct ScheduleMeasurement {
   std::vector<StepMeasurement> steps;  // warm-up steps first
   int64_t median_peak_bytes = 0;       // over the measured steps

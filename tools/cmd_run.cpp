@@ -109,7 +109,7 @@ void run_run(const RunArgs& args) {
   const double peak = static_cast<double>(r.median_peak_bytes), time = r.time_ms.median;
   std::printf("\nmedian of %d steps after %d warm-up (w): peak %s (%.3fx predicted; reserved %s), time %.2f ms "
               "(IQR %.2f-%.2f; %.3fx predicted)\n",
-              args.steps, args.warmup_steps, format_bytes(r.median_peak_bytes).c_str(),
+              args.steps, runtime::warmup_rounds(options), format_bytes(r.median_peak_bytes).c_str(),
               peak / static_cast<double>(sim.peak_bytes), format_bytes(r.reserved_peak_bytes).c_str(), time,
               r.time_ms.q25, r.time_ms.q75, time / sim.time_ms);
   if (!r.op_times.empty())

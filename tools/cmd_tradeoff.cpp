@@ -88,7 +88,7 @@ void run_tradeoff(const TradeoffArgs& args) {
       mo.steps = args.steps;
       mo.warmup_steps = args.warmup_steps;
       mo.check = args.check;
-      const int rounds = args.warmup_steps + args.steps;
+      const int rounds = runtime::warmup_rounds(mo) + args.steps;
       std::fprintf(stderr, "tradeoff: measuring %zu distinct schedules, %d warm-up + %d measured steps each, "
                            "interleaved\n", schedules.size(), args.warmup_steps, args.steps);
       mo.on_step = [&](int k, const runtime::StepMeasurement& m) {
@@ -102,7 +102,7 @@ void run_tradeoff(const TradeoffArgs& args) {
       std::vector<MeasuredPoint> out;
       for (const runtime::ScheduleMeasurement& m : all)
         out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms,
-                       args.steps, args.warmup_steps, m.max_abs_grad_diff, ""});
+                       args.steps, runtime::warmup_rounds(mo), m.max_abs_grad_diff, ""});
       return out;
     };
   }
