@@ -122,7 +122,7 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   const bool deterministic_before = at::globalContext().deterministicAlgorithms();
   const bool warn_only_before = at::globalContext().deterministicAlgorithmsWarnOnly();
   if (options.check && impl_->device.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  const int warmup_rounds = runtime::warmup_rounds(options);
+  const int num_warmup = warmup_rounds(options);
   struct RestoreDeterminism {
     bool on, warn_only;
     ~RestoreDeterminism() { at::globalContext().setDeterministicAlgorithms(on, warn_only); }
@@ -157,9 +157,9 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   std::vector<ScheduleMeasurement> out(schedules.size());
   measure::WallClockTracer op_clock;
   std::vector<std::vector<std::vector<double>>> op_ms(schedules.size());  // [schedule][step][op]
-  const int num_rounds = warmup_rounds + options.steps;
+  const int num_rounds = num_warmup + options.steps;
   for (int round = 0; round < num_rounds; ++round) {
-    const bool checked = options.check && round < warmup_rounds;
+    const bool checked = options.check && round < num_warmup;
     if (options.check) {
       if (checked) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
       else at::globalContext().setDeterministicAlgorithms(deterministic_before, warn_only_before);
@@ -167,7 +167,7 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
     for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
       const RngState rng_before = rng_state(impl_->batch.input.device());
-      const bool time_ops = options.op_times && round >= warmup_rounds;
+      const bool time_ops = options.op_times && round >= num_warmup;
       op_clock.recording = time_ops;
       executors[k].tracer = time_ops ? &op_clock : nullptr;
       const StepResult r = run_step_or_restore(model, schedules[k].ops, impl_->batch, meter, executors[k],
@@ -182,7 +182,7 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
       }
       StepMeasurement m;
       m.step = round + 1;
-      m.warmup = round < warmup_rounds;
+      m.warmup = round < num_warmup;
       m.loss = r.loss;
       m.activation_peak_bytes = r.activation_peak_bytes;
       m.reserved_peak_bytes = meter.peak_reserved_bytes();

@@ -2,15 +2,10 @@
 #include "solver/chain/op_context.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace memopt::solver {
 
-std::string_view context_word(OpContext context) {
-  for (const OpContextInfo& i : kOpContexts)
-    if (i.context == context) return i.word;
-  throw std::logic_error("context_word: an OpContext without a row in kOpContexts");
-}
+std::string_view context_word(OpContext context) { return kOpContexts[static_cast<size_t>(context)].word; }
 
 std::vector<OpContext> op_contexts(const std::vector<Op>& ops) {
   std::vector<OpContext> out;

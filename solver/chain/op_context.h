@@ -4,6 +4,8 @@
 // --op-times`). Plain schedule data, no clocks.
 #pragma once
 
+#include <cstddef>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +38,7 @@ struct OpContextInfo {
   std::string_view word;  // in printed tables and JSON
 };
 
+// In OpContext's order: a context's value is its row's index.
 inline constexpr OpContextInfo kOpContexts[] = {
     {OpContext::ForwardKeep, "forward fwd_keep"},
     {OpContext::ForwardNoGrad, "forward no-grad"},
@@ -46,6 +49,12 @@ inline constexpr OpContextInfo kOpContexts[] = {
     {OpContext::BwdOfRecomputed, "bwd of a recomputed stage"},
     {OpContext::NotCompute, "copy or wait"},
 };
+
+static_assert([] {
+  for (size_t i = 0; i < std::size(kOpContexts); ++i)
+    if (static_cast<size_t>(kOpContexts[i].context) != i) return false;
+  return true;
+}());
 
 std::string_view context_word(OpContext context);
 

@@ -181,7 +181,9 @@ TEST(MeasurementProtocol, CheckComparesTheWarmUpStepsAndLeavesTheMeasuredOnesAlo
       const bool warmup = static_cast<int>(i) < checked_steps;
       EXPECT_EQ(m.warmup, warmup) << i;
       EXPECT_EQ(m.checked, warmup) << i;
-      if (warmup) EXPECT_EQ(m.max_abs_grad_diff, 0.0) << i;  // the recomputation is exact
+      if (warmup) {
+        EXPECT_EQ(m.max_abs_grad_diff, 0.0) << i;  // the recomputation is exact
+      }
     }
     EXPECT_EQ(r[0].max_abs_grad_diff, 0.0);
     EXPECT_FALSE(deterministic_in_measured_steps);
