@@ -21,11 +21,17 @@ namespace memopt::runtime {
 // turns after `warmup` unmeasured rounds (runtime/measured_run.h's Note [Measurement
 // protocol]), every op timed from its start to its end. A stage's time is the median
 // over every timed instance of its op. What the simulator adds up is then what a
-// step spends in those ops; the executor's bookkeeping between ops is not in it.
+// step spends in those ops; the executor's bookkeeping between ops is not in it. The
+// checkpointing steps recompute every stage but the last after the loss, each right
+// before its backward, so they also give each stage the prices of a recomputed stage
+// (Note [A recomputed stage's prices] in solver/chain/chain.h); the last stage, never
+// recomputed there, gets its store-all prices.
 struct StageTimes {
   std::vector<double> fwd_ms;         // fwd_keep, under autograd
   std::vector<double> fwd_nograd_ms;  // fwd_ckpt / fwd_drop
   std::vector<double> bwd_ms;
+  std::vector<double> fwd_recompute_ms;   // fwd_keep after the loss
+  std::vector<double> bwd_recomputed_ms;  // bwd right after that fwd_keep
 };
 
 struct StageTimingOptions {
@@ -41,7 +47,8 @@ struct StageTimingOptions {
 StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& batch, const solver::Chain& chain,
                                 const StageTimingOptions& options = {});
 
-// Writes the times into the chain's stages (fwd_ms, fwd_nograd_ms, bwd_ms).
+// Writes the times into the chain's stages (fwd_ms, fwd_nograd_ms, bwd_ms,
+// fwd_recompute_ms, bwd_recomputed_ms).
 void apply_stage_times(solver::Chain& chain, const StageTimes& times);
 
 }  // namespace memopt::runtime

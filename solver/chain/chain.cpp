@@ -83,7 +83,9 @@ std::string validate(const Chain& chain) {
     const std::string p = "/stages/" + std::to_string(i) + "/";
     c.ms(p + "fwd_ms", s.fwd_ms);
     if (s.fwd_nograd_ms) c.ms(p + "fwd_nograd_ms", *s.fwd_nograd_ms);
+    if (s.fwd_recompute_ms) c.ms(p + "fwd_recompute_ms", *s.fwd_recompute_ms);
     c.ms(p + "bwd_ms", s.bwd_ms);
+    if (s.bwd_recomputed_ms) c.ms(p + "bwd_recomputed_ms", *s.bwd_recomputed_ms);
     c.bytes(p + "out_bytes", s.out_bytes);
     // Counted once more: the gradient d_{i+1} has the size of the output.
     c.bytes(p + "out_bytes", s.out_bytes);

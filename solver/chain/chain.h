@@ -56,6 +56,11 @@ struct Stage {
   // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
   // no graph and is faster. When absent every forward takes fwd_ms, as it always did.
   std::optional<double> fwd_nograd_ms;
+  // The prices of a recomputed stage (Note [A recomputed stage's prices]): fwd_keep
+  // after the loss, and the bwd of a stage whose last fwd_keep ran after the loss. When
+  // absent, fwd_ms and bwd_ms, as before.
+  std::optional<double> fwd_recompute_ms;
+  std::optional<double> bwd_recomputed_ms;
   // Parameters, for `memopt plan` (Note [Parameter homes] in model/staged_model.h):
   // the bytes of the parameters first read by this stage, and, as (home stage, bytes),
   // those it reads that an earlier stage reads first (GPT-2's head and the tied wte).
@@ -91,6 +96,20 @@ struct Stage {
 // refused: moving a_k cannot free what a neighbour still holds, and a prefetched
 // copy would not be the neighbour's tensor.
 
+// Note [A recomputed stage's prices]
+// fwd_ms and bwd_ms are measured in store-all's steps, where a stage's backward runs
+// long after its forward. A recomputed stage runs its fwd_keep after the loss, right
+// before its backward, which then finds the activations just written still in the
+// caches: on a CPU with small per-core caches both ran measurably faster than their
+// store-all prices, in every run (Note [Where an op runs] in op_context.h). So a stage
+// may carry a second pair of prices, used for the ops of those two contexts by the
+// simulators, the DPs (rotor.cpp: the rows that end before the loss are exactly the
+// recomputed ones) and `memopt run --op-times`. One rule keeps the DPs' bounds exact:
+// running a stage twice never beats keeping it, uf_nograd_i + uf_rec_i + ub_rec_i >=
+// uf_i + ub_i. The DP takes the time of keeping every stage as the least any
+// schedule can take, and measured prices could break the rule only by noise, so
+// ub_recomputed raises ub_rec_i to meet it where they do.
+
 struct LossStage {
   double bwd_ms = 0;            // ub_L
   int64_t bwd_tmp_bytes = 0;    // btmp_L
@@ -125,6 +144,16 @@ struct Chain {
   // The time of `fwd_ckpt i` / `fwd_drop i` (Note [Two forward temporaries]).
   double uf_nograd(int i) const { return i < length() ? stages[i].fwd_nograd_ms.value_or(stages[i].fwd_ms) : 0.0; }
   double ub(int i) const { return i < length() ? stages[i].bwd_ms : loss.bwd_ms; }
+  // fwd_keep i after the loss, and the bwd of stage i after such a fwd_keep (Note [A
+  // recomputed stage's prices]); the loss is never recomputed, so ub_recomputed(L) = ub_L.
+  double uf_recompute(int i) const {
+    return i < length() ? stages[i].fwd_recompute_ms.value_or(stages[i].fwd_ms) : 0.0;
+  }
+  double ub_recomputed(int i) const {
+    if (i >= length()) return loss.bwd_ms;
+    const double priced = stages[i].bwd_recomputed_ms.value_or(stages[i].bwd_ms);
+    return std::max(priced, uf(i) + ub(i) - uf_nograd(i) - uf_recompute(i));
+  }
   int64_t ftmp(int i) const { return i < length() ? stages[i].fwd_tmp_bytes : 0; }
   // The transient of `fwd_keep i` (Note [Two forward temporaries]).
   int64_t ftmp_keep(int i) const {

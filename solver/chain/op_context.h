@@ -58,6 +58,21 @@ static_assert([] {
 
 std::string_view context_word(OpContext context);
 
+// Follows a schedule op by op: what op_contexts computes for a whole schedule, for a
+// simulator that runs one op at a time (and resumes from a copied state).
+class ContextTracker {
+ public:
+  // Before the first op of a schedule over `stages` stages.
+  void reset(int stages);
+  // The context of `op`, the next op of the schedule; then records it. A stage index
+  // outside the chain counts as never recomputed.
+  OpContext next(const Op& op);
+
+ private:
+  bool after_loss_ = false;
+  std::vector<char> recomputed_;  // per stage: its latest fwd_keep ran after the loss
+};
+
 // One context per op, in the schedule's order. A schedule without a loss op has no
 // "after the loss": every op is then in the forward.
 std::vector<OpContext> op_contexts(const std::vector<Op>& ops);

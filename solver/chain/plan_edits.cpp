@@ -26,7 +26,7 @@ std::vector<RoundTrip> activation_round_trips(const Chain& chain, const std::vec
   if (chain.x(k) <= 0 || !chain.stands_alone(k) || has(ops, {OpKind::Offload, k})) return out;
   std::optional<size_t> last_read;
   for (size_t p = 0; p < ops.size(); ++p) {
-    if (!info(ops[p].kind).is_compute || compute_cost(chain, ops[p]).reads != k) continue;
+    if (!info(ops[p].kind).is_compute || compute_reads(chain, ops[p]) != k) continue;
     if (last_read) out.push_back({*last_read, p, {OpKind::Offload, k}});
     last_read = p;
   }

@@ -145,39 +145,38 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
   const auto reach = [&](int64_t bytes, int p) {
     if (bytes > out.peak_bytes) { out.peak_bytes = bytes; out.peak_op = p; }
   };
+  ContextTracker contexts;
+  contexts.reset(L);
   for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
     const Op& op = ops[p];
     if (needs_timeline(op.kind))
       return fail(out, p, op_label(ops, p) + ": copies and waits need the timeline simulator (docs/formats.md, \"Offload: the timeline simulator\")");
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     const int i = op.index;
+    time_ms += compute_cost(chain, op, contexts.next(op)).dur_ms;
     switch (op.kind) {
       case OpKind::FwdKeep:
         resident += chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
         r.saved[i + 1] = 1;
         reach(resident + chain.ftmp_keep(i), p);
-        time_ms += chain.uf(i);
         break;
       case OpKind::FwdCkpt:
       case OpKind::FwdDrop:
         resident += chain.x(i + 1) - activation_overlap(chain, r, i + 1);
         r.plain[i + 1] = 1;
         reach(resident + chain.ftmp(i), p);
-        time_ms += chain.uf_nograd(i);
         if (op.kind == OpKind::FwdDrop) { r.plain[i] = 0; resident -= chain.x(i) - activation_overlap(chain, r, i); }
         break;
       case OpKind::Loss:
         resident += chain.x(L) - gradient_overlap(chain, r, L);
         r.grad[L] = 1;
         reach(resident + chain.btmp(L), p);
-        time_ms += chain.ub(L);
         if (r.plain[L]) { r.plain[L] = 0; resident -= chain.x(L) - activation_overlap(chain, r, L); }
         break;
       case OpKind::Bwd:
         resident += chain.x(i) - gradient_overlap(chain, r, i);
         r.grad[i] = 1;
         reach(resident + chain.btmp(i), p);
-        time_ms += chain.ub(i);
         r.grad[i + 1] = 0;
         resident -= chain.x(i + 1) - gradient_overlap(chain, r, i + 1);
         r.saved[i + 1] = 0;
@@ -273,6 +272,7 @@ struct TimelineState {
   int64_t most_in_order_bytes = std::numeric_limits<int64_t>::min();
   double latest_implied_end_ms = -std::numeric_limits<double>::infinity();
   SimResult out;  // copy_ms and stall_ms so far
+  ContextTracker contexts;  // where each compute op runs, for its price
   int ran = 0;
 
   void start(const Chain& chain, double compute_ms) {
@@ -301,6 +301,7 @@ struct TimelineState {
     most_in_order_bytes = std::numeric_limits<int64_t>::min();
     latest_implied_end_ms = -std::numeric_limits<double>::infinity();
     out = SimResult{};
+    contexts.reset(L);
     ran = 0;
   }
 };
@@ -503,7 +504,7 @@ std::string Timeline::compute(int p) {
   // A compute op waits for every plain activation it reads that is still arriving.
   double ready = s.compute_end;
   const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, s.ready_ms[k]); };
-  const ComputeCost cost = compute_cost(chain_, op);
+  const ComputeCost cost = compute_cost(chain_, op, s.contexts.next(op));
   wait_for(cost.reads);
   if (op.kind == OpKind::Bwd) {
     ready = std::max(ready, s.saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
@@ -680,14 +681,23 @@ SimResult run_rest(const Chain& chain, const std::vector<Op>& ops, const Stops& 
 
 }  // namespace
 
-ComputeCost compute_cost(const Chain& chain, const Op& op) {
+int compute_reads(const Chain& chain, const Op& op) {
+  return op.kind == OpKind::Loss ? chain.length() : info(op.kind).is_compute ? op.index : -1;
+}
+
+ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context) {
   const int i = op.index, L = chain.length();
+  const int reads = compute_reads(chain, op);
   switch (op.kind) {
-    case OpKind::FwdKeep: return {chain.xbar(i + 1), chain.ftmp_keep(i), chain.uf(i), i};
+    case OpKind::FwdKeep:
+      return {chain.xbar(i + 1), chain.ftmp_keep(i),
+              context == OpContext::RecomputeKeep ? chain.uf_recompute(i) : chain.uf(i), reads};
     case OpKind::FwdCkpt:
-    case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), i};
-    case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), L};
-    case OpKind::Bwd: return {chain.x(i), chain.btmp(i), chain.ub(i), i};
+    case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), reads};
+    case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), reads};
+    case OpKind::Bwd:
+      return {chain.x(i), chain.btmp(i), context == OpContext::BwdOfRecomputed ? chain.ub_recomputed(i) : chain.ub(i),
+              reads};
     case OpKind::Offload:
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
@@ -704,8 +714,12 @@ ComputeCost compute_cost(const Chain& chain, const Op& op) {
 
 double compute_only_ms(const Chain& chain, const std::vector<Op>& ops) {
   double end_ms = 0;
-  for (const Op& op : ops)
-    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op).dur_ms;
+  ContextTracker contexts;
+  contexts.reset(chain.length());
+  for (const Op& op : ops) {
+    const OpContext context = contexts.next(op);
+    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op, context).dur_ms;
+  }
   return end_ms;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "solver/chain/chain.h"
+#include "solver/chain/op_context.h"
 #include "solver/chain/schedule.h"
 
 namespace memopt::solver {
@@ -121,14 +122,18 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 
 // What a compute op costs at its start (docs/formats.md, "The ops" and "Compute ops"): the
 // object it adds, its transient, its time, and the plain activation it reads and so
-// may wait for (a_i, or a_L for the loss).
+// may wait for (a_i, or a_L for the loss). Its time depends on where it runs: a
+// recomputed stage has its own prices (Note [A recomputed stage's prices] in chain.h),
+// so the context comes from a ContextTracker that has followed the ops before it.
 struct ComputeCost {
   int64_t add_bytes = 0;
   int64_t tmp_bytes = 0;
   double dur_ms = 0;
   int reads = -1;
 };
-ComputeCost compute_cost(const Chain& chain, const Op& op);
+ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context);
+// The plain activation a compute op reads (compute_cost's `reads`); -1 for a copy or a wait.
+int compute_reads(const Chain& chain, const Op& op);
 
 // The compute ops' durations summed in program order, as simulate_timeline adds them
 // when nothing stalls. A stall only delays an op's start, and a floating-point sum

@@ -87,6 +87,35 @@ TEST(SimulateSequential, CheckpointBranchByHand) {
   EXPECT_EQ(r2.peak_op, 5);
 }
 
+// Note [A recomputed stage's prices] in solver/chain/chain.h: a fwd_keep after the loss
+// and the bwd of its stage take the recomputed prices, every other op its own, in both
+// simulators.
+TEST(SimulateSequential, PricesARecomputedStageByWhereItsOpsRun) {
+  Chain c = two_stage_chain();
+  for (Stage& s : c.stages) s.fwd_nograd_ms = s.fwd_ms / 2;  // 0.5 and 2
+  // Each pair with its no-grad forward costs no less than keeping the stage: 0.5 +
+  // 0.75 + 2 >= 1 + 2 and 2 + 3.5 + 7 >= 4 + 8.
+  c.stages[0].fwd_recompute_ms = 0.75;
+  c.stages[0].bwd_recomputed_ms = 2.0;
+  c.stages[1].fwd_recompute_ms = 3.5;
+  c.stages[1].bwd_recomputed_ms = 7.0;
+  // Store-all recomputes nothing: its store-all prices.
+  EXPECT_EQ(simulate_sequential(c, kStoreAll).time_ms, 1 + 4 + 16 + 8 + 2);
+  // j = 1: stage 1 kept in the forward, stage 0 recomputed after the loss.
+  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 0.75 + 2);
+  // j = 2: both recomputed.
+  EXPECT_EQ(simulate_sequential(c, kCkptAtTwo).time_ms, 0.5 + 2 + 16 + 0.75 + 3.5 + 7 + 2);
+  for (const auto* ops : {&kStoreAll, &kCkptAtOne, &kCkptAtTwo}) {
+    EXPECT_EQ(simulate_timeline(c, *ops).time_ms, simulate_sequential(c, *ops).time_ms);
+    EXPECT_EQ(compute_only_ms(c, *ops), simulate_sequential(c, *ops).time_ms);
+  }
+  // A pair that would beat keeping the stage is raised to keeping's price:
+  // 0.5 + 0.75 + ub_rec >= 1 + 2 makes stage 0's recomputed bwd 1.75, not 1.
+  c.stages[0].bwd_recomputed_ms = 1.0;
+  EXPECT_EQ(c.ub_recomputed(0), 1.75);
+  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 0.75 + 1.75);
+}
+
 struct ProbeCase {
   const char* what;
   const std::vector<Op>* ops;
