@@ -84,11 +84,11 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
     t.bwd_ms.push_back(median_of(store_all, "bwd", name));
     // The last stage is never checkpointed (the loss follows it), so it never runs
     // without grad in any plan; its no-grad time is then its forward's. A stage that
-    // was checkpointed ran fwd_keep and bwd after the loss, as a recomputed stage.
+    // was checkpointed ran fwd_keep and bwd back to back after the loss.
     const bool timed = checkpointed.count(measure::range_label("fwd_ckpt", name)) > 0;
     t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
-    t.fwd_recompute_ms.push_back(timed ? median_of(checkpointed, "fwd_keep", name) : t.fwd_ms.back());
-    t.bwd_recomputed_ms.push_back(timed ? median_of(checkpointed, "bwd", name) : t.bwd_ms.back());
+    t.fwd_bwd_pair_ms.push_back(timed ? median_of(checkpointed, "fwd_keep", name) + median_of(checkpointed, "bwd", name)
+                                      : t.fwd_ms.back() + t.bwd_ms.back());
   }
   // As it was: parameters, gradients, generator, mode and threads.
   const std::vector<at::Tensor> params = model.parameters();
@@ -110,15 +110,14 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
 void apply_stage_times(solver::Chain& chain, const StageTimes& times) {
   const auto n = static_cast<size_t>(chain.length());
   if (times.fwd_ms.size() != n || times.bwd_ms.size() != n || times.fwd_nograd_ms.size() != n ||
-      times.fwd_recompute_ms.size() != n || times.bwd_recomputed_ms.size() != n)
+      times.fwd_bwd_pair_ms.size() != n)
     throw std::invalid_argument("stage timing: times for " + std::to_string(times.fwd_ms.size()) + " stages, chain of " +
                                 std::to_string(chain.length()));
   for (int i = 0; i < chain.length(); ++i) {
     chain.stages[i].fwd_ms = times.fwd_ms[i];
     chain.stages[i].bwd_ms = times.bwd_ms[i];
     chain.stages[i].fwd_nograd_ms = times.fwd_nograd_ms[i];
-    chain.stages[i].fwd_recompute_ms = times.fwd_recompute_ms[i];
-    chain.stages[i].bwd_recomputed_ms = times.bwd_recomputed_ms[i];
+    chain.stages[i].fwd_bwd_pair_ms = times.fwd_bwd_pair_ms[i];
   }
 }
 

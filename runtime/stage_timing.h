@@ -22,16 +22,15 @@ namespace memopt::runtime {
 // protocol]), every op timed from its start to its end. A stage's time is the median
 // over every timed instance of its op. What the simulator adds up is then what a
 // step spends in those ops; the executor's bookkeeping between ops is not in it. The
-// checkpointing steps recompute every stage but the last after the loss, each right
-// before its backward, so they also give each stage the prices of a recomputed stage
-// (Note [A recomputed stage's prices] in solver/chain/chain.h); the last stage, never
-// recomputed there, gets its store-all prices.
+// checkpointing steps run every stage but the last again after the loss, its fwd_keep
+// right before its bwd, so they also time each stage run back to back (Note [A stage
+// run back to back] in solver/chain/chain.h); the last stage, never run so there, gets
+// its store-all sum.
 struct StageTimes {
   std::vector<double> fwd_ms;         // fwd_keep, under autograd
   std::vector<double> fwd_nograd_ms;  // fwd_ckpt / fwd_drop
   std::vector<double> bwd_ms;
-  std::vector<double> fwd_recompute_ms;   // fwd_keep after the loss
-  std::vector<double> bwd_recomputed_ms;  // bwd right after that fwd_keep
+  std::vector<double> fwd_bwd_pair_ms;  // fwd_keep and bwd back to back, together
 };
 
 struct StageTimingOptions {
@@ -48,7 +47,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
                                 const StageTimingOptions& options = {});
 
 // Writes the times into the chain's stages (fwd_ms, fwd_nograd_ms, bwd_ms,
-// fwd_recompute_ms, bwd_recomputed_ms).
+// fwd_bwd_pair_ms).
 void apply_stage_times(solver::Chain& chain, const StageTimes& times);
 
 }  // namespace memopt::runtime

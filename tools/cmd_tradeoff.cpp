@@ -30,7 +30,7 @@ namespace {
 struct TradeoffArgs {
   std::string profile_path, budgets = "20%:100%:5%", bandwidth, emulate, solvers, out_dir;
   int slots = 500, threads = 0, steps = 5, warmup_steps = 2, run_threads = 0;
-  bool run = false, check = false, no_plot = false, profile_times = false;
+  bool run = false, check = false, no_plot = false, profile_times = false, one_price = false;
   std::string command;  // as invoked, recorded in the report
 };
 
@@ -107,6 +107,11 @@ void run_tradeoff(const TradeoffArgs& args) {
     };
   }
 #endif
+  if (args.one_price) {
+    std::fprintf(stderr, "tradeoff: one price per op (--one-price-per-op): a stage run back to back costs its store-all "
+                         "times\n");
+    drop_pair_times(profile.chain);
+  }
   const auto progress = [&](int done, int total, const TradeoffPoint& p) {
     std::fprintf(stderr, "[%3d/%d] %6.1f%% %-16s %-10s", done, total,
                  100.0 * static_cast<double>(p.budget_bytes) / static_cast<double>(store_all_peak), p.solver.c_str(),
@@ -165,6 +170,9 @@ void add_tradeoff_command(CLI::App& app, const std::string& command_line) {
                 "run unchecked");
   cmd->add_flag("--profile-times", args->profile_times,
                 "with --run, predict from the profile's stage times instead of re-timing the stages in this process");
+  cmd->add_flag("--one-price-per-op", args->one_price,
+                "plan and predict as if a stage run back to back cost its store-all times (docs/formats.md, "
+                "\"A stage run back to back\")");
   cmd->add_flag("--no-plot", args->no_plot, "skip the figures (tools/plot_tradeoff.py)");
   cmd->add_option("--out", args->out_dir, "report folder")->required();
   cmd->callback([args] { run_tradeoff(*args); });

@@ -71,8 +71,7 @@ class Chain:
     uf: List[float]
     uf_nograd: List[float]
     ub: List[float]       # ub[i], i in 0..L (the loss is L)
-    uf_rec: List[float]   # fwd_keep after the loss, and the bwd after it (docs/formats.md, "Per-stage fields")
-    ub_rec: List[float]
+    ub_pair: List[float]  # bwd i right after fwd_keep i (docs/formats.md, "A stage run back to back")
     ftmp: List[int]
     ftmp_keep: List[int]
     btmp: List[int]       # 0..L
@@ -97,10 +96,9 @@ def chain_from_profile(profile: dict, where: str = "the profile") -> Chain:
     uf = [float(s["fwd_ms"]) for s in stages]
     uf_nograd = [float(s.get("fwd_nograd_ms", s["fwd_ms"])) for s in stages]
     ub = [float(s["bwd_ms"]) for s in stages]
-    uf_rec = [float(s.get("fwd_recompute_ms", s["fwd_ms"])) for s in stages]
-    # A recomputed pair never beats keeping the stage: bwd_recomputed_ms rises to meet it.
-    ub_rec = [max(float(s.get("bwd_recomputed_ms", s["bwd_ms"])), uf[i] + ub[i] - uf_nograd[i] - uf_rec[i])
-              for i, s in enumerate(stages)]
+    # The pair less its forward; recomputing a stage back to back never beats keeping it.
+    ub_pair = [max(float(s["fwd_bwd_pair_ms"]) - uf[i], ub[i] - uf_nograd[i], 0.0) if "fwd_bwd_pair_ms" in s else ub[i]
+               for i, s in enumerate(stages)]
     return Chain(
         L=L,
         x=[int(profile["input_bytes"])] + [int(s["out_bytes"]) for s in stages],
@@ -108,8 +106,7 @@ def chain_from_profile(profile: dict, where: str = "the profile") -> Chain:
         uf=uf,
         uf_nograd=uf_nograd,
         ub=ub + [float(loss.get("bwd_ms", 0.0))],
-        uf_rec=uf_rec,
-        ub_rec=ub_rec,
+        ub_pair=ub_pair,
         ftmp=[int(s["fwd_tmp_bytes"]) for s in stages],
         ftmp_keep=[int(s.get("fwd_keep_tmp_bytes", s["fwd_tmp_bytes"])) for s in stages],
         btmp=[int(s["bwd_tmp_bytes"]) for s in stages] + [int(loss.get("bwd_tmp_bytes", 0))],
@@ -182,7 +179,7 @@ def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Wal
 
     grad = [False] * (L + 2)
     grad_done = False
-    recomputed = [False] * (L + 1)  # per stage: its latest fwd_keep ran after the loss
+    last_keep = -1  # the last compute op's stage, when it was a fwd_keep
 
     def refuse(n, why):
         raise ValueError(f"compute op {n} ({compute[n][0]} {compute[n][1]}): {why}; the MILP takes the compute ops "
@@ -209,9 +206,7 @@ def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Wal
                 if kind == "fwd_keep":
                     kept_input[i] = True
             if kind == "fwd_keep":
-                add, tmp = chain.xbar[i + 1], chain.ftmp_keep[i]
-                dur = chain.uf_rec[i] if grad_done else chain.uf[i]
-                recomputed[i] = grad_done
+                add, tmp, dur = chain.xbar[i + 1], chain.ftmp_keep[i], chain.uf[i]
                 saved[i + 1] = True
                 saved_from[i + 1] = n
             else:
@@ -229,7 +224,7 @@ def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Wal
                 plain[L] = False
                 remove += chain.x[L]
         elif kind == "bwd":
-            add, tmp, dur = chain.x[i], chain.btmp[i], chain.ub_rec[i] if recomputed[i] else chain.ub[i]
+            add, tmp, dur = chain.x[i], chain.btmp[i], chain.ub_pair[i] if last_keep == i else chain.ub[i]
             extra = chain.xbar[i + 1] - chain.x[i + 1]
             if extra > 0:
                 moves.append(Move(("abar", i + 1), extra, saved_from[i + 1] + 1, n, extra * chain.d2h_ms_per_byte,
@@ -247,6 +242,7 @@ def walk(chain: Chain, compute: List[Op], kept_inputs: bool = True) -> Tuple[Wal
         else:
             raise ValueError(f"not a compute op: {kind}")
         w.dur_ms.append(dur)
+        last_keep = i if kind == "fwd_keep" else -1
         w.start_bytes.append(total + add + tmp)
         total += add - remove
         w.after_end_bytes.append(total)

@@ -83,9 +83,8 @@ std::string validate(const Chain& chain) {
     const std::string p = "/stages/" + std::to_string(i) + "/";
     c.ms(p + "fwd_ms", s.fwd_ms);
     if (s.fwd_nograd_ms) c.ms(p + "fwd_nograd_ms", *s.fwd_nograd_ms);
-    if (s.fwd_recompute_ms) c.ms(p + "fwd_recompute_ms", *s.fwd_recompute_ms);
     c.ms(p + "bwd_ms", s.bwd_ms);
-    if (s.bwd_recomputed_ms) c.ms(p + "bwd_recomputed_ms", *s.bwd_recomputed_ms);
+    if (s.fwd_bwd_pair_ms) c.ms(p + "fwd_bwd_pair_ms", *s.fwd_bwd_pair_ms);
     c.bytes(p + "out_bytes", s.out_bytes);
     // Counted once more: the gradient d_{i+1} has the size of the output.
     c.bytes(p + "out_bytes", s.out_bytes);
@@ -123,6 +122,10 @@ std::string validate(const Chain& chain) {
     c.bandwidth("/link/h2d_bytes_per_s", chain.link->h2d_bytes_per_s);
   }
   return c.error;
+}
+
+void drop_pair_times(Chain& chain) {
+  for (Stage& s : chain.stages) s.fwd_bwd_pair_ms.reset();
 }
 
 int64_t Chain::shared(int j, int k) const {

@@ -56,11 +56,9 @@ struct Stage {
   // no-grad forward (fwd_ckpt, fwd_drop: every recomputation but the last) records
   // no graph and is faster. When absent every forward takes fwd_ms, as it always did.
   std::optional<double> fwd_nograd_ms;
-  // The prices of a recomputed stage (Note [A recomputed stage's prices]): fwd_keep
-  // after the loss, and the bwd of a stage whose last fwd_keep ran after the loss. When
-  // absent, fwd_ms and bwd_ms, as before.
-  std::optional<double> fwd_recompute_ms;
-  std::optional<double> bwd_recomputed_ms;
+  // fwd_keep and bwd run back to back, the two together (Note [A stage run back to
+  // back]). When absent, fwd_ms + bwd_ms, as before.
+  std::optional<double> fwd_bwd_pair_ms;
   // Parameters, for `memopt plan` (Note [Parameter homes] in model/staged_model.h):
   // the bytes of the parameters first read by this stage, and, as (home stage, bytes),
   // those it reads that an earlier stage reads first (GPT-2's head and the tied wte).
@@ -96,19 +94,20 @@ struct Stage {
 // refused: moving a_k cannot free what a neighbour still holds, and a prefetched
 // copy would not be the neighbour's tensor.
 
-// Note [A recomputed stage's prices]
+// Note [A stage run back to back]
 // fwd_ms and bwd_ms are measured in store-all's steps, where a stage's backward runs
-// long after its forward. A recomputed stage runs its fwd_keep after the loss, right
-// before its backward, which then finds the activations just written still in the
-// caches: on a CPU with small per-core caches both ran measurably faster than their
-// store-all prices, in every run (Note [Where an op runs] in op_context.h). So a stage
-// may carry a second pair of prices, used for the ops of those two contexts by the
-// simulators, the DPs (rotor.cpp: the rows that end before the loss are exactly the
-// recomputed ones) and `memopt run --op-times`. One rule keeps the DPs' bounds exact:
-// running a stage twice never beats keeping it, uf_nograd_i + uf_rec_i + ub_rec_i >=
-// uf_i + ub_i. The DP takes the time of keeping every stage as the least any
-// schedule can take, and measured prices could break the rule only by noise, so
-// ub_recomputed raises ub_rec_i to meet it where they do.
+// long after its forward. A plan that recomputes a stage right before its backward
+// runs `fwd_keep i` and `bwd i` back to back (no compute op between them: the base
+// case of the recompute DP), and the backward then finds what the forward just wrote
+// still in the caches. On a CPU with small per-core caches such a pair ran measurably
+// faster than fwd_ms + bwd_ms in every run, while a recomputed stage with other
+// stages between its forward and its backward did not (Note [Where an op runs] in
+// op_context.h). So a stage may carry the pair's own time; the simulators book the
+// saving on the bwd (ub_after_keep), so that each op keeps one price known when it
+// starts. One rule keeps the DPs' bounds exact: recomputing a stage back to back never
+// beats keeping it, uf_nograd_i + pair_i >= uf_i + ub_i; the DP takes the time of
+// keeping every stage as the least any schedule can take. Measured times could break
+// the rule only by noise, and ub_after_keep rises to meet it where they do.
 
 struct LossStage {
   double bwd_ms = 0;            // ub_L
@@ -144,15 +143,11 @@ struct Chain {
   // The time of `fwd_ckpt i` / `fwd_drop i` (Note [Two forward temporaries]).
   double uf_nograd(int i) const { return i < length() ? stages[i].fwd_nograd_ms.value_or(stages[i].fwd_ms) : 0.0; }
   double ub(int i) const { return i < length() ? stages[i].bwd_ms : loss.bwd_ms; }
-  // fwd_keep i after the loss, and the bwd of stage i after such a fwd_keep (Note [A
-  // recomputed stage's prices]); the loss is never recomputed, so ub_recomputed(L) = ub_L.
-  double uf_recompute(int i) const {
-    return i < length() ? stages[i].fwd_recompute_ms.value_or(stages[i].fwd_ms) : 0.0;
-  }
-  double ub_recomputed(int i) const {
-    if (i >= length()) return loss.bwd_ms;
-    const double priced = stages[i].bwd_recomputed_ms.value_or(stages[i].bwd_ms);
-    return std::max(priced, uf(i) + ub(i) - uf_nograd(i) - uf_recompute(i));
+  // `bwd i` right after `fwd_keep i` (Note [A stage run back to back]): the pair less
+  // the forward's uf_i, never below ub_i - uf_nograd_i nor 0. ub_L for the loss.
+  double ub_after_keep(int i) const {
+    if (i >= length() || !stages[i].fwd_bwd_pair_ms) return ub(i);
+    return std::max({*stages[i].fwd_bwd_pair_ms - uf(i), ub(i) - uf_nograd(i), 0.0});
   }
   int64_t ftmp(int i) const { return i < length() ? stages[i].fwd_tmp_bytes : 0; }
   // The transient of `fwd_keep i` (Note [Two forward temporaries]).
@@ -190,6 +185,10 @@ struct Chain {
 // otherwise what is wrong, naming the field with a JSON path such as
 // "/stages/3/saved_bytes" so that readers can prefix the file name.
 std::string validate(const Chain& chain);
+
+// Drops every stage's back-to-back time (Note [A stage run back to back]): one price per
+// op, as in the original chain model.
+void drop_pair_times(Chain& chain);
 
 // The least time any schedule can take: every stage forward and backward once.
 double sum_fwd_bwd_ms(const Chain& chain);

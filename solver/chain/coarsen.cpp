@@ -65,23 +65,18 @@ Stage merged_stage(const Chain& fine, int i, int j, std::string name) {
   Stage s;
   s.name = std::move(name);
   const int64_t carried = fine.shared(i, j + 1);  // what the block's output shares with its input
-  bool nograd = false, recompute = false;
-  double nograd_ms = 0, recompute_ms = 0, recomputed_ms = 0;
+  bool nograd = false;
+  double nograd_ms = 0;
   for (int k = i; k <= j; ++k) {
     s.fwd_ms += fine.uf(k);
     s.bwd_ms += fine.ub(k);
     nograd_ms += fine.uf_nograd(k);
     nograd = nograd || fine.stages[k].fwd_nograd_ms.has_value();
-    // A recomputed block recomputes each of its stages (Note [A recomputed stage's prices]).
-    recompute_ms += fine.uf_recompute(k);
-    recomputed_ms += fine.ub_recomputed(k);
-    recompute = recompute || fine.stages[k].fwd_recompute_ms.has_value() || fine.stages[k].bwd_recomputed_ms.has_value();
   }
   if (nograd) s.fwd_nograd_ms = nograd_ms;
-  if (recompute) {
-    s.fwd_recompute_ms = recompute_ms;
-    s.bwd_recomputed_ms = recomputed_ms;
-  }
+  // The block run back to back runs its stages' forwards, then their backwards: only
+  // its last stage runs back to back (Note [A stage run back to back]).
+  if (fine.stages[j].fwd_bwd_pair_ms) s.fwd_bwd_pair_ms = s.fwd_ms + s.bwd_ms - fine.ub(j) + fine.ub_after_keep(j);
   s.out_bytes = fine.x(j + 1);
   s.carried_bytes = carried;
 

@@ -9,11 +9,14 @@ std::string_view context_word(OpContext context) { return kOpContexts[static_cas
 
 void ContextTracker::reset(int stages) {
   after_loss_ = false;
+  last_keep_ = -1;
   recomputed_.assign(static_cast<size_t>(std::max(stages, 0)), 0);
 }
 
 OpContext ContextTracker::next(const Op& op) {
   const bool in_chain = op.index >= 0 && static_cast<size_t>(op.index) < recomputed_.size();
+  const int last_keep = last_keep_;
+  if (info(op.kind).is_compute) last_keep_ = op.kind == OpKind::FwdKeep ? op.index : -1;
   switch (op.kind) {
     case OpKind::FwdKeep:
       if (in_chain) recomputed_[static_cast<size_t>(op.index)] = after_loss_;
@@ -25,6 +28,7 @@ OpContext ContextTracker::next(const Op& op) {
       after_loss_ = true;
       return OpContext::Loss;
     case OpKind::Bwd:
+      if (last_keep == op.index) return OpContext::BwdAfterItsKeep;
       return in_chain && recomputed_[static_cast<size_t>(op.index)] ? OpContext::BwdOfRecomputed : OpContext::BwdOfKept;
     case OpKind::Offload:
     case OpKind::Prefetch:

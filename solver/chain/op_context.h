@@ -29,7 +29,8 @@ enum class OpContext {
   RecomputeKeep,     // fwd_keep after the loss: a recomputation
   RecomputeNoGrad,   // fwd_ckpt / fwd_drop after the loss
   BwdOfKept,         // bwd of a stage whose last fwd_keep ran before the loss
-  BwdOfRecomputed,   // bwd of a stage whose last fwd_keep ran after the loss
+  BwdOfRecomputed,   // bwd of a stage whose last fwd_keep ran after the loss, with compute ops between
+  BwdAfterItsKeep,   // bwd i right after fwd_keep i, no compute op between (Note [A stage run back to back])
   NotCompute,        // a copy or wait_offloads
 };
 
@@ -47,6 +48,7 @@ inline constexpr OpContextInfo kOpContexts[] = {
     {OpContext::RecomputeNoGrad, "recompute no-grad"},
     {OpContext::BwdOfKept, "bwd of a kept stage"},
     {OpContext::BwdOfRecomputed, "bwd of a recomputed stage"},
+    {OpContext::BwdAfterItsKeep, "bwd right after its fwd_keep"},
     {OpContext::NotCompute, "copy or wait"},
 };
 
@@ -70,6 +72,7 @@ class ContextTracker {
 
  private:
   bool after_loss_ = false;
+  int last_keep_ = -1;            // the stage of the last compute op when it was a fwd_keep, else -1
   std::vector<char> recomputed_;  // per stage: its latest fwd_keep ran after the loss
 };
 

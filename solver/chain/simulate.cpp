@@ -689,14 +689,12 @@ ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context) {
   const int i = op.index, L = chain.length();
   const int reads = compute_reads(chain, op);
   switch (op.kind) {
-    case OpKind::FwdKeep:
-      return {chain.xbar(i + 1), chain.ftmp_keep(i),
-              context == OpContext::RecomputeKeep ? chain.uf_recompute(i) : chain.uf(i), reads};
+    case OpKind::FwdKeep: return {chain.xbar(i + 1), chain.ftmp_keep(i), chain.uf(i), reads};
     case OpKind::FwdCkpt:
     case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), reads};
     case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), reads};
     case OpKind::Bwd:
-      return {chain.x(i), chain.btmp(i), context == OpContext::BwdOfRecomputed ? chain.ub_recomputed(i) : chain.ub(i),
+      return {chain.x(i), chain.btmp(i), context == OpContext::BwdAfterItsKeep ? chain.ub_after_keep(i) : chain.ub(i),
               reads};
     case OpKind::Offload:
     case OpKind::Prefetch:

@@ -122,9 +122,9 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 
 // What a compute op costs at its start (docs/formats.md, "The ops" and "Compute ops"): the
 // object it adds, its transient, its time, and the plain activation it reads and so
-// may wait for (a_i, or a_L for the loss). Its time depends on where it runs: a
-// recomputed stage has its own prices (Note [A recomputed stage's prices] in chain.h),
-// so the context comes from a ContextTracker that has followed the ops before it.
+// may wait for (a_i, or a_L for the loss). Its time may depend on where it runs: a bwd
+// right after its own fwd_keep has its own price (Note [A stage run back to back] in
+// chain.h), so the context comes from a ContextTracker that has followed the ops before it.
 struct ComputeCost {
   int64_t add_bytes = 0;
   int64_t tmp_bytes = 0;

@@ -98,8 +98,7 @@ Chain scale_batch(const Chain& chain, int64_t rows, int64_t profiled_rows) {
     s.fwd_ms *= f;
     s.bwd_ms *= f;
     if (s.fwd_nograd_ms) *s.fwd_nograd_ms *= f;
-    if (s.fwd_recompute_ms) *s.fwd_recompute_ms *= f;
-    if (s.bwd_recomputed_ms) *s.bwd_recomputed_ms *= f;
+    if (s.fwd_bwd_pair_ms) *s.fwd_bwd_pair_ms *= f;
     s.out_bytes = bytes(s.out_bytes);
     s.saved_bytes = bytes(s.saved_bytes);
     s.fwd_tmp_bytes = bytes(s.fwd_tmp_bytes);

@@ -87,8 +87,7 @@ struct Numbers {
   std::vector<int64_t> btmp_slots;       // sl(btmp_k)
   std::vector<int64_t> uf_units;         // units(uf_k)
   std::vector<int64_t> ub_units;         // units(ub_k)
-  std::vector<int64_t> uf_rec_units;     // a recomputed stage's fwd_keep and bwd, as the table prices them
-  std::vector<int64_t> ub_rec_units;
+  std::vector<int64_t> ub_pair_units;    // bwd k right after fwd_keep k, as the table prices it
   std::vector<int64_t> own_slots;        // the part of x_slots(k) that offload_input k frees (0: none)
 
   Numbers(const Chain& c, const RecomputeTable& t, int64_t budget, int s)
@@ -108,8 +107,7 @@ struct Numbers {
       ub_units.push_back(units(c.ub(k)));
       ftmp_slots.push_back(t.ftmp_slots(k));
       uf_nograd_units.push_back(t.uf_units(k));
-      uf_rec_units.push_back(t.uf_recompute_units(k));
-      ub_rec_units.push_back(t.ub_recomputed_units(k));
+      ub_pair_units.push_back(t.ub_after_keep_units(k));
       // Like Note [Hollow slots]: what stays is rounded up, what leaves the difference.
       own_slots.push_back(k < L && c.own_bytes(k) > 0 ? x_slots[k] - sl(c.x(k) - c.own_bytes(k)) : 0);
     }
@@ -224,13 +222,12 @@ struct Forward {
   int64_t answer = kUnreached;
   Back answer_back;
   // Note [States that cannot beat the answer]
-  // Every item's cost is at least the lesser of uf + ub and the recomputed pair's
-  // units for each stage it covers: a kept stage runs fwd_keep and bwd once, at its
-  // first prices, and every persistent schedule of a segment runs each of its stages'
-  // fwd_keep and bwd, at its first or its recomputed prices (Note [A recomputed stage's
-  // prices] in chain.h; RecomputeTable's values are never below that sum). A C item's
-  // own no-grad forwards come on top. So rest_units[e], that sum over stages e .. L-1,
-  // is the least any plan spends
+  // Every item's cost is at least uf + ub units for each stage it covers, or uf and
+  // the bwd's back-to-back price where that is less: a kept stage runs fwd_keep and bwd
+  // once, and every persistent schedule of a segment runs each of its stages' fwd_keep
+  // and bwd, some of them back to back (Note [A stage run back to back] in chain.h;
+  // RecomputeTable's values are never below that sum). So rest_units[e], that sum over
+  // stages e .. L-1, is the least any plan spends
   // after a state at e, and a state whose cost plus it exceeds the answer found so
   // far cannot lead to a plan as fast as the answer. Nor can any state it would
   // reach, so it is not expanded, and a C item whose forward alone already costs that
@@ -259,7 +256,7 @@ struct Forward {
         rest_units(c.length() + 1, 0),
         skips(skip) {
     for (int k = c.length() - 1; k >= 0; --k)
-      rest_units[k] = rest_units[k + 1] + std::min(n.uf_units[k] + n.ub_units[k], n.uf_rec_units[k] + n.ub_rec_units[k]);
+      rest_units[k] = rest_units[k + 1] + n.uf_units[k] + std::min(n.ub_units[k], n.ub_pair_units[k]);
   }
 
   // Where the row of pair (e, left) starts, taking it, all unreached, on first use.
@@ -473,14 +470,16 @@ struct ItemStart {
       run_refwd = std::max(run_refwd, run_d + xbar_k + n.ftmp_keep_slots[k]);
       run_bwd = std::max(run_bwd, run_d + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
       run_d += xbar_k;
-      // The run's stages are recomputed after the loss (Note [A recomputed stage's prices]).
-      run_units += n.uf_rec_units[k] + n.ub_rec_units[k];
-      run_hidden += n.ub_rec_units[k];
+      run_units += n.uf_units[k] + n.ub_units[k];
+      run_hidden += n.ub_units[k];
       // Both maxima only grow with the run: once one is over, every longer run is.
       may_run = run_refwd <= S && run_bwd + prev.prefetch_slots <= S;
       // d_next is on the device through the re-forward; the prefetch's bytes through
-      // every bwd of the run.
-      if (may_run && run_refwd + n.x_slots[next] <= S) run_cost = it.start + fwd_units + run_units + it.stall(run_hidden);
+      // every bwd of the run. Its last stage runs back to back (Note [A stage run back
+      // to back] in chain.h).
+      const int64_t pair_saving = n.ub_units[k] - n.ub_pair_units[k];
+      if (may_run && run_refwd + n.x_slots[next] <= S)
+        run_cost = it.start + fwd_units + run_units - pair_saving + it.stall(run_hidden - pair_saving);
     }
     if (!lands) continue;
     const int64_t inner = table.value(e, next - 1, it.m);

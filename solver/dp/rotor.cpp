@@ -46,8 +46,8 @@ TimeQuantum time_quantum_for(const Chain& chain) {
   const int L = chain.length();
   double sum_uf = 0, sum_ub = chain.loss.bwd_ms;
   for (int i = 0; i < L; ++i) {
-    sum_uf += std::max({chain.uf(i), chain.uf_nograd(i), chain.uf_recompute(i)});
-    sum_ub += std::max(chain.ub(i), chain.ub_recomputed(i));
+    sum_uf += std::max(chain.uf(i), chain.uf_nograd(i));
+    sum_ub += std::max(chain.ub(i), chain.ub_after_keep(i));
   }
   const double bound_ms = (L + 1) * sum_uf + sum_ub;
   TimeQuantum q;
@@ -81,11 +81,9 @@ struct Discrete {
   std::vector<int64_t> ftmp, ftmp_keep, btmp;  // 0..L
   std::vector<int32_t> uf, ub;          // 0..L; uf is fwd_keep's time
   std::vector<int32_t> uf_nograd;       // fwd_ckpt / fwd_drop's time, 0..L
-  // Note [Rows before the loss are recomputed]: the prices of a recomputed stage.
-  std::vector<int32_t> uf_rec, ub_rec;  // 0..L
+  std::vector<int32_t> ub_pair;         // bwd s right after fwd_keep s: the base case (Note [A stage run back to back])
   std::vector<int32_t> uf_prefix;       // uf_prefix[k] = Σ_{i<k} uf_nograd_i, 0..L+1
   std::vector<int32_t> keep_prefix;     // keep_prefix[k] = Σ_{i<k} uf_i + ub_i
-  std::vector<int32_t> keep_rec_prefix; // keep_rec_prefix[k] = Σ_{i<k} uf_rec_i + ub_rec_i
   bool rotor_compat = false;
   // Note [Carried bytes] in chain.h, in slots. Without carried bytes each equals the
   // plain size it replaces, so the DP is the one of docs/formats.md, "The recompute DP" unchanged.
@@ -99,20 +97,18 @@ struct Discrete {
     const TimeQuantum q = time_quantum_for(c);
     const auto sl = [&](int64_t b) { return bytes_to_slots(b, budget, o.slots); };
     x.resize(L + 2); ftmp.resize(L + 1); ftmp_keep.resize(L + 1); btmp.resize(L + 1);
-    uf.resize(L + 1); ub.resize(L + 1); uf_nograd.resize(L + 1); uf_rec.resize(L + 1); ub_rec.resize(L + 1);
-    uf_prefix.assign(L + 2, 0); keep_prefix.assign(L + 2, 0); keep_rec_prefix.assign(L + 2, 0);
+    uf.resize(L + 1); ub.resize(L + 1); uf_nograd.resize(L + 1); ub_pair.resize(L + 1);
+    uf_prefix.assign(L + 2, 0); keep_prefix.assign(L + 2, 0);
     for (int k = 0; k <= L + 1; ++k) x[k] = sl(c.x(k));
     for (int i = 0; i <= L; ++i) {
       ftmp[i] = sl(c.ftmp(i)); ftmp_keep[i] = sl(c.ftmp_keep(i)); btmp[i] = sl(c.btmp(i));
       uf[i] = q.units(c.uf(i)); ub[i] = q.units(c.ub(i)); uf_nograd[i] = q.units(c.uf_nograd(i));
-      // rotor's recurrence has one price per op. The rule of Note [A recomputed stage's
-      // prices] holds in units too, whatever the rounding.
-      uf_rec[i] = rotor_compat ? uf[i] : q.units(c.uf_recompute(i));
-      ub_rec[i] = rotor_compat ? ub[i]
-                               : std::max(q.units(c.ub_recomputed(i)), uf[i] + ub[i] - uf_nograd[i] - uf_rec[i]);
+      // rotor's recurrence has one price per op. The rule of Note [A stage run back to
+      // back] holds in units too, whatever the rounding.
+      ub_pair[i] = rotor_compat ? ub[i] : std::max(q.units(c.ub_after_keep(i)), ub[i] - uf_nograd[i]);
+      if (ub_pair[i] < 0) ub_pair[i] = 0;
       uf_prefix[i + 1] = uf_prefix[i] + uf_nograd[i];
       keep_prefix[i + 1] = keep_prefix[i] + uf[i] + ub[i];
-      keep_rec_prefix[i + 1] = keep_rec_prefix[i] + uf_rec[i] + ub_rec[i];
     }
     xbar_beside.resize(L + 1);
     x_beside.resize(L + 1);
@@ -140,22 +136,22 @@ struct Discrete {
 
   // Σ_{k=s}^{j-1} of the no-grad forward: the checkpoint branch's fwd_ckpt and fwd_drops.
   int32_t fwd_sum(int s, int j) const { return uf_prefix[j] - uf_prefix[s]; }
-  // Note [Rows before the loss are recomputed]
-  // Row (s, t) with t < L runs after the loss: the top problem is (0, L), a checkpoint
-  // branch hands on (j, t) -- with the loss when t = L -- and then (s, j - 1), which
-  // ends before the loss and so runs after it, and a keep branch's (s + 1, t) runs where
-  // its row does. So rows with t = L hold the first forward and rows with t < L a
-  // recomputation: their fwd_keep and bwd take the recomputed prices (Note [A
-  // recomputed stage's prices] in chain.h), which is the context op_contexts gives
-  // the ops they emit.
-  // fwd_keep s and bwd s in row (s, t).
-  int32_t keep_pair(int s, int t) const { return t == L ? uf[s] + ub[s] : uf_rec[s] + ub_rec[s]; }
-  // Σ_{k=s}^{t} of keep_pair: every stage kept, the least any schedule of (s, t) takes
-  // (with the rule of Note [A recomputed stage's prices], also when t = L: a checkpoint
-  // branch runs each stage's no-grad forward and then its recomputed pair).
+  // Note [The base case runs back to back]
+  // Of the ops a subproblem emits, only the base case (s, s), s < L, runs fwd_keep s and
+  // bwd s back to back: a keep branch puts its subproblem's ops between them, a
+  // subproblem's first op is a forward, and in store-all's order the loss sits between
+  // the last stage's two. So the base case takes the pair's time (Note [A stage run back
+  // to back] in chain.h) and every other pair uf + ub, as the simulators price the ops.
+  // Keeping every stage of (s, t) ends with such a base case when t < L: that sum is
+  // still the least any schedule of (s, t) takes, because a checkpoint branch adds each
+  // of its stages' no-grad forward and, by the rule of that Note, the back-to-back pair
+  // it may gain at j - 1 saves no more than that forward costs.
+  int32_t base_pair(int s) const { return uf[s] + ub_pair[s]; }
+  // Σ_{k=s}^{t} uf_k + ub_k, with (t, t)'s back-to-back pair when t < L: every stage
+  // kept, the least any schedule of (s, t) takes.
   int32_t keep_all(int s, int t) const {
-    if (t == L) return keep_prefix[t + 1] - keep_prefix[s];
-    return keep_rec_prefix[t + 1] - keep_rec_prefix[s];
+    const int32_t all = keep_prefix[t + 1] - keep_prefix[s];
+    return t == L ? all : all - ub[t] + ub_pair[t];
   }
 
   // Note [Floor per branch]
@@ -187,7 +183,7 @@ struct Discrete {
     if (s == L) return x[L] + btmp[L];
     return std::max(x[s + 1] + xbar_beside[s] + ftmp_keep[s], backward_need(s));
   }
-  int32_t base_value(int s) const { return s == L ? ub[L] : keep_pair(s, s); }
+  int32_t base_value(int s) const { return s == L ? ub[L] : base_pair(s); }
 };
 
 // Tables indexed by subchain: one row of S+1 values per (s, t), s <= t <= L.
@@ -249,7 +245,7 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
   // Keep branch.
   {
     const int64_t lo = std::max(d.keep_need(s, t), d.xbar_beside[s] + tab.finite_from(s + 1, t));
-    if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar_beside[s]), d.keep_pair(s, t), kept_from - lo);
+    if (lo < kept_from) plus_into(row + lo, tab.row(s + 1, t) + (lo - d.xbar_beside[s]), d.uf[s] + d.ub[s], kept_from - lo);
   }
   // Checkpoint branches, j ascending (ties keep the earlier branch, as in the plain DP).
   int64_t fwd_need = d.x_beside[s] + d.ftmp[s];  // forward_floor(s, j), grown with j
@@ -334,7 +330,7 @@ Decision decide_from_table(const Discrete& d, const Table& tab, int s, int t, in
   const int32_t target = tab.at(s, t, m);
   if (target >= kInf) throw std::logic_error("rotor: reconstruction reached an infeasible subchain");
   if (m >= d.keep_need(s, t) && m - d.xbar_beside[s] >= tab.finite_from(s + 1, t) &&
-      d.keep_pair(s, t) + tab.at(s + 1, t, m - d.xbar_beside[s]) == target)
+      d.uf[s] + d.ub[s] + tab.at(s + 1, t, m - d.xbar_beside[s]) == target)
     return {true, -1};
   for (int j = s + 1; j <= t; ++j) {
     const int64_t x_j = d.x_after(s, j);
@@ -380,8 +376,7 @@ TimeQuantum RecomputeTable::quantum() const { return time_quantum_for(impl_->cha
 int64_t RecomputeTable::x_slots(int k) const { return impl_->d.x[k]; }
 int64_t RecomputeTable::ftmp_slots(int i) const { return impl_->d.ftmp[i]; }
 int64_t RecomputeTable::uf_units(int i) const { return impl_->d.uf_nograd[i]; }
-int64_t RecomputeTable::uf_recompute_units(int i) const { return impl_->d.uf_rec[i]; }
-int64_t RecomputeTable::ub_recomputed_units(int i) const { return impl_->d.ub_rec[i]; }
+int64_t RecomputeTable::ub_after_keep_units(int i) const { return impl_->d.ub_pair[i]; }
 int64_t RecomputeTable::finite_from(int s, int t) const { return impl_->tab.finite_from(s, t); }
 
 void RecomputeTable::emit(int s, int t, int64_t m, std::vector<Op>& ops) const {
@@ -431,7 +426,7 @@ std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t bud
         int64_t best = kInf;
         if (m >= d.keep_need(s, t)) {
           const int64_t sub = at(s + 1, t, m - d.xbar_beside[s]);
-          if (sub < kInf) best = d.keep_pair(s, t) + sub;
+          if (sub < kInf) best = d.uf[s] + d.ub[s] + sub;
         }
         for (int j = s + 1; j <= t; ++j) {
           if (m < d.x_after(s, j) || m < d.x[t + 1] + d.forward_floor(s, j)) continue;

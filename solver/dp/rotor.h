@@ -55,10 +55,9 @@ class RecomputeTable {
   int64_t x_slots(int k) const;      // a_k, k in 0..L+1
   int64_t ftmp_slots(int i) const;
   int64_t uf_units(int i) const;     // a no-grad forward (fwd_ckpt / fwd_drop) of stage i
-  // fwd_keep and bwd of stage i recomputed after the loss, as the rows that end before
-  // the loss price them (Note [A recomputed stage's prices] in chain.h).
-  int64_t uf_recompute_units(int i) const;
-  int64_t ub_recomputed_units(int i) const;
+  // bwd i right after fwd_keep i, as the base case prices it (Note [A stage run back to
+  // back] in chain.h).
+  int64_t ub_after_keep_units(int i) const;
   // C(m, s, t): least time of subchain (s, t) with a_s outside m and d_{t+1} inside;
   // kInfinity when nothing fits (also for m < 0). Inline: the offload DP reads it in
   // its innermost loop.

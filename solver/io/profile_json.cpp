@@ -31,10 +31,7 @@ Stage read_stage(const JsonReader& r, const ordered_json& v, const std::string& 
   s.fwd_tmp_bytes = r.integer(r.required(v, path, "fwd_tmp_bytes"), path + "/fwd_tmp_bytes", sizes);
   s.bwd_tmp_bytes = r.integer(r.required(v, path, "bwd_tmp_bytes"), path + "/bwd_tmp_bytes", sizes);
   if (const ordered_json* f = r.optional(v, "fwd_nograd_ms")) s.fwd_nograd_ms = r.finite(*f, path + "/fwd_nograd_ms");
-  if (const ordered_json* f = r.optional(v, "fwd_recompute_ms"))
-    s.fwd_recompute_ms = r.finite(*f, path + "/fwd_recompute_ms");
-  if (const ordered_json* f = r.optional(v, "bwd_recomputed_ms"))
-    s.bwd_recomputed_ms = r.finite(*f, path + "/bwd_recomputed_ms");
+  if (const ordered_json* f = r.optional(v, "fwd_bwd_pair_ms")) s.fwd_bwd_pair_ms = r.finite(*f, path + "/fwd_bwd_pair_ms");
   if (const ordered_json* f = r.optional(v, "fwd_keep_tmp_bytes"))
     s.fwd_keep_tmp_bytes = r.integer(*f, path + "/fwd_keep_tmp_bytes", sizes);
   if (const ordered_json* f = r.optional(v, "carried_bytes"))
@@ -67,8 +64,7 @@ ordered_json stage_to_json(const Stage& s) {
   stage["fwd_ms"] = s.fwd_ms;
   if (s.fwd_nograd_ms) stage["fwd_nograd_ms"] = *s.fwd_nograd_ms;
   stage["bwd_ms"] = s.bwd_ms;
-  if (s.fwd_recompute_ms) stage["fwd_recompute_ms"] = *s.fwd_recompute_ms;
-  if (s.bwd_recomputed_ms) stage["bwd_recomputed_ms"] = *s.bwd_recomputed_ms;
+  if (s.fwd_bwd_pair_ms) stage["fwd_bwd_pair_ms"] = *s.fwd_bwd_pair_ms;
   stage["out_bytes"] = s.out_bytes;
   stage["saved_bytes"] = s.saved_bytes;
   stage["fwd_tmp_bytes"] = s.fwd_tmp_bytes;

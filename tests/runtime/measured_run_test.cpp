@@ -94,7 +94,7 @@ TEST(OpTimeRows, MediansOfPerStepSumsWithTheLossSkipped) {
   ASSERT_EQ(rows.size(), 5u);
   const solver::OpContext expected[] = {solver::OpContext::ForwardKeep, solver::OpContext::ForwardNoGrad,
                                         solver::OpContext::RecomputeKeep, solver::OpContext::BwdOfKept,
-                                        solver::OpContext::BwdOfRecomputed};
+                                        solver::OpContext::BwdAfterItsKeep};
   const double measured[] = {3.1, 0.5, 1.0, 4.2, 2.0};
   const double predicted[] = {3.0, 0.5, 1.0, 4.0, 2.0};
   for (size_t r = 0; r < rows.size(); ++r) {

@@ -53,7 +53,7 @@ Grouped grouped_chain(std::mt19937_64& rng, int blocks, bool across_blocks = fal
   o.large_tmp_units = 20;
   o.carry_probability = 0.7;
   o.below_gradient_probability = 0.2;
-  o.recompute_price_probability = 0.5;  // a recomputed block recomputes each of its stages
+  o.pair_time_probability = 0.5;  // a block back to back runs only its last stage so
   Grouped c{testing::random_chain(rng, o), first};
   for (size_t g = 1; g < first.size() && !across_blocks; ++g)
     c.fine.stages[static_cast<size_t>(first[g] - 1)].carried_bytes = 0;

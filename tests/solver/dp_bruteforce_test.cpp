@@ -110,7 +110,7 @@ struct ExactCase {
 };
 
 ExactCase exact_case(std::mt19937_64& rng, int L, double large_tmp_probability = 0.15, double carry_probability = 0,
-                     double below_gradient_probability = 0, double recompute_price_probability = 0) {
+                     double below_gradient_probability = 0, double pair_time_probability = 0) {
   static const int64_t units[] = {1, 7, 4096, 1'000'003};
   testing::RandomChainOptions o;
   o.length = L;
@@ -122,7 +122,7 @@ ExactCase exact_case(std::mt19937_64& rng, int L, double large_tmp_probability =
   o.max_ms = 9;
   o.carry_probability = carry_probability;
   o.below_gradient_probability = below_gradient_probability;
-  o.recompute_price_probability = recompute_price_probability;
+  o.pair_time_probability = pair_time_probability;
   ExactCase c{testing::random_chain(rng, o), o.unit_bytes, {}, 0};
   c.evaluated = testing::evaluate_all(c.chain, schedules_of(L));
   for (const Evaluated& e : c.evaluated) c.max_peak_units = std::max(c.max_peak_units, e.peak_bytes / c.unit_bytes);
@@ -134,13 +134,13 @@ struct ExactComparison {
   int num_carrying = 0;           // chains with carried bytes
   int num_only_with_sharing = 0;  // budgets where counting them twice loses the optimum
   int num_below_gradient = 0;     // chains with a backward that peaks below its gradient
-  int num_recompute_priced = 0;   // chains with a recomputed stage's prices
+  int num_pair_timed = 0;         // chains with a back-to-back time
   int num_only_with_prices = 0;   // budgets where one price per op gives another optimum
 };
 
-bool has_recompute_prices(const Chain& chain) {
+bool has_pair_times(const Chain& chain) {
   for (const Stage& s : chain.stages)
-    if (s.fwd_recompute_ms || s.bwd_recomputed_ms) return true;
+    if (s.fwd_bwd_pair_ms) return true;
   return false;
 }
 
@@ -155,24 +155,24 @@ bool peaks_below_gradient(const Chain& chain) {
 // carry bytes (Note [Carried bytes] in solver/chain/chain.h) are compared, and likewise
 // with below_gradient_probability > 0 only chains with a negative btmp_i.
 void compare_with_brute_force(uint64_t seed, int trials, double carry_probability, ExactComparison& out,
-                              double below_gradient_probability = 0, double recompute_price_probability = 0) {
+                              double below_gradient_probability = 0, double pair_time_probability = 0) {
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < trials; ++trial) {
     const int L = 1 + trial % kMaxLength;
     const ExactCase c = exact_case(rng, L, 0.15, carry_probability, below_gradient_probability,
-                                   recompute_price_probability);
+                                   pair_time_probability);
     if (carry_probability > 0 && !c.chain.carries()) continue;
     if (below_gradient_probability > 0 && !peaks_below_gradient(c.chain)) continue;
-    if (recompute_price_probability > 0 && !has_recompute_prices(c.chain)) continue;
+    if (pair_time_probability > 0 && !has_pair_times(c.chain)) continue;
     ASSERT_EQ(validate(c.chain), "");
     if (c.chain.carries()) ++out.num_carrying;
     if (peaks_below_gradient(c.chain)) ++out.num_below_gradient;
-    if (has_recompute_prices(c.chain)) ++out.num_recompute_priced;
+    if (has_pair_times(c.chain)) ++out.num_pair_timed;
     Chain counted_twice = c.chain;
     for (Stage& st : counted_twice.stages) st.carried_bytes = 0;
     const auto twice = testing::evaluate_all(counted_twice, schedules_of(L));
     Chain one_price = c.chain;
-    for (Stage& st : one_price.stages) st.fwd_recompute_ms = st.bwd_recomputed_ms = std::nullopt;
+    drop_pair_times(one_price);
     const auto unpriced = testing::evaluate_all(one_price, schedules_of(L));
     // Note [Exact comparisons with the brute force]: integer ms are exact in the quantum.
     const double unit_ms = time_quantum_for(c.chain).unit_ms;
@@ -230,13 +230,13 @@ TEST(DpVsBruteForce, SameOptimumWithCarriedBytes) {
   EXPECT_GT(r.num_only_with_sharing, 500);
 }
 
-// Note [A recomputed stage's prices] in solver/chain/chain.h: with a second price for
-// the fwd_keep and bwd of a recomputed stage, the DP finds the brute
-// force's optimum, where the brute force prices each op by the simulator's context.
-TEST(DpVsBruteForce, SameOptimumWithARecomputedStagesPrices) {
+// Note [A stage run back to back] in solver/chain/chain.h: with a time of its own for a
+// stage's fwd_keep and bwd back to back, the DP finds the brute force's optimum, where
+// the brute force prices each op by the simulator's context.
+TEST(DpVsBruteForce, SameOptimumWithBackToBackTimes) {
   ExactComparison r;
   compare_with_brute_force(3907, 1500, 0.0, r, 0.0, 0.7);
-  EXPECT_GT(r.num_recompute_priced, 1000);
+  EXPECT_GT(r.num_pair_timed, 1000);
   EXPECT_GT(r.num_feasible, 5000);
   // The prices matter: at these budgets one price per op would pick a plan of
   // another time.

@@ -40,7 +40,6 @@ struct Prefix {
   std::vector<char> a_out, a_in, saved_out, saved_in;          // Note [What the oracle enumerates]: once each
   std::vector<char> bwd_done;                                  // 0..L-1, and L for the loss
   std::vector<char> keep_done;                                 // fwd_keep i ran (it runs once)
-  std::vector<char> kept_after_loss;                           // ... and ran after the loss: a recomputation
   std::vector<double> ready_ms, on_host_ms, saved_ready_ms, saved_on_host_ms;
   double compute_end_ms = 0, d2h_free_ms = 0, h2d_free_ms = 0;
   int64_t final_total_bytes = 0, final_peak_bytes = 0;         // over the events already final
@@ -48,6 +47,7 @@ struct Prefix {
   size_t gap_begin = 0;                                        // the first op after the last compute op
   GapCopy gap_d2h, gap_h2d;                                     // d2h copies come first in a gap
   double mandatory_ms = 0;                                     // bwd, loss and fwd_keep still to run
+  int last_keep = -1;                                          // the last compute op's stage, when it was a fwd_keep
 };
 
 class Search {
@@ -70,22 +70,21 @@ class Search {
     Prefix p;
     const size_t n = static_cast<size_t>(L_) + 2;
     for (auto* v : {&p.plain, &p.saved, &p.grad, &p.hollow, &p.on_host, &p.a_out, &p.a_in, &p.saved_out,
-                    &p.saved_in, &p.bwd_done, &p.keep_done, &p.kept_after_loss})
+                    &p.saved_in, &p.bwd_done, &p.keep_done})
       v->assign(n, 0);
     for (auto* v : {&p.ready_ms, &p.on_host_ms, &p.saved_ready_ms, &p.saved_on_host_ms}) v->assign(n, 0.0);
     p.plain[0] = 1;
     p.final_total_bytes = p.final_peak_bytes = c_.x(0);
     p.mandatory_ms = c_.ub(L_);
-    for (int i = 0; i < L_; ++i) p.mandatory_ms += least_fwd_keep_ms(i) + least_bwd_ms(i);
+    for (int i = 0; i < L_; ++i) p.mandatory_ms += c_.uf(i) + least_bwd_ms(i);
     if (p.final_peak_bytes <= budget_ && least_peak_bytes() <= budget_) visit(p);
     return std::move(out_);
   }
 
  private:
-  // The least a stage's fwd_keep and bwd can cost, wherever they run (Note [A
-  // recomputed stage's prices] in solver/chain/chain.h): what the bounds count.
-  double least_fwd_keep_ms(int i) const { return std::min(c_.uf(i), c_.uf_recompute(i)); }
-  double least_bwd_ms(int i) const { return std::min(c_.ub(i), c_.ub_recomputed(i)); }
+  // The least a stage's bwd can cost, back to back with its fwd_keep or not (Note [A
+  // stage run back to back] in solver/chain/chain.h): what the bounds count.
+  double least_bwd_ms(int i) const { return std::min(c_.ub(i), c_.ub_after_keep(i)); }
 
   double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / c_.link->d2h_bytes_per_s; }
   double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / c_.link->h2d_bytes_per_s; }
@@ -166,8 +165,9 @@ class Search {
     const double now = p.compute_end_ms;
     const auto later = [now](double t) { return std::max(0.0, t - now); };
     for (const auto* v : {&p.plain, &p.saved, &p.grad, &p.hollow, &p.on_host, &p.a_out, &p.a_in, &p.saved_out,
-                          &p.saved_in, &p.bwd_done, &p.keep_done, &p.kept_after_loss})
+                          &p.saved_in, &p.bwd_done, &p.keep_done})
       key.append(v->data(), v->size());
+    put(p.last_keep);
     for (int k = 0; k <= L_ + 1; ++k) {
       put(p.plain[k] ? later(p.ready_ms[k]) : 0.0);
       put(p.on_host[k] ? later(p.on_host_ms[k]) : 0.0);
@@ -339,13 +339,13 @@ class Search {
     const int64_t order = 2 * static_cast<int64_t>(p.ops.size());
     double ready = p.compute_end_ms;
     const auto wait_for = [&](int k) { if (p.plain[k]) ready = std::max(ready, p.ready_ms[k]); };
-    // Where the op runs decides its price; kept_after_loss is this oracle's own record.
-    const bool after_loss = p.bwd_done[L_];
-    const OpContext context = op.kind == OpKind::FwdKeep ? (after_loss ? OpContext::RecomputeKeep : OpContext::ForwardKeep)
-                              : op.kind == OpKind::Bwd   ? (p.kept_after_loss[i] ? OpContext::BwdOfRecomputed : OpContext::BwdOfKept)
-                              : op.kind == OpKind::Loss  ? OpContext::Loss
-                              : after_loss               ? OpContext::RecomputeNoGrad
-                                                         : OpContext::ForwardNoGrad;
+    // Only a bwd right after its own fwd_keep has a price of its own; last_keep is this
+    // oracle's own record of it. The other contexts price alike.
+    const OpContext context = op.kind == OpKind::Bwd && p.last_keep == i ? OpContext::BwdAfterItsKeep
+                              : op.kind == OpKind::Bwd                   ? OpContext::BwdOfKept
+                              : op.kind == OpKind::Loss                  ? OpContext::Loss
+                              : op.kind == OpKind::FwdKeep               ? OpContext::ForwardKeep
+                                                                         : OpContext::ForwardNoGrad;
     const ComputeCost cost = compute_cost(c_, op, context);
     wait_for(cost.reads);
     if (op.kind == OpKind::Bwd) ready = std::max(ready, p.saved_ready_ms[i + 1]);
@@ -369,8 +369,7 @@ class Search {
     switch (op.kind) {
       case OpKind::FwdKeep:
         p.saved[i + 1] = 1; p.saved_ready_ms[i + 1] = end; p.keep_done[i] = 1;
-        p.kept_after_loss[i] = p.bwd_done[L_];
-        p.mandatory_ms -= least_fwd_keep_ms(i);
+        p.mandatory_ms -= c_.uf(i);
         break;
       case OpKind::FwdCkpt:
       case OpKind::FwdDrop:
@@ -392,6 +391,7 @@ class Search {
       default: break;
     }
     p.pending.push_back({end, order + 1, -(tmp + remove)});
+    p.last_keep = op.kind == OpKind::FwdKeep ? i : -1;
     p.compute_end_ms = end;
     p.gap_d2h = p.gap_h2d = {};
     p.ops.push_back(op);

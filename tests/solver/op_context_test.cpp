@@ -26,7 +26,7 @@ TEST(OpContext, TableHasOneRowAndOneWordPerContext) {
     EXPECT_EQ(context_word(i.context), i.word);
     EXPECT_TRUE(words.insert(i.word).second) << i.word;
   }
-  EXPECT_EQ(words.size(), 8u);
+  EXPECT_EQ(words.size(), 9u);
 }
 
 TEST(OpContext, HandWrittenPlan) {
@@ -37,7 +37,7 @@ TEST(OpContext, HandWrittenPlan) {
   const std::vector<OpContext> expected = {
       OpContext::ForwardKeep, OpContext::ForwardNoGrad, OpContext::NotCompute,    OpContext::ForwardKeep,
       OpContext::Loss,        OpContext::BwdOfKept,     OpContext::NotCompute,    OpContext::RecomputeKeep,
-      OpContext::BwdOfRecomputed, OpContext::BwdOfKept};
+      OpContext::BwdAfterItsKeep, OpContext::BwdOfKept};
   EXPECT_EQ(op_contexts(ops), expected);
 }
 
@@ -46,8 +46,21 @@ TEST(OpContext, ARecomputationAfterAKeptForwardCountsAsRecomputed) {
   // backward follows the later one.
   const std::vector<Op> ops = {{OpKind::FwdKeep, 0}, {OpKind::FwdKeep, 1}, {OpKind::Loss, -1}, {OpKind::Bwd, 1},
                                {OpKind::FwdKeep, 0}, {OpKind::Bwd, 0}};
-  EXPECT_EQ(op_contexts(ops).back(), OpContext::BwdOfRecomputed);
+  EXPECT_EQ(op_contexts(ops).back(), OpContext::BwdAfterItsKeep);
   EXPECT_EQ(op_contexts(ops)[3], OpContext::BwdOfKept);
+}
+
+// Note [A stage run back to back] in solver/chain/chain.h: only a bwd whose previous
+// compute op is its own fwd_keep runs back to back; a copy between them does not count,
+// another stage's ops do.
+TEST(OpContext, ABackwardRightAfterItsForwardRunsBackToBack) {
+  const std::vector<Op> ops = {{OpKind::FwdCkpt, 0}, {OpKind::FwdDrop, 1}, {OpKind::FwdKeep, 2},  {OpKind::Loss, -1},
+                               {OpKind::Bwd, 2},     {OpKind::FwdKeep, 0}, {OpKind::FwdKeep, 1},  {OpKind::Prefetch, 3},
+                               {OpKind::Bwd, 1},     {OpKind::Bwd, 0}};
+  const std::vector<OpContext> c = op_contexts(ops);
+  EXPECT_EQ(c[4], OpContext::BwdOfKept);  // the loss ran between fwd_keep 2 and bwd 2
+  EXPECT_EQ(c[8], OpContext::BwdAfterItsKeep);
+  EXPECT_EQ(c[9], OpContext::BwdOfRecomputed);
 }
 
 TEST(OpContext, BaselinesInClosedForm) {
@@ -67,7 +80,8 @@ TEST(OpContext, BaselinesInClosedForm) {
     EXPECT_EQ(n[OpContext::ForwardNoGrad], L);
     EXPECT_EQ(n[OpContext::RecomputeNoGrad], L * (L - 1) / 2);
     EXPECT_EQ(n[OpContext::RecomputeKeep], L);
-    EXPECT_EQ(n[OpContext::BwdOfRecomputed], L);
+    EXPECT_EQ(n[OpContext::BwdAfterItsKeep], L);  // each right after its fwd_keep
+    EXPECT_EQ(n[OpContext::BwdOfRecomputed], 0);
     EXPECT_EQ(n[OpContext::ForwardKeep], 0);
     EXPECT_EQ(n[OpContext::BwdOfKept], 0);
   }

@@ -91,8 +91,7 @@ TEST(ProfileJson, WrittenTextIsTheDocumentedLayout) {
   p.chain.link = Link{1e9, 2e9};
   p.chain.loss = {0.5, 0};
   Stage s{"s", 1.5, 3.0, 16, 32, 8, 2, std::optional<int64_t>(4), std::optional<double>(1.25)};
-  s.fwd_recompute_ms = 1.375;
-  s.bwd_recomputed_ms = 2.75;
+  s.fwd_bwd_pair_ms = 4.25;
   s.param_bytes = 64;
   s.param_reads = {{0, 64}};
   p.chain.stages = {s, Stage{"t", 1.0, 2.0, 16, 16, 0, 0}};
@@ -126,8 +125,7 @@ TEST(ProfileJson, WrittenTextIsTheDocumentedLayout) {
       "fwd_ms": 1.5,
       "fwd_nograd_ms": 1.25,
       "bwd_ms": 3.0,
-      "fwd_recompute_ms": 1.375,
-      "bwd_recomputed_ms": 2.75,
+      "fwd_bwd_pair_ms": 4.25,
       "out_bytes": 16,
       "saved_bytes": 32,
       "fwd_tmp_bytes": 8,
@@ -591,28 +589,26 @@ TEST(ExampleProfile, LoadsAndMatchesItsAnalyticModel) {
   fs::remove(copy);
 }
 
-// Note [A recomputed stage's prices] in solver/chain/chain.h: the two optional prices are
-// read back as written, absent ones stay absent, and a bad one names its field.
-TEST(ProfileJson, ReadsARecomputedStagesPrices) {
+// Note [A stage run back to back] in solver/chain/chain.h: the optional pair time is read
+// back as written, an absent one stays absent, and a bad one names its field.
+TEST(ProfileJson, ReadsABackToBackTime) {
   const std::string text = R"({"format": "memopt.profile", "version": 1, "input_bytes": 8,
-    "stages": [{"name": "s", "fwd_ms": 1, "bwd_ms": 2, "fwd_recompute_ms": 0.75, "bwd_recomputed_ms": 1.5,
+    "stages": [{"name": "s", "fwd_ms": 1, "bwd_ms": 2, "fwd_bwd_pair_ms": 2.5,
                 "out_bytes": 8, "saved_bytes": 8, "fwd_tmp_bytes": 0, "bwd_tmp_bytes": 0},
                {"name": "t", "fwd_ms": 1, "bwd_ms": 2, "out_bytes": 8, "saved_bytes": 8,
                 "fwd_tmp_bytes": 0, "bwd_tmp_bytes": 0}]})";
   const Profile p = parse_profile(text, "p.json");
-  EXPECT_EQ(p.chain.stages[0].fwd_recompute_ms, 0.75);
-  EXPECT_EQ(p.chain.stages[0].bwd_recomputed_ms, 1.5);
-  EXPECT_FALSE(p.chain.stages[1].fwd_recompute_ms.has_value());
-  EXPECT_FALSE(p.chain.stages[1].bwd_recomputed_ms.has_value());
-  EXPECT_EQ(p.chain.uf_recompute(1), 1.0);
-  EXPECT_EQ(p.chain.ub_recomputed(1), 2.0);
+  EXPECT_EQ(p.chain.stages[0].fwd_bwd_pair_ms, 2.5);
+  EXPECT_FALSE(p.chain.stages[1].fwd_bwd_pair_ms.has_value());
+  EXPECT_EQ(p.chain.ub_after_keep(0), 1.5);
+  EXPECT_EQ(p.chain.ub_after_keep(1), 2.0);
   std::string bad = text;
-  bad.replace(bad.find("1.5"), 3, "-1.5");
+  bad.replace(bad.find("2.5"), 3, "-2.5");
   try {
     parse_profile(bad, "p.json");
-    ADD_FAILURE() << "a negative bwd_recomputed_ms was accepted";
+    ADD_FAILURE() << "a negative fwd_bwd_pair_ms was accepted";
   } catch (const std::exception& e) {
-    EXPECT_TRUE(Contains(e.what(), "/stages/0/bwd_recomputed_ms")) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "/stages/0/fwd_bwd_pair_ms")) << e.what();
   }
 }
 

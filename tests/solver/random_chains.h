@@ -65,24 +65,20 @@ struct RandomChainOptions {
   // unit_bytes, anywhere from 0 down to -(x_i - c_{i+1}). Drawn last, for the same
   // reason.
   double below_gradient_probability = 0;
-  // The chance that a stage has the prices of a recomputed stage (give_recompute_prices).
-  // Drawn last, for the same reason.
-  double recompute_price_probability = 0;
+  // The chance that a stage has a back-to-back time (give_pair_times). Drawn last, for
+  // the same reason.
+  double pair_time_probability = 0;
 };
 
-// Gives each stage, with the given chance, the prices of a recomputed stage (Note [A
-// recomputed stage's prices] in solver/chain/chain.h): its store-all prices times a
-// factor in [0.5, 1.2), floored when integer_ms.
-inline void give_recompute_prices(Chain& chain, std::mt19937_64& rng, double probability, bool integer_ms) {
+// Gives each stage, with the given chance, a back-to-back time (Note [A stage run back to
+// back] in solver/chain/chain.h): fwd_ms + bwd_ms times a factor in [0.5, 1.2), floored
+// when integer_ms.
+inline void give_pair_times(Chain& chain, std::mt19937_64& rng, double probability, bool integer_ms) {
   std::uniform_real_distribution<double> u01(0.0, 1.0);
-  const auto scaled = [&](double ms) {
-    const double v = ms * (0.5 + 0.7 * u01(rng));
-    return integer_ms ? std::floor(v) : v;
-  };
   for (Stage& s : chain.stages) {
     if (u01(rng) >= probability) continue;
-    s.fwd_recompute_ms = scaled(s.fwd_ms);
-    s.bwd_recomputed_ms = scaled(s.bwd_ms);
+    const double v = (s.fwd_ms + s.bwd_ms) * (0.5 + 0.7 * u01(rng));
+    s.fwd_bwd_pair_ms = integer_ms ? std::floor(v) : v;
   }
 }
 
@@ -142,7 +138,7 @@ inline Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& o) {
       chain.stages[static_cast<size_t>(i)].bwd_tmp_bytes = -all_or_some(new_grad_units) * o.unit_bytes;
     }
   }
-  if (o.recompute_price_probability > 0) give_recompute_prices(chain, rng, o.recompute_price_probability, o.integer_ms);
+  if (o.pair_time_probability > 0) give_pair_times(chain, rng, o.pair_time_probability, o.integer_ms);
   return chain;
 }
 
@@ -257,8 +253,7 @@ inline Chain discretised(const Chain& chain, int64_t budget_bytes, int slots) {
                         sl(s.fwd_tmp_bytes), sl(s.bwd_tmp_bytes),
                         s.fwd_keep_tmp_bytes ? std::optional<int64_t>(sl(*s.fwd_keep_tmp_bytes)) : std::nullopt,
                         s.fwd_nograd_ms ? std::optional<double>(un(*s.fwd_nograd_ms)) : std::nullopt,
-                        s.fwd_recompute_ms ? std::optional<double>(un(*s.fwd_recompute_ms)) : std::nullopt,
-                        s.bwd_recomputed_ms ? std::optional<double>(un(*s.bwd_recomputed_ms)) : std::nullopt});
+                        s.fwd_bwd_pair_ms ? std::optional<double>(un(*s.fwd_bwd_pair_ms)) : std::nullopt});
   d.loss = {un(chain.loss.bwd_ms), sl(chain.loss.bwd_tmp_bytes)};
   return d;
 }

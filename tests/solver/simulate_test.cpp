@@ -87,33 +87,31 @@ TEST(SimulateSequential, CheckpointBranchByHand) {
   EXPECT_EQ(r2.peak_op, 5);
 }
 
-// Note [A recomputed stage's prices] in solver/chain/chain.h: a fwd_keep after the loss
-// and the bwd of its stage take the recomputed prices, every other op its own, in both
+// Note [A stage run back to back] in solver/chain/chain.h: a bwd right after its own
+// fwd_keep costs the pair less the forward, every other op its own price, in both
 // simulators.
-TEST(SimulateSequential, PricesARecomputedStageByWhereItsOpsRun) {
+TEST(SimulateSequential, PricesAStageRunBackToBack) {
   Chain c = two_stage_chain();
   for (Stage& s : c.stages) s.fwd_nograd_ms = s.fwd_ms / 2;  // 0.5 and 2
-  // Each pair with its no-grad forward costs no less than keeping the stage: 0.5 +
-  // 0.75 + 2 >= 1 + 2 and 2 + 3.5 + 7 >= 4 + 8.
-  c.stages[0].fwd_recompute_ms = 0.75;
-  c.stages[0].bwd_recomputed_ms = 2.0;
-  c.stages[1].fwd_recompute_ms = 3.5;
-  c.stages[1].bwd_recomputed_ms = 7.0;
-  // Store-all recomputes nothing: its store-all prices.
+  // Back to back, stage 0 takes 2.75 instead of 3 and stage 1 11 instead of 12; each
+  // with its no-grad forward still costs more than keeping it (0.5 + 2.75 >= 3).
+  c.stages[0].fwd_bwd_pair_ms = 2.75;
+  c.stages[1].fwd_bwd_pair_ms = 11.0;
+  // Store-all: the loss runs between fwd_keep 1 and bwd 1.
   EXPECT_EQ(simulate_sequential(c, kStoreAll).time_ms, 1 + 4 + 16 + 8 + 2);
-  // j = 1: stage 1 kept in the forward, stage 0 recomputed after the loss.
-  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 0.75 + 2);
-  // j = 2: both recomputed.
-  EXPECT_EQ(simulate_sequential(c, kCkptAtTwo).time_ms, 0.5 + 2 + 16 + 0.75 + 3.5 + 7 + 2);
+  // j = 1: stage 0 recomputed back to back.
+  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 1 + 1.75);
+  // j = 2: fwd_keep 0, fwd_keep 1, bwd 1 (back to back), bwd 0 (not).
+  EXPECT_EQ(simulate_sequential(c, kCkptAtTwo).time_ms, 0.5 + 2 + 16 + 1 + 4 + 7 + 2);
   for (const auto* ops : {&kStoreAll, &kCkptAtOne, &kCkptAtTwo}) {
     EXPECT_EQ(simulate_timeline(c, *ops).time_ms, simulate_sequential(c, *ops).time_ms);
     EXPECT_EQ(compute_only_ms(c, *ops), simulate_sequential(c, *ops).time_ms);
   }
-  // A pair that would beat keeping the stage is raised to keeping's price:
-  // 0.5 + 0.75 + ub_rec >= 1 + 2 makes stage 0's recomputed bwd 1.75, not 1.
-  c.stages[0].bwd_recomputed_ms = 1.0;
-  EXPECT_EQ(c.ub_recomputed(0), 1.75);
-  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 0.75 + 1.75);
+  // A pair that would make recomputing beat keeping rises to keeping's price: with
+  // the pair at 2, bwd 0 back to back costs ub - uf_nograd = 1.5, not 1.
+  c.stages[0].fwd_bwd_pair_ms = 2.0;
+  EXPECT_EQ(c.ub_after_keep(0), 1.5);
+  EXPECT_EQ(simulate_sequential(c, kCkptAtOne).time_ms, 0.5 + 4 + 16 + 8 + 1 + 1.5);
 }
 
 struct ProbeCase {
