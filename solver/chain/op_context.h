@@ -21,7 +21,9 @@ namespace memopt::solver {
 // elsewhere: after the loss, a re-forward right before the backward that needs it,
 // with the caches holding what the backward just touched rather than the whole
 // forward's activations. Splitting the measured time by these contexts shows whether
-// an op costs the same wherever it runs, which is what the chain model assumes.
+// an op costs the same wherever it runs, which is what the chain model assumes -- but
+// for one context, a bwd right after its own fwd_keep, which a stage may price apart
+// (Note [A stage run back to back] in chain.h).
 enum class OpContext {
   ForwardKeep,       // fwd_keep before the loss
   ForwardNoGrad,     // fwd_ckpt / fwd_drop before the loss

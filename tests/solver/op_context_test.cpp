@@ -41,7 +41,7 @@ TEST(OpContext, HandWrittenPlan) {
   EXPECT_EQ(op_contexts(ops), expected);
 }
 
-TEST(OpContext, ARecomputationAfterAKeptForwardCountsAsRecomputed) {
+TEST(OpContext, ARecomputationAfterAKeptForwardIsTheOneItsBackwardFollows) {
   // A stage kept in the forward, then run again with fwd_keep after the loss: its
   // backward follows the later one.
   const std::vector<Op> ops = {{OpKind::FwdKeep, 0}, {OpKind::FwdKeep, 1}, {OpKind::Loss, -1}, {OpKind::Bwd, 1},
