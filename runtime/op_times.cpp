@@ -32,7 +32,7 @@ std::vector<OpTimeRow> op_time_rows(const solver::Chain& chain, const std::vecto
     if (contexts[k] == solver::OpContext::Loss) continue;
     const auto c = static_cast<size_t>(contexts[k]);
     ++by_context[c].num_ops;
-    by_context[c].predicted_ms += solver::compute_cost(chain, ops[k], contexts[k]).dur_ms;
+    by_context[c].predicted_ms += solver::compute_cost(chain, ops[k], contexts[k] == solver::OpContext::BwdAfterItsKeep).dur_ms;
     for (size_t s = 0; s < op_ms_per_step.size(); ++s) sums[c][s] += op_ms_per_step[s][timed];
     ++timed;
   }

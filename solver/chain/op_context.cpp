@@ -7,51 +7,48 @@ namespace memopt::solver {
 
 std::string_view context_word(OpContext context) { return kOpContexts[static_cast<size_t>(context)].word; }
 
-void ContextTracker::reset(int stages) {
-  after_loss_ = false;
-  last_keep_ = -1;
-  recomputed_.assign(static_cast<size_t>(std::max(stages, 0)), 0);
-}
-
-OpContext ContextTracker::next(const Op& op) {
-  const bool in_chain = op.index >= 0 && static_cast<size_t>(op.index) < recomputed_.size();
-  const int last_keep = last_keep_;
-  if (info(op.kind).is_compute) last_keep_ = op.kind == OpKind::FwdKeep ? op.index : -1;
-  switch (op.kind) {
-    case OpKind::FwdKeep:
-      if (in_chain) recomputed_[static_cast<size_t>(op.index)] = after_loss_;
-      return after_loss_ ? OpContext::RecomputeKeep : OpContext::ForwardKeep;
-    case OpKind::FwdCkpt:
-    case OpKind::FwdDrop:
-      return after_loss_ ? OpContext::RecomputeNoGrad : OpContext::ForwardNoGrad;
-    case OpKind::Loss:
-      after_loss_ = true;
-      return OpContext::Loss;
-    case OpKind::Bwd:
-      if (last_keep == op.index) return OpContext::BwdAfterItsKeep;
-      return in_chain && recomputed_[static_cast<size_t>(op.index)] ? OpContext::BwdOfRecomputed : OpContext::BwdOfKept;
-    case OpKind::Offload:
-    case OpKind::Prefetch:
-    case OpKind::OffloadSaved:
-    case OpKind::PrefetchSaved:
-    case OpKind::OffloadInput:
-    case OpKind::PrefetchInput:
-    case OpKind::OffloadCarried:
-    case OpKind::PrefetchCarried:
-    case OpKind::WaitOffloads:
-      return OpContext::NotCompute;
-  }
-  return OpContext::NotCompute;
-}
-
 std::vector<OpContext> op_contexts(const std::vector<Op>& ops) {
-  int stages = 0;
-  for (const Op& op : ops) stages = std::max(stages, op.index + 1);
-  ContextTracker tracker;
-  tracker.reset(stages);
   std::vector<OpContext> out;
   out.reserve(ops.size());
-  for (const Op& op : ops) out.push_back(tracker.next(op));
+  int max_stage = 0;
+  for (const Op& op : ops) max_stage = std::max(max_stage, op.index + 1);
+  // Per stage: did its latest fwd_keep run after the loss?
+  std::vector<char> recomputed(static_cast<size_t>(max_stage), 0);
+  bool after_loss = false;
+  BackToBack back_to_back;
+  for (const Op& op : ops) {
+    const bool pair = back_to_back.next(op);
+    switch (op.kind) {
+      case OpKind::FwdKeep:
+        recomputed[op.index] = after_loss;
+        out.push_back(after_loss ? OpContext::RecomputeKeep : OpContext::ForwardKeep);
+        break;
+      case OpKind::FwdCkpt:
+      case OpKind::FwdDrop:
+        out.push_back(after_loss ? OpContext::RecomputeNoGrad : OpContext::ForwardNoGrad);
+        break;
+      case OpKind::Loss:
+        after_loss = true;
+        out.push_back(OpContext::Loss);
+        break;
+      case OpKind::Bwd:
+        out.push_back(pair                   ? OpContext::BwdAfterItsKeep
+                      : recomputed[op.index] ? OpContext::BwdOfRecomputed
+                                             : OpContext::BwdOfKept);
+        break;
+      case OpKind::Offload:
+      case OpKind::Prefetch:
+      case OpKind::OffloadSaved:
+      case OpKind::PrefetchSaved:
+      case OpKind::OffloadInput:
+      case OpKind::PrefetchInput:
+      case OpKind::OffloadCarried:
+      case OpKind::PrefetchCarried:
+      case OpKind::WaitOffloads:
+        out.push_back(OpContext::NotCompute);
+        break;
+    }
+  }
   return out;
 }
 

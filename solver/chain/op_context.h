@@ -62,20 +62,23 @@ static_assert([] {
 
 std::string_view context_word(OpContext context);
 
-// Follows a schedule op by op: what op_contexts computes for a whole schedule, for a
-// simulator that runs one op at a time (and resumes from a copied state).
-class ContextTracker {
+// Follows a schedule op by op and tells which ops are a bwd right after its own
+// fwd_keep: the one context the chain model prices apart (Note [A stage run back to
+// back] in chain.h). One int of state, so that the simulators, which follow every plan
+// they run and copy their state to resume from a prefix, pay next to nothing for it.
+class BackToBack {
  public:
-  // Before the first op of a schedule over `stages` stages.
-  void reset(int stages);
-  // The context of `op`, the next op of the schedule; then records it. A stage index
-  // outside the chain counts as never recomputed.
-  OpContext next(const Op& op);
+  // Whether `op`, the next op of the schedule, is `bwd i` right after `fwd_keep i`
+  // (copies and waits between them do not count); then records it.
+  bool next(const Op& op) {
+    if (!info(op.kind).is_compute) return false;
+    const bool pair = op.kind == OpKind::Bwd && last_keep_ == op.index;
+    last_keep_ = op.kind == OpKind::FwdKeep ? op.index : -1;
+    return pair;
+  }
 
  private:
-  bool after_loss_ = false;
-  int last_keep_ = -1;            // the stage of the last compute op when it was a fwd_keep, else -1
-  std::vector<char> recomputed_;  // per stage: its latest fwd_keep ran after the loss
+  int last_keep_ = -1;  // the stage of the last compute op when it was a fwd_keep, else -1
 };
 
 // One context per op, in the schedule's order. A schedule without a loss op has no

@@ -145,15 +145,14 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops) {
   const auto reach = [&](int64_t bytes, int p) {
     if (bytes > out.peak_bytes) { out.peak_bytes = bytes; out.peak_op = p; }
   };
-  ContextTracker contexts;
-  contexts.reset(L);
+  BackToBack back_to_back;
   for (int p = 0; p < static_cast<int>(ops.size()); ++p) {
     const Op& op = ops[p];
     if (needs_timeline(op.kind))
       return fail(out, p, op_label(ops, p) + ": copies and waits need the timeline simulator (docs/formats.md, \"Offload: the timeline simulator\")");
     if (std::string e = check_needs(chain, r, ops, p); !e.empty()) return fail(out, p, e);
     const int i = op.index;
-    time_ms += compute_cost(chain, op, contexts.next(op)).dur_ms;
+    time_ms += compute_cost(chain, op, back_to_back.next(op)).dur_ms;
     switch (op.kind) {
       case OpKind::FwdKeep:
         resident += chain.xbar(i + 1) - activation_overlap(chain, r, i + 1);
@@ -272,7 +271,7 @@ struct TimelineState {
   int64_t most_in_order_bytes = std::numeric_limits<int64_t>::min();
   double latest_implied_end_ms = -std::numeric_limits<double>::infinity();
   SimResult out;  // copy_ms and stall_ms so far
-  ContextTracker contexts;  // where each compute op runs, for its price
+  BackToBack back_to_back;  // which bwd runs right after its own fwd_keep, for its price
   int ran = 0;
 
   void start(const Chain& chain, double compute_ms) {
@@ -301,7 +300,7 @@ struct TimelineState {
     most_in_order_bytes = std::numeric_limits<int64_t>::min();
     latest_implied_end_ms = -std::numeric_limits<double>::infinity();
     out = SimResult{};
-    contexts.reset(L);
+    back_to_back = {};
     ran = 0;
   }
 };
@@ -504,7 +503,7 @@ std::string Timeline::compute(int p) {
   // A compute op waits for every plain activation it reads that is still arriving.
   double ready = s.compute_end;
   const auto wait_for = [&](int k) { if (r.plain[k]) ready = std::max(ready, s.ready_ms[k]); };
-  const ComputeCost cost = compute_cost(chain_, op, s.contexts.next(op));
+  const ComputeCost cost = compute_cost(chain_, op, s.back_to_back.next(op));
   wait_for(cost.reads);
   if (op.kind == OpKind::Bwd) {
     ready = std::max(ready, s.saved_ready_ms[i + 1]);  // a prefetch_saved still in flight
@@ -685,7 +684,7 @@ int compute_reads(const Chain& chain, const Op& op) {
   return op.kind == OpKind::Loss ? chain.length() : info(op.kind).is_compute ? op.index : -1;
 }
 
-ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context) {
+ComputeCost compute_cost(const Chain& chain, const Op& op, bool back_to_back) {
   const int i = op.index, L = chain.length();
   const int reads = compute_reads(chain, op);
   switch (op.kind) {
@@ -694,8 +693,7 @@ ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context) {
     case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), reads};
     case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), reads};
     case OpKind::Bwd:
-      return {chain.x(i), chain.btmp(i), context == OpContext::BwdAfterItsKeep ? chain.ub_after_keep(i) : chain.ub(i),
-              reads};
+      return {chain.x(i), chain.btmp(i), back_to_back ? chain.ub_after_keep(i) : chain.ub(i), reads};
     case OpKind::Offload:
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
@@ -712,11 +710,10 @@ ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context) {
 
 double compute_only_ms(const Chain& chain, const std::vector<Op>& ops) {
   double end_ms = 0;
-  ContextTracker contexts;
-  contexts.reset(chain.length());
+  BackToBack back_to_back;
   for (const Op& op : ops) {
-    const OpContext context = contexts.next(op);
-    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op, context).dur_ms;
+    const bool pair = back_to_back.next(op);
+    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op, pair).dur_ms;
   }
   return end_ms;
 }

@@ -122,16 +122,16 @@ SimResult simulate_sequential(const Chain& chain, const std::vector<Op>& ops);
 
 // What a compute op costs at its start (docs/formats.md, "The ops" and "Compute ops"): the
 // object it adds, its transient, its time, and the plain activation it reads and so
-// may wait for (a_i, or a_L for the loss). Its time may depend on where it runs: a bwd
-// right after its own fwd_keep has its own price (Note [A stage run back to back] in
-// chain.h), so the context comes from a ContextTracker that has followed the ops before it.
+// may wait for (a_i, or a_L for the loss). A bwd right after its own fwd_keep has its
+// own price (Note [A stage run back to back] in chain.h): `back_to_back` says so, as a
+// BackToBack that has followed the ops before it tells.
 struct ComputeCost {
   int64_t add_bytes = 0;
   int64_t tmp_bytes = 0;
   double dur_ms = 0;
   int reads = -1;
 };
-ComputeCost compute_cost(const Chain& chain, const Op& op, OpContext context);
+ComputeCost compute_cost(const Chain& chain, const Op& op, bool back_to_back);
 // The plain activation a compute op reads (compute_cost's `reads`); -1 for a copy or a wait.
 int compute_reads(const Chain& chain, const Op& op);
 

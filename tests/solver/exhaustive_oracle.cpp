@@ -340,13 +340,8 @@ class Search {
     double ready = p.compute_end_ms;
     const auto wait_for = [&](int k) { if (p.plain[k]) ready = std::max(ready, p.ready_ms[k]); };
     // Only a bwd right after its own fwd_keep has a price of its own; last_keep is this
-    // oracle's own record of it. The other contexts price alike.
-    const OpContext context = op.kind == OpKind::Bwd && p.last_keep == i ? OpContext::BwdAfterItsKeep
-                              : op.kind == OpKind::Bwd                   ? OpContext::BwdOfKept
-                              : op.kind == OpKind::Loss                  ? OpContext::Loss
-                              : op.kind == OpKind::FwdKeep               ? OpContext::ForwardKeep
-                                                                         : OpContext::ForwardNoGrad;
-    const ComputeCost cost = compute_cost(c_, op, context);
+    // oracle's own record of it.
+    const ComputeCost cost = compute_cost(c_, op, op.kind == OpKind::Bwd && p.last_keep == i);
     wait_for(cost.reads);
     if (op.kind == OpKind::Bwd) ready = std::max(ready, p.saved_ready_ms[i + 1]);
     const int64_t add = cost.add_bytes, tmp = cost.tmp_bytes;
