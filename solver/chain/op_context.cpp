@@ -17,7 +17,7 @@ std::vector<OpContext> op_contexts(const std::vector<Op>& ops) {
   bool after_loss = false;
   BackToBack back_to_back;
   for (const Op& op : ops) {
-    const bool pair = back_to_back.next(op);
+    const bool pair = info(op.kind).is_compute && back_to_back.next(op);
     switch (op.kind) {
       case OpKind::FwdKeep:
         recomputed[op.index] = after_loss;

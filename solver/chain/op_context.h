@@ -68,10 +68,10 @@ std::string_view context_word(OpContext context);
 // they run and copy their state to resume from a prefix, pay next to nothing for it.
 class BackToBack {
  public:
-  // Whether `op`, the next op of the schedule, is `bwd i` right after `fwd_keep i`
-  // (copies and waits between them do not count); then records it.
+  // Whether `op`, the next compute op of the schedule, is `bwd i` right after `fwd_keep
+  // i`; then records it. Copies and waits between them do not count: callers pass only
+  // compute ops.
   bool next(const Op& op) {
-    if (!info(op.kind).is_compute) return false;
     const bool pair = op.kind == OpKind::Bwd && last_keep_ == op.index;
     last_keep_ = op.kind == OpKind::FwdKeep ? op.index : -1;
     return pair;

@@ -680,20 +680,14 @@ SimResult run_rest(const Chain& chain, const std::vector<Op>& ops, const Stops& 
 
 }  // namespace
 
-int compute_reads(const Chain& chain, const Op& op) {
-  return op.kind == OpKind::Loss ? chain.length() : info(op.kind).is_compute ? op.index : -1;
-}
-
 ComputeCost compute_cost(const Chain& chain, const Op& op, bool back_to_back) {
   const int i = op.index, L = chain.length();
-  const int reads = compute_reads(chain, op);
   switch (op.kind) {
-    case OpKind::FwdKeep: return {chain.xbar(i + 1), chain.ftmp_keep(i), chain.uf(i), reads};
+    case OpKind::FwdKeep: return {chain.xbar(i + 1), chain.ftmp_keep(i), chain.uf(i), i};
     case OpKind::FwdCkpt:
-    case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), reads};
-    case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), reads};
-    case OpKind::Bwd:
-      return {chain.x(i), chain.btmp(i), back_to_back ? chain.ub_after_keep(i) : chain.ub(i), reads};
+    case OpKind::FwdDrop: return {chain.x(i + 1), chain.ftmp(i), chain.uf_nograd(i), i};
+    case OpKind::Loss: return {chain.x(L), chain.btmp(L), chain.ub(L), L};
+    case OpKind::Bwd: return {chain.x(i), chain.btmp(i), back_to_back ? chain.ub_after_keep(i) : chain.ub(i), i};
     case OpKind::Offload:
     case OpKind::Prefetch:
     case OpKind::OffloadSaved:
@@ -708,13 +702,13 @@ ComputeCost compute_cost(const Chain& chain, const Op& op, bool back_to_back) {
   return {};
 }
 
+int compute_reads(const Chain& chain, const Op& op) { return compute_cost(chain, op, false).reads; }
+
 double compute_only_ms(const Chain& chain, const std::vector<Op>& ops) {
   double end_ms = 0;
   BackToBack back_to_back;
-  for (const Op& op : ops) {
-    const bool pair = back_to_back.next(op);
-    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op, pair).dur_ms;
-  }
+  for (const Op& op : ops)
+    if (info(op.kind).is_compute) end_ms = end_ms + compute_cost(chain, op, back_to_back.next(op)).dur_ms;
   return end_ms;
 }
 
