@@ -5,18 +5,22 @@ the table of results/copy-placement-milp.
 
     PYTHONPATH=build/python .venv/bin/python tools/check_copy_placement.py --out DIR
         [--lengths 6,8,10,12] [--chains 10] [--gpt2 PROFILE] [--links a100:pcie4,...]
-        [--budgets 40%,50%,65%,80%] [--time-limit 60]
+        [--budgets 40%,50%,65%,80%] [--time-limit 60] [--jobs 1]
 
 For each point (a chain and a budget) it takes compute-op sequences from memopt's own
 plans (`optimal` at the budget; `optimal` and `recompute-only` at larger budgets on
 random chains, where a plan that keeps more might fit with copies), finds the fastest
 placement of copies and waits around each, checks that placement in memopt's
 simulator, and compares the best with `optimal`'s plan. Progress goes to stderr, one
-line per point.
+line per point as it ends. With `--jobs N`, N points are checked side by side (each MILP
+on one thread); the chains, the points and the table are the same for every N, but a
+MILP's 60 s limit counts wall time, so run no more jobs than idle cores.
 """
 import argparse
+import concurrent.futures
 import csv
 import json
+import multiprocessing
 import pathlib
 import random
 import sys
@@ -148,20 +152,14 @@ def main(argv=None) -> int:
     parser.add_argument("--links", default="v100:pcie3,a100:pcie4,h100-sxm:pcie5,gh200:nvlink-c2c")
     parser.add_argument("--budgets", default="40%,50%,65%,80%", help="budgets for the GPT-2 profiles")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per MILP solve (default 60)")
+    parser.add_argument("--jobs", type=int, default=1, help="points checked side by side (default 1)")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    rows = []
-
-    def record(case: str, budget_text: str, point: dict):
-        row = {"case": case, "budget": budget_text, **point}
-        rows.append(row)
-        gap = "" if point["milp_ms"] is None else f"{point['milp_ms'] - point['optimal_ms']:+.4f} ms"
-        print(f"{case} {budget_text}: optimal {point['optimal_ms']:.4f} ms, best placement {point['milp_ms']} "
-              f"({gap}, {point['sequences']} sequences, proven {point['proven']}, {point['seconds']:.1f} s)",
-              file=sys.stderr, flush=True)
-
+    # Every point is drawn first, in one order, so that `--jobs` changes nothing but
+    # which process checks it.
+    points = []  # (case, budget text, profile, larger, byte slots)
     rng = random.Random(args.seed)
     for length in [int(v) for v in args.lengths.split(",") if v]:
         done = 0
@@ -172,20 +170,40 @@ def main(argv=None) -> int:
             except ValueError:
                 continue
             budget = rng.randint(low, high)
-            record(f"random L={length} #{done}", str(budget),
-                   check_point(profile, str(budget), True, args.time_limit, byte_slots=True))
+            points.append((f"random L={length} #{done}", str(budget), profile, True, True))
             done += 1
     for path in args.gpt2:
         text = pathlib.Path(path).read_text()
         for link in [v for v in args.links.split(",") if v]:
             profile = json.loads(_core.set_link(text, link))
             for budget in [v for v in args.budgets.split(",") if v]:
-                try:
-                    point = check_point(profile, budget, False, args.time_limit)
-                except ValueError as e:
-                    print(f"{pathlib.Path(path).name} {link} {budget}: skipped: {e}", file=sys.stderr)
-                    continue
-                record(f"{pathlib.Path(path).name.split('.')[0]} {link} (L={len(profile['stages'])})", budget, point)
+                points.append((f"{pathlib.Path(path).name.split('.')[0]} {link} (L={len(profile['stages'])})",
+                               budget, profile, False, False))
+
+    def report(case: str, budget_text: str, point: dict):
+        gap = "" if point["milp_ms"] is None else f"{point['milp_ms'] - point['optimal_ms']:+.4f} ms"
+        print(f"{case} {budget_text}: optimal {point['optimal_ms']:.4f} ms, best placement {point['milp_ms']} "
+              f"({gap}, {point['sequences']} sequences, proven {point['proven']}, {point['seconds']:.1f} s)",
+              file=sys.stderr, flush=True)
+
+    results: List[Optional[dict]] = [None] * len(points)
+    # Note [Spawned workers]: memopt's solver runs threads of its own, and a process
+    # forked from one that has run them may inherit a held lock; spawned workers
+    # import memopt afresh.
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=max(1, args.jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(check_point, profile, budget_text, larger, args.time_limit, byte_slots): k
+                   for k, (case, budget_text, profile, larger, byte_slots) in enumerate(points)}
+        for future in concurrent.futures.as_completed(futures):
+            k = futures[future]
+            case, budget_text = points[k][0], points[k][1]
+            try:
+                results[k] = future.result()
+            except ValueError as e:  # a GPT-2 budget below its smallest feasible one
+                print(f"{case} {budget_text}: skipped: {e}", file=sys.stderr, flush=True)
+                continue
+            report(case, budget_text, results[k])
+    rows = [{"case": p[0], "budget": p[1], **r} for p, r in zip(points, results) if r is not None]
 
     with open(out / "points.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
