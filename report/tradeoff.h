@@ -50,6 +50,10 @@ struct MeasuredPoint {
   int warmup_steps = 0;
   std::optional<double> max_abs_grad_diff;
   std::string same_ops_as;  // non-empty: identical ops were measured at this point ("<solver>@<budget>")
+  // The schedule's time predicted from stage times taken in the measured rounds
+  // themselves (Note [Stage times from the measured rounds] in runtime/measured_run.h);
+  // unset where they were not taken.
+  std::optional<double> predicted_in_rounds_ms;
 };
 
 struct TradeoffPoint {

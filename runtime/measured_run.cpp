@@ -97,6 +97,9 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   if (options.op_times && impl_->backend != measure::Backend::Cpu)
     throw std::invalid_argument("--op-times: times ops on the host's clock, which is the CPU testbed's time only; "
                                 "on a GPU use --trace-out");
+  if (options.stage_times_in_rounds && impl_->backend != measure::Backend::Cpu)
+    throw std::invalid_argument("stage times from the measured rounds: timed on the host's clock, the CPU testbed's "
+                                "time only; a GPU profile's times are its own");
   if (options.warmup_steps < 0) throw std::invalid_argument("--warmup-steps: must be at least 0");
   if (sources.size() != schedules.size()) throw std::invalid_argument("measure_interleaved: one source per schedule");
   model::StagedModel& model = impl_->model;
@@ -158,11 +161,25 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   measure::WallClockTracer op_clock;
   std::vector<std::vector<std::vector<double>>> op_ms(schedules.size());  // [schedule][step][op]
   const int num_rounds = num_warmup + options.steps;
+  // Note [Stage times from the measured rounds]
+  const std::vector<std::vector<solver::Op>> timing_schedules =
+      options.stage_times_in_rounds ? stage_timing_schedules(chain) : std::vector<std::vector<solver::Op>>{};
+  measure::WallClockTracer timing_clocks[2];
   for (int round = 0; round < num_rounds; ++round) {
     const bool checked = options.check && round < num_warmup;
     if (options.check) {
       if (checked) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
       else at::globalContext().setDeterministicAlgorithms(deterministic_before, warn_only_before);
+    }
+    for (size_t t = 0; t < timing_schedules.size(); ++t) {
+      timing_clocks[t].recording = round >= num_warmup;
+      ExecutorOptions timing;
+      timing.tracer = &timing_clocks[t];
+      zero_grads_in_place(model);
+      run_step_or_restore(model, timing_schedules[t], impl_->batch, meter, timing, "the stage-timing step",
+                          impl_->timer.get());
+      timing_clocks[t].collect();  // drops the ranges; the times are already recorded
+      optimizer.step();
     }
     for (size_t k = 0; k < schedules.size(); ++k) {
       zero_grads_in_place(model);
@@ -228,6 +245,8 @@ std::vector<ScheduleMeasurement> ProfiledModel::measure_interleaved(const solver
   }
   if (options.op_times)
     for (size_t k = 0; k < schedules.size(); ++k) out[k].op_times = op_time_rows(chain, schedules[k].ops, op_ms[k]);
+  if (options.stage_times_in_rounds)
+    *options.stage_times_in_rounds = stage_times_from(stage_names(model), timing_clocks[0], timing_clocks[1]);
   return out;
 }
 

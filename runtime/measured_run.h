@@ -22,6 +22,8 @@
 
 namespace memopt::runtime {
 
+struct StageTimes;  // stage_timing.h
+
 struct StepMeasurement {
   int step = 0;                      // 1-based among the schedule's steps, warm-up included
   bool warmup = false;               // a warm-up step: reported, never in the statistics
@@ -66,6 +68,18 @@ struct MeasureOptions {
   // its ops ran (ScheduleMeasurement::op_times; Note [Where an op runs] in
   // solver/chain/op_context.h). CPU testbed only: a GPU's ops are timed by the trace.
   bool op_times = false;
+  // Note [Stage times from the measured rounds]
+  // Stage times re-measured in this process before the measured rounds (Note [Stage
+  // times from this process]) still come from steps that alternate two schedules,
+  // early in the process, while the steps they predict run later, each among every
+  // schedule of the run; on a model whose tensors all fit in the CPU's caches, how
+  // fast an op runs depends on what ran just before it. So, when this is set, every
+  // round (the warm-up ones too) first runs one step of each schedule that times the
+  // stages (stage_timing_schedules in stage_timing.h), every op timed, and after the
+  // rounds the stage times from the measured rounds' timing steps are written here.
+  // They are steps of their own: the measured steps run as they would without them,
+  // untraced. CPU testbed only, like op_times.
+  StageTimes* stage_times_in_rounds = nullptr;
 };
 
 // The warm-up steps each schedule runs: `warmup_steps`, and at least one with `check`

@@ -58,10 +58,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
   // An optimizer steps between the steps, as in training: it walks every parameter
   // and both moments, which leaves the next step's caches as training leaves them.
   torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(1e-4));
-  // Store-all times fwd_keep and bwd; checkpointing every stage input times each
-  // stage's no-grad forward once per step.
-  const std::vector<std::vector<solver::Op>> schedules = {solver::store_all_ops(chain),
-                                                          solver::recompute_blocks_ops(chain)};
+  const std::vector<std::vector<solver::Op>> schedules = stage_timing_schedules(chain);
   measure::WallClockTracer tracers[2];
   measure::CpuMemoryMeter meter;
   for (int round = 0; round < options.warmup_rounds + options.rounds; ++round) {
@@ -75,21 +72,7 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
       optimizer.step();
     }
   }
-  const TimesByLabel store_all = by_label(tracers[0]);
-  const TimesByLabel checkpointed = by_label(tracers[1]);
-  StageTimes t;
-  for (int i = 0; i < chain.length(); ++i) {
-    const std::string& name = model.stage(i).name;
-    t.fwd_ms.push_back(median_of(store_all, "fwd_keep", name));
-    t.bwd_ms.push_back(median_of(store_all, "bwd", name));
-    // The last stage is never checkpointed (the loss follows it), so it never runs
-    // without grad in any plan; its no-grad time is then its forward's. A stage that
-    // was checkpointed ran fwd_keep and bwd back to back after the loss.
-    const bool timed = checkpointed.count(measure::range_label("fwd_ckpt", name)) > 0;
-    t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
-    t.fwd_bwd_pair_ms.push_back(timed ? median_of(checkpointed, "fwd_keep", name) + median_of(checkpointed, "bwd", name)
-                                      : t.fwd_ms.back() + t.bwd_ms.back());
-  }
+  const StageTimes t = stage_times_from(stage_names(model), tracers[0], tracers[1]);
   // As it was: parameters, gradients, generator, mode and threads.
   const std::vector<at::Tensor> params = model.parameters();
   {
@@ -104,6 +87,37 @@ StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& b
   set_rng_state(rng_before);
   model.train(was_training);
   at::set_num_threads(threads_before);
+  return t;
+}
+
+std::vector<std::vector<solver::Op>> stage_timing_schedules(const solver::Chain& chain) {
+  // Store-all times fwd_keep and bwd; checkpointing every stage input times each
+  // stage's no-grad forward once per step.
+  return {solver::store_all_ops(chain), solver::recompute_blocks_ops(chain)};
+}
+
+std::vector<std::string> stage_names(const model::StagedModel& model) {
+  std::vector<std::string> names;
+  for (int i = 0; i < model.num_stages(); ++i) names.push_back(model.stage(i).name);
+  return names;
+}
+
+StageTimes stage_times_from(const std::vector<std::string>& names, const measure::WallClockTracer& store_all_tracer,
+                            const measure::WallClockTracer& checkpointed_tracer) {
+  const TimesByLabel store_all = by_label(store_all_tracer);
+  const TimesByLabel checkpointed = by_label(checkpointed_tracer);
+  StageTimes t;
+  for (const std::string& name : names) {
+    t.fwd_ms.push_back(median_of(store_all, "fwd_keep", name));
+    t.bwd_ms.push_back(median_of(store_all, "bwd", name));
+    // The last stage is never checkpointed (the loss follows it), so it never runs
+    // without grad in any plan; its no-grad time is then its forward's. A stage that
+    // was checkpointed ran fwd_keep and bwd back to back after the loss.
+    const bool timed = checkpointed.count(measure::range_label("fwd_ckpt", name)) > 0;
+    t.fwd_nograd_ms.push_back(timed ? median_of(checkpointed, "fwd_ckpt", name) : t.fwd_ms.back());
+    t.fwd_bwd_pair_ms.push_back(timed ? median_of(checkpointed, "fwd_keep", name) + median_of(checkpointed, "bwd", name)
+                                      : t.fwd_ms.back() + t.bwd_ms.back());
+  }
   return t;
 }
 

@@ -3,10 +3,13 @@
 // steps]). MEASURED, on the CPU testbed's wall clock.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "measure/wall_clock_tracer.h"
 #include "model/staged_model.h"
 #include "solver/chain/chain.h"
+#include "solver/chain/schedule.h"
 
 namespace memopt::runtime {
 
@@ -45,6 +48,18 @@ struct StageTimingOptions {
 // so the model is as it was.
 StageTimes time_stages_in_steps(model::StagedModel& model, const model::Batch& batch, const solver::Chain& chain,
                                 const StageTimingOptions& options = {});
+
+// The two schedules whose steps time the stages, store-all's then the checkpointing
+// one's, as time_stages_in_steps runs them.
+std::vector<std::vector<solver::Op>> stage_timing_schedules(const solver::Chain& chain);
+
+// The stage times, stage by stage (`names`: the model's stages'), from every op the
+// tracers recorded in steps of those two schedules, store-all's and the checkpointing
+// one's (Note [Stage times from training steps]). Throws std::logic_error when a stage's
+// fwd_keep or bwd was never timed.
+StageTimes stage_times_from(const std::vector<std::string>& names, const measure::WallClockTracer& store_all,
+                            const measure::WallClockTracer& checkpointed);
+std::vector<std::string> stage_names(const model::StagedModel& model);
 
 // Writes the times into the chain's stages (fwd_ms, fwd_nograd_ms, bwd_ms,
 // fwd_bwd_pair_ms).

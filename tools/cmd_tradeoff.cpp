@@ -20,6 +20,7 @@
 #include "tools/report_table.h"
 #ifdef MEMOPT_WITH_TORCH
 #include "runtime/measured_run.h"
+#include "runtime/stage_timing.h"
 #endif
 
 namespace memopt::tools {
@@ -78,7 +79,8 @@ void run_tradeoff(const TradeoffArgs& args) {
     model = std::make_unique<runtime::ProfiledModel>(profile, args.run_threads);
     // Note [Stage times from this process]: the plans and their predictions use stage
     // times measured here, before the measured rounds.
-    if (!args.profile_times && profile.measured && model->backend() == measure::Backend::Cpu) {
+    const bool retime = !args.profile_times && profile.measured && model->backend() == measure::Backend::Cpu;
+    if (retime) {
       std::fprintf(stderr, "tradeoff: re-timing every stage in this process (--profile-times keeps the profile's)\n");
       model->retime_stages(profile.chain);
       predicted_times = "this process";
@@ -98,11 +100,23 @@ void run_tradeoff(const TradeoffArgs& args) {
       };
       std::vector<std::string> sources;
       for (const Schedule& s : schedules) sources.push_back(s.solver + " schedule");
+      // Note [Stage times from the measured rounds] in runtime/measured_run.h: each
+      // schedule is also predicted from stage times taken among its own steps.
+      runtime::StageTimes in_rounds;
+      if (retime) mo.stage_times_in_rounds = &in_rounds;
       const auto all = model->measure_interleaved(profile.chain, schedules, mo, sources);
+      Chain timed_in_rounds = profile.chain;
+      if (retime) {
+        runtime::apply_stage_times(timed_in_rounds, in_rounds);
+        if (args.one_price) drop_pair_times(timed_in_rounds);
+      }
       std::vector<MeasuredPoint> out;
-      for (const runtime::ScheduleMeasurement& m : all)
+      for (size_t k = 0; k < all.size(); ++k) {
+        const runtime::ScheduleMeasurement& m = all[k];
         out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms,
-                       args.steps, runtime::warmup_rounds(mo), m.max_abs_grad_diff, ""});
+                       args.steps, runtime::warmup_rounds(mo), m.max_abs_grad_diff, "", std::nullopt});
+        if (retime) out.back().predicted_in_rounds_ms = simulate_timeline(timed_in_rounds, schedules[k].ops).time_ms;
+      }
       return out;
     };
   }

@@ -5,8 +5,11 @@ user runs the demo. Reports, per schedule, measured over predicted time across t
 predicted, in points; and how many runs hold store-all within 5% and every schedule
 within 10%. With --variant NAME=FLAGS (repeatable), each run measures every variant --
 the tradeoff flags FLAGS added -- one after another, so that variants share the
-machine's slow and fast spells (A B A B ...). Writes one JSON; prints a table per
-variant.
+machine's slow and fast spells (A B A B ...). Where the tradeoff also predicted each
+schedule from stage times taken in its measured rounds (`predicted_in_rounds_ms`,
+docs/measurement.md, "Stage times from the measured rounds"), those predictions are
+summarized too, as the variant's NAME + IN_ROUNDS: the same measured steps against
+the other prediction. Writes one JSON; prints a table per variant.
 
   .venv/bin/python tools/fresh_runs.py --runs 10 --out out/fresh/tiny.json \\
       --profile-args "--preset tiny --emulate h100-sxm:pcie5" \\
@@ -24,7 +27,14 @@ import tempfile
 import time
 
 
+IN_ROUNDS = ", times from the rounds"
+# Without --variant, the two predictions of each run.
+DEFAULT_LABELS = {"": "times from before the rounds", IN_ROUNDS: "times from the rounds"}
+
+
 def one_run(memopt, profile_args, tradeoff_args, folder):
+    """{"": the run against the plans' predictions, IN_ROUNDS: against the predictions
+    from stage times taken in the measured rounds, where the tradeoff made them}."""
     profile = os.path.join(folder, "profile.json")
     report = os.path.join(folder, "tradeoff")
     subprocess.run([memopt, "profile", *profile_args, "--out", profile], check=True, stdout=subprocess.DEVNULL)
@@ -33,17 +43,24 @@ def one_run(memopt, profile_args, tradeoff_args, folder):
     with open(os.path.join(report, "tradeoff.json")) as f:
         t = json.load(f)
     base = t["measured_base"]["time_ms"]
-    base_predicted = t["base_time_ms"]
-    rows = {}
-    for p in t["points"]:
-        m = p.get("measured")
-        if p["status"] != "ok" or m is None or m.get("same_ops_as"):
+    out = {}
+    for suffix, base_predicted, predicted_of in (
+            ("", t["base_time_ms"], lambda p: p["predicted"]["time_ms"]),
+            (IN_ROUNDS, t["measured_base"].get("predicted_in_rounds_ms"), lambda p: p["measured"]["predicted_in_rounds_ms"])):
+        if base_predicted is None:
             continue
-        key = f"{p['solver']}@{100 * p['budget_bytes'] / t['store_all_peak_bytes']:.0f}%"
-        rows[key] = {"ratio": m["time_ms"] / p["predicted"]["time_ms"],
-                     "overhead_error_points": 100 * ((m["time_ms"] / base - 1) - (p["predicted"]["time_ms"] / base_predicted - 1))}
-    return {"store_all_ratio": base / base_predicted, "schedules": rows,
-            "predicted_times": t.get("predicted_times", "profile")}
+        rows = {}
+        for p in t["points"]:
+            m = p.get("measured")
+            if p["status"] != "ok" or m is None or m.get("same_ops_as"):
+                continue
+            key = f"{p['solver']}@{100 * p['budget_bytes'] / t['store_all_peak_bytes']:.0f}%"
+            predicted = predicted_of(p)
+            rows[key] = {"ratio": m["time_ms"] / predicted,
+                         "overhead_error_points": 100 * ((m["time_ms"] / base - 1) - (predicted / base_predicted - 1))}
+        out[suffix] = {"store_all_ratio": base / base_predicted, "schedules": rows,
+                       "predicted_times": t.get("predicted_times", "profile") if not suffix else "the measured rounds"}
+    return out
 
 
 def summarize(runs):
@@ -65,7 +82,9 @@ def summarize(runs):
 
 
 def print_table(name, v):
-    print(f"\n{name}: predicted from the {v['runs'][0]['predicted_times']}'s stage times")
+    source = {"profile": "the profile", "this process": "this process, before the measured rounds"}
+    times = v["runs"][0]["predicted_times"]
+    print(f"\n{name}: predicted from stage times of {source.get(times, times)}")
     print(f"{'schedule':<26} {'measured/predicted: median':>27} {'min':>7} {'max':>7} {'overhead err (pts)':>19}")
     sa = v["store_all_ratio"]
     print(f"{'store-all':<26} {sa['median']:>27.3f} {sa['min']:>7.3f} {sa['max']:>7.3f}")
@@ -87,19 +106,22 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     variants = [v.split("=", 1) for v in args.variant] or [["default", ""]]
-    runs = {name: [] for name, _ in variants}
+    runs = {}  # variant name (+ IN_ROUNDS) -> its runs
     for r in range(args.runs):
         for name, flags in variants:
             t0 = time.monotonic()
             with tempfile.TemporaryDirectory() as folder:
-                runs[name].append(one_run(args.memopt, shlex.split(args.profile_args),
-                                          shlex.split(args.tradeoff_args) + shlex.split(flags), folder))
-            last = runs[name][-1]
-            worst = max(abs(v["ratio"] - 1) for v in last["schedules"].values())
-            print(f"[fresh] run {r + 1}/{args.runs} {name}: store-all {last['store_all_ratio']:.3f}, worst schedule "
-                  f"off by {100 * worst:.1f}% ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+                results = one_run(args.memopt, shlex.split(args.profile_args),
+                                  shlex.split(args.tradeoff_args) + shlex.split(flags), folder)
+            for suffix, last in results.items():
+                label = name + suffix if args.variant else DEFAULT_LABELS[suffix]
+                runs.setdefault(label, []).append(last)
+                worst = max(abs(v["ratio"] - 1) for v in last["schedules"].values())
+                print(f"[fresh] run {r + 1}/{args.runs} {label}: store-all {last['store_all_ratio']:.3f}, "
+                      f"worst schedule off by {100 * worst:.1f}% ({time.monotonic() - t0:.0f} s)",
+                      file=sys.stderr, flush=True)
     out = {"command": " ".join(shlex.quote(a) for a in sys.argv),
-           "variants": {name: summarize(runs[name]) for name, _ in variants}}
+           "variants": {name: summarize(v) for name, v in runs.items()}}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=2)

@@ -157,7 +157,7 @@ TEST_F(SweepTest, PointsMatchSolveAndTheJsonFields) {
 // spread of +-5% around it.
 MeasuredPoint scaled(const solver::Schedule& s, double factor) {
   const double t = factor * s.predicted.time_ms;
-  return {s.predicted.peak_bytes, s.predicted.peak_bytes + 512, {t, 0.95 * t, 1.05 * t}, 3, 2, std::nullopt, ""};
+  return {s.predicted.peak_bytes, s.predicted.peak_bytes + 512, {t, 0.95 * t, 1.05 * t}, 3, 2, std::nullopt, "", std::nullopt};
 }
 
 std::string key_of(const solver::Schedule& s) {
@@ -223,10 +223,17 @@ TEST_F(SweepTest, JsonRoundTrips) {
     for (const solver::Schedule& s : schedules) {
       out.push_back(scaled(s, 0.9));
       out.back().max_abs_grad_diff = 1e-7;
+      out.back().predicted_in_rounds_ms = 1.25 * s.predicted.time_ms;
     }
     return out;
   };
   TradeoffReport r = sweep(profile, options, measure);
+  ASSERT_TRUE(r.measured_base->predicted_in_rounds_ms);
+  // Measured 0.9x and predicted 1.25x from the rounds' times: 0.72 for every schedule.
+  EXPECT_NE(tradeoff_readme(r, {}).find("measured rounds (`predicted_in_rounds_ms` in tradeoff.json; "
+                                         "docs/measurement.md, \"Stage times from the measured rounds\"), "
+                                         "measured/predicted time is 0.72 to 0.72"),
+            std::string::npos);
   r.command = "memopt tradeoff --profile p.json --out d";
   r.profile_path = "p.json";
   r.machine = this_machine();

@@ -15,6 +15,7 @@
 #include "measure/cpu_allocator.h"
 #include "runtime/measured_run.h"
 #include "runtime/op_times.h"
+#include "runtime/stage_timing.h"
 #include "solver/chain/op_context.h"
 #include "solver/dp/baselines.h"
 #include "solver/search/budget.h"
@@ -152,6 +153,45 @@ TEST(MeasurementProtocol, OpTimesSplitEveryComputeOpByWhereItRan) {
   EXPECT_FALSE(any_kept_bwd);
 }
 
+// Note [Stage times from the measured rounds]: the timing steps are steps of their
+// own, so the measured ones run in the same order and number as without them, and
+// every stage gets its times, taken from the timing steps alone.
+TEST(MeasurementProtocol, StageTimesFromTheRoundsComeFromStepsOfTheirOwn) {
+  const solver::Profile profile = testing::TinyTrainer().profile();
+  const solver::Chain& chain = profile.chain;
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  const std::vector<solver::Schedule> schedules = {
+      solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
+      solver::solve(chain, {store_all, solver::SolverKind::RecomputeAll, 500, 1, false})};
+  ProfiledModel model(profile);
+  MeasureOptions options;
+  options.warmup_steps = 1;
+  options.steps = 3;
+  std::vector<std::pair<int, int>> order;
+  options.on_step = [&](int k, const StepMeasurement& m) { order.emplace_back(k, m.step); };
+  StageTimes in_rounds;
+  options.stage_times_in_rounds = &in_rounds;
+  const auto results = model.measure_interleaved(chain, schedules, options, {"a", "b"});
+  std::vector<std::pair<int, int>> expected;
+  for (int step = 1; step <= 4; ++step)
+    for (int k = 0; k < 2; ++k) expected.emplace_back(k, step);
+  EXPECT_EQ(order, expected);
+  for (const ScheduleMeasurement& r : results) {
+    EXPECT_EQ(r.steps.size(), 4u);
+    EXPECT_TRUE(r.op_times.empty());  // the measured steps stay untraced
+  }
+  const int L = chain.length();
+  ASSERT_EQ(static_cast<int>(in_rounds.fwd_ms.size()), L);
+  for (int i = 0; i < L; ++i) {
+    EXPECT_GT(in_rounds.fwd_ms[i], 0) << i;
+    EXPECT_GT(in_rounds.bwd_ms[i], 0) << i;
+    EXPECT_GT(in_rounds.fwd_nograd_ms[i], 0) << i;
+    EXPECT_GT(in_rounds.fwd_bwd_pair_ms[i], 0) << i;
+  }
+  EXPECT_EQ(in_rounds.fwd_nograd_ms.back(), in_rounds.fwd_ms.back());  // the last stage: its store-all times
+  EXPECT_EQ(in_rounds.fwd_bwd_pair_ms.back(), in_rounds.fwd_ms.back() + in_rounds.bwd_ms.back());
+}
+
 // With `check`, the warm-up steps are compared with plain autograd (one is added where
 // there are none) and the measured steps run as they would without it, with
 // deterministic algorithms back off (Note [The warm-up steps are the checked ones]).
@@ -220,10 +260,12 @@ TEST(MeasurementProtocol, ATracedStepAfterTheRoundsNamesEveryOp) {
     }
     // The loss op only turns the forward into the backward: no work, no range.
     EXPECT_EQ(instances, static_cast<int>(schedules[k].ops.size()) - 1);
-    for (const solver::Op& op : schedules[k].ops)
-      if (op.kind != solver::OpKind::Loss)
+    for (const solver::Op& op : schedules[k].ops) {
+      if (op.kind != solver::OpKind::Loss) {
         EXPECT_NE(std::find(words.begin(), words.end(), solver::info(op.kind).word), words.end())
-          << solver::info(op.kind).word;
+            << solver::info(op.kind).word;
+      }
+    }
     EXPECT_EQ(traced[k].trace->copy_busy_ms, 0.0);
   }
 }

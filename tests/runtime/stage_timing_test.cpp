@@ -6,6 +6,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "measure/wall_clock_tracer.h"
 #include "runtime/executor.h"
 #include "solver/dp/baselines.h"
 #include "runtime/stage_timing.h"
@@ -65,6 +70,31 @@ TEST(StageTiming, TimesEveryStageAndLeavesTheModelAsItWas) {
   shorter.stages.pop_back();
   EXPECT_THROW(apply_stage_times(shorter, t), std::invalid_argument);
   at::set_num_threads(1);
+}
+
+// Medians per stage and op of what the tracers recorded, by label; the pair is the
+// checkpointing steps' fwd_keep and bwd medians; a stage never checkpointed (the last)
+// takes its store-all times.
+TEST(StageTiming, MediansOfTheTimedOpsByStage) {
+  measure::WallClockTracer store_all, checkpointed;
+  const auto add = [](measure::WallClockTracer& t, const std::string& op, const std::string& stage,
+                      std::vector<double> ms) {
+    for (double v : ms) t.timed.push_back({measure::range_label(op, stage), v});
+  };
+  add(store_all, "fwd_keep", "a", {3, 1, 2});
+  add(store_all, "bwd", "a", {5, 9, 7, 8});
+  add(store_all, "fwd_keep", "b", {4});
+  add(store_all, "bwd", "b", {6, 6});
+  add(checkpointed, "fwd_ckpt", "a", {0.5, 1.5, 1.0});
+  add(checkpointed, "fwd_keep", "a", {1.5});
+  add(checkpointed, "bwd", "a", {6.0, 7.0});
+  add(checkpointed, "fwd_keep", "b", {100});  // not checkpointed: never read
+  const StageTimes t = stage_times_from({"a", "b"}, store_all, checkpointed);
+  EXPECT_EQ(t.fwd_ms, (std::vector<double>{2, 4}));
+  EXPECT_EQ(t.bwd_ms, (std::vector<double>{7.5, 6}));
+  EXPECT_EQ(t.fwd_nograd_ms, (std::vector<double>{1.0, 4}));
+  EXPECT_EQ(t.fwd_bwd_pair_ms, (std::vector<double>{1.5 + 6.5, 4 + 6}));
+  EXPECT_THROW(stage_times_from({"a", "c"}, store_all, checkpointed), std::logic_error);
 }
 
 }  // namespace
