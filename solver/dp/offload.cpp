@@ -219,8 +219,9 @@ struct Forward {
   bool through_recomputation, through_kept_runs, waiting_kept_runs, moving_kept_inputs;
   int64_t* best;  // the tables' data: plain pointers, so that the relaxations inline tight
   Back* back;
-  int64_t answer = kUnreached;
+  int64_t answer = kUnreached;  // or one more than a bound (Note [An answer known in advance])
   Back answer_back;
+  bool found = false;  // answer_back holds a plan
   // Note [States that cannot beat the answer]
   // Every item's cost is at least uf + ub units for each stage it covers, or uf and
   // the bwd's back-to-back price where that is less: a kept stage runs fwd_keep and bwd
@@ -327,6 +328,7 @@ struct ItemStart {
   if (inner < RecomputeTable::kInfinity && it.start + inner + exposed < f.answer) {
     f.answer = it.start + inner + exposed;
     f.answer_back = it.here;
+    f.found = true;
   }
 }
 
@@ -505,8 +507,19 @@ struct ItemStart {
 
 }  // namespace
 
+bool answer_bounds(int64_t budget_bytes, int slots, int64_t to_budget_bytes, int to_slots) {
+  // No coarser slots there: to_budget / to_slots >= budget / slots.
+  return budget_bytes > 0 && slots > 0 && to_budget_bytes >= budget_bytes && to_slots >= slots &&
+         static_cast<__int128>(to_budget_bytes) * slots >= static_cast<__int128>(budget_bytes) * to_slots;
+}
+
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options,
-                                             OffloadDpMemory* memory, const RecomputeTable* given_table) {
+                                             OffloadDpMemory* memory, const RecomputeTable* given_table,
+                                             OffloadAnswer* known) {
+  if (known) {
+    known->units.reset();
+    known->solved_again = false;
+  }
   if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
@@ -523,6 +536,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   const int64_t x0 = n.x_slots[0];
   if (x0 > S) return std::nullopt;
   Forward f(chain, n, index, options.offload_shapes, options.skip_beaten_states, tables);
+  // Note [An answer known in advance]: as if a plan of that cost had been found, so that
+  // a plan of exactly that cost is still taken.
+  const bool bounded = known && known->at_most_units && options.skip_beaten_states;
+  if (bounded) f.answer = std::min(kUnreached, *known->at_most_units + 1);
   f.best[f.row_start(0, kLeftPlain) + static_cast<size_t>(x0)] = 0;
 
   for (int e = 0; e <= L; ++e) {
@@ -573,9 +590,16 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       }
     }
   }
-  const int64_t answer = f.answer;
+  if (!f.found) {
+    if (!bounded) return std::nullopt;
+    OffloadAnswer unbounded;  // the bound was wrong: Note [An answer known in advance]
+    std::optional<std::vector<Op>> plan = solve_offload(chain, budget_bytes, options, memory, &table, &unbounded);
+    known->units = unbounded.units;
+    known->solved_again = true;
+    return plan;
+  }
+  if (known) known->units = f.answer;
   const Back answer_back = f.answer_back;
-  if (answer == kUnreached) return std::nullopt;
 
   // Walk back to the items: each Back names the state its item started from.
   std::vector<Back> items{answer_back};

@@ -185,12 +185,38 @@ class OffloadDpMemory {
   std::unique_ptr<Tables> tables_;
 };
 
+// Note [An answer known in advance]
+// The DP skips the states that cannot beat the answer found so far (Note [States that
+// cannot beat the answer] in offload.cpp), and the sooner that answer is low, the more
+// it skips. A caller that knows that some plan of the class costs at most U quantum
+// units at this budget and these slots may start the DP with U as if it had found it:
+// every state on a path as fast as the final answer is still reached, first, by the
+// same item at the same cost, so the plan is the same op for op. One such U is the
+// class's own answer at a smaller budget whose slots are no coarser and no more
+// (answer_bounds): every check of the DP is a sum of sizes, each rounded up to slots,
+// held against the slots, and with no finer slots and at least as many of them every
+// check that passed there passes here, so each plan of the class there is one here at
+// the same cost (the time quantum is the chain's). Where the bound was wrong anyway and
+// no plan is found within it, the DP runs again without it: a wrong bound costs time,
+// never a plan.
+struct OffloadAnswer {
+  std::optional<int64_t> at_most_units;  // in: some plan of the class costs at most this
+  std::optional<int64_t> units;          // out: the answer's cost; unset where no plan fits
+  bool solved_again = false;             // out: the bound was below the answer, and the DP ran again
+};
+// Whether the class's answer at (budget_bytes, slots) bounds its answer at
+// (to_budget_bytes, to_slots) from above (Note [An answer known in advance]).
+bool answer_bounds(int64_t budget_bytes, int slots, int64_t to_budget_bytes, int to_slots);
+
 // Needs chain.link; without one (or with zero bandwidth) it is solve_recompute.
 // `memory`, if given, holds the DP's tables from one call to the next. `table`, if
 // given, is the recompute table of this chain, budget and options, with any extra
 // slots (Note [A table past its budget] in rotor.h): it is read instead of filled again.
+// `answer`, if given, may bound the answer and receives it (quantum units; without a
+// usable link it is left unset).
 std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_bytes, const DpOptions& options = {},
-                                             OffloadDpMemory* memory = nullptr, const RecomputeTable* table = nullptr);
+                                             OffloadDpMemory* memory = nullptr, const RecomputeTable* table = nullptr,
+                                             OffloadAnswer* answer = nullptr);
 
 // Whether a plan of solve_offload has a KR run that ends waiting for the copy it
 // runs through (Note [A copy through a kept run]): a wait_offloads right after a

@@ -181,6 +181,16 @@ struct Search {
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
   mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
   std::shared_ptr<StartTables> start_tables;  // Note [The starts' tables shared by the classes], while they run
+  // The answers of this search's offload DPs so far (Note [An answer known in advance]
+  // in offload.h); a search runs on one thread at a time.
+  struct Answered {
+    int64_t budget_bytes;
+    int slots;
+    OffloadShapes shapes;
+    bool rotor_compat;
+    int64_t units;
+  };
+  std::vector<Answered> answered;
 
   Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
       : chain(c), budget_bytes(budget), dp(d), options(o), polisher(std::make_shared<Polisher>(c, budget, o.polish)) {}
@@ -209,7 +219,15 @@ struct Search {
                             budget > 0 && one.slots > 0;
     std::shared_ptr<const RecomputeTable> start;
     if (!same_table && start_tables && budget > 0 && one.slots > 0) start = start_tables->get(chain, budget, one);
-    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : start.get());
+    // Note [An answer known in advance] in offload.h: the class's answer at a smaller
+    // budget, as the starts over the budget follow the budget's own solve.
+    OffloadAnswer answer;
+    for (const Answered& a : answered)
+      if (a.shapes == one.offload_shapes && a.rotor_compat == one.rotor_compat &&
+          answer_bounds(a.budget_bytes, a.slots, budget, one.slots))
+        answer.at_most_units = std::min(answer.at_most_units.value_or(a.units), a.units);
+    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : start.get(), &answer);
+    if (answer.units) answered.push_back({budget, one.slots, one.offload_shapes, one.rotor_compat, *answer.units});
     if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
     return plan;
   }

@@ -197,6 +197,66 @@ TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
   EXPECT_GT(num_offloading, 300);  // not vacuous: most of these plans move data
 }
 
+// Note [An answer known in advance] in offload.h: the class's answer at a smaller
+// budget, with slots no coarser and no more, bounds its answer at the larger one, and
+// starting the DP from a bound -- that one, the exact answer, or one too low, which
+// makes it solve again without -- changes no plan, op for op, and no answer.
+TEST(OffloadDp, AnAnswerKnownInAdvanceChangesNoPlan) {
+  std::mt19937_64 rng(4747);
+  int num_bounded = 0, num_tight = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    testing::RandomChainOptions o;
+    o.length = 2 + trial % 11;
+    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
+    const bool blocks = trial % 8 == 7;
+    Chain chain = blocks ? testing::block_dominated_chain(8 + trial % 16, trial) : testing::random_chain(rng, o);
+    const double rates[] = {300.0, 3000.0, 30000.0}, scale = blocks ? 1e6 : 1.0;
+    chain.link = Link{scale * rates[trial % 3], scale * rates[(trial / 3) % 3]};
+    const int64_t store_all = store_all_peak(chain);
+    for (const OffloadShapes shapes : {OffloadShapes::Windowed, OffloadShapes::ThroughRecomputation,
+                                       OffloadShapes::MovingKeptInputs}) {
+      for (const int tenths : {3, 5}) {
+        const int64_t smaller = std::max<int64_t>(1, store_all * tenths / 10);
+        const int slots = trial % 2 ? 200 : static_cast<int>(std::min<int64_t>(smaller, 2000));
+        OffloadAnswer there;
+        if (!solve_offload(chain, smaller, {slots, false, 1, shapes}, nullptr, nullptr, &there)) continue;
+        ASSERT_TRUE(there.units);
+        for (const int eighths : {1, 3}) {
+          const int64_t larger = smaller + (store_all - smaller) * eighths / 8;
+          // The slot size kept, or coarser where the slot count is capped, as optimal's starts do.
+          const int64_t same_size = static_cast<int64_t>(static_cast<__int128>(slots) * larger / smaller);
+          for (const int64_t wide : {same_size, std::min<int64_t>(same_size, slots + slots / 4)}) {
+            SCOPED_TRACE("trial " + std::to_string(trial) + ", shapes " + std::to_string(static_cast<int>(shapes)) +
+                         ", budget " + std::to_string(larger) + ", slots " + std::to_string(wide));
+            const DpOptions here{static_cast<int>(wide), false, 1, shapes};
+            ASSERT_TRUE(answer_bounds(smaller, slots, larger, here.slots));
+            OffloadAnswer plain;
+            const auto reference = solve_offload(chain, larger, here, nullptr, nullptr, &plain);
+            ASSERT_TRUE(reference);  // the smaller budget's plan fits here
+            EXPECT_LE(*plain.units, *there.units);
+            for (const int64_t bound : {*there.units, *plain.units, *plain.units - 1}) {
+              OffloadAnswer known;
+              known.at_most_units = bound;
+              const auto bounded = solve_offload(chain, larger, here, nullptr, nullptr, &known);
+              ASSERT_TRUE(bounded);
+              EXPECT_EQ(*bounded, *reference);
+              EXPECT_EQ(known.units, plain.units);
+              EXPECT_EQ(known.solved_again, bound < *plain.units);  // a bound that holds is enough
+            }
+            ++num_bounded;
+            num_tight += *plain.units < *there.units;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(num_bounded, 500);
+  EXPECT_GT(num_tight, 200);  // not vacuous: the larger budget's answer is often lower
+  EXPECT_FALSE(answer_bounds(100, 10, 200, 30));  // finer slots there
+  EXPECT_FALSE(answer_bounds(100, 10, 90, 10));   // a smaller budget
+  EXPECT_TRUE(answer_bounds(100, 10, 200, 20));
+}
+
 TEST(OffloadDp, MoreBudgetOrBandwidthNeverMakesItSlower) {
   std::mt19937_64 rng(13);
   for (int trial = 0; trial < 120; ++trial) {
