@@ -85,7 +85,7 @@ void run_tradeoff(const TradeoffArgs& args) {
       model->retime_stages(profile.chain);
       predicted_times = "this process";
     }
-    measure = [&](const std::vector<Schedule>& schedules) {
+    measure = [&, retime](const std::vector<Schedule>& schedules) {  // retime: this block's, by value
       runtime::MeasureOptions mo;
       mo.steps = args.steps;
       mo.warmup_steps = args.warmup_steps;
