@@ -188,7 +188,8 @@ class OffloadDpMemory {
 // Note [An answer known in advance]
 // The DP skips the states that cannot beat the answer found so far (Note [States that
 // cannot beat the answer] in offload.cpp), and the sooner that answer is low, the more
-// it skips. A caller that knows that some plan of the class costs at most U quantum
+// it skips, and the fewer rows of states it takes (Note [Rows for the pairs reached]),
+// which is what bounds `optimal`'s memory where its starts over the budget run. A caller that knows that some plan of the class costs at most U quantum
 // units at this budget and these slots may start the DP with U as if it had found it:
 // every state on a path as fast as the final answer is still reached, first, by the
 // same item at the same cost, so the plan is the same op for op. One such U is the

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -447,31 +448,62 @@ ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& 
 }
 
 // Stages 2 and 3: each class's search (Note [Classes to start from]), widest first,
-// taken in that order. The widest runs first: where its plan takes the least time any
-// plan can, no other runs, and only its plans tell whether the second class runs
-// (where one of them ends a kept run waiting). The rest then run side by side (Note
-// [Searches side by side] in side_by_side.h).
+// taken in that order: where the widest's plan takes the least time any plan can, no
+// other counts, and only its plans tell whether the second class runs (where one of
+// them ends a kept run waiting).
+//
+// Note [The widest class beside the others]
+// On one thread the widest class's search runs first and alone, and the others only
+// where it is beatable. With more threads the others' searches do not wait for it:
+// the two narrowest classes' searches start beside it, and the second class's search
+// is the last piece, which waits for the widest's plans to tell whether it runs. Each
+// search is a pure function of its class and the problem (Note [Searches side by
+// side] in side_by_side.h), and the results are taken in the sequential order, so
+// the plan is the same; where the widest's plan turns out unbeatable, the others'
+// work is dropped.
 Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
-  const ClassSearch widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
-  Plan best = s.fastest({std::nullopt, widest.best});
-  if (unbeatable(s.chain, best)) return best;
-  std::vector<OffloadShapes> rest;
-  if (widest.waited_after_a_kept_run) rest.push_back(OffloadShapes::ThroughKeptRuns);
-  rest.push_back(OffloadShapes::ThroughRecomputation);
-  rest.push_back(OffloadShapes::Windowed);
-  const int inner_threads = threads_per_piece(s.dp.num_threads, static_cast<int>(rest.size()));
-  std::vector<ClassSearch> searched(rest.size());
-  // Made here, before any thread starts, so that only this thread ever fills the table.
-  std::vector<std::unique_ptr<Search>> own;
-  std::vector<std::function<void()>> tasks;
-  for (size_t i = 0; i < rest.size(); ++i) {
-    own.push_back(std::make_unique<Search>(s, inner_threads));
-    tasks.push_back([&, i] { searched[i] = search_one_class(*own[i], rest[i], candidates); });
+  const std::vector<OffloadShapes> rest = {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+                                           OffloadShapes::Windowed};
+  std::vector<std::optional<ClassSearch>> searched(rest.size());
+  ClassSearch widest;
+  const bool beside = threads_per_piece(s.dp.num_threads, 1) > 1;
+  if (beside) {
+    // Made here, before any thread starts, so that only this thread ever fills the table.
+    const int inner_threads = threads_per_piece(s.dp.num_threads, static_cast<int>(rest.size()) + 1);
+    std::vector<std::unique_ptr<Search>> own;
+    for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
+    std::promise<bool> second_runs;  // set once the widest's search has ended
+    std::shared_future<bool> runs = second_runs.get_future().share();
+    std::vector<std::function<void()>> tasks;
+    tasks.push_back([&] {
+      try {
+        widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
+        second_runs.set_value(widest.waited_after_a_kept_run && !unbeatable(s.chain, widest.best));
+      } catch (...) {
+        second_runs.set_value(false);
+        throw;
+      }
+    });
+    for (size_t i = 1; i < rest.size(); ++i)
+      tasks.push_back([&, i] { searched[i] = search_one_class(*own[i], rest[i], candidates); });
+    tasks.push_back([&] {
+      if (runs.get()) searched[0] = search_one_class(*own[0], rest[0], candidates);
+    });
+    run_side_by_side(tasks, s.dp.num_threads);
+  } else {
+    widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
+    if (!unbeatable(s.chain, widest.best)) {
+      for (size_t i = 0; i < rest.size(); ++i) {
+        if (i == 0 && !widest.waited_after_a_kept_run) continue;
+        Search own(s, 1);
+        searched[i] = search_one_class(own, rest[i], candidates);
+      }
+    }
   }
-  run_side_by_side(tasks, s.dp.num_threads);
-  for (ClassSearch& one : searched) {
+  Plan best = s.fastest({std::nullopt, widest.best});
+  for (std::optional<ClassSearch>& one : searched) {
     if (unbeatable(s.chain, best)) break;
-    best = s.fastest({std::move(best), std::move(one.best)});
+    if (one) best = s.fastest({std::move(best), std::move(one->best)});
   }
   return best;
 }
