@@ -26,6 +26,13 @@
 namespace memopt::runtime {
 namespace {
 
+// store-all's and recompute-all's schedules at the store-all peak: the two ends.
+std::vector<solver::Schedule> store_all_and_recompute_all(const solver::Chain& chain) {
+  const int64_t store_all = solver::store_all_peak_bytes(chain);
+  return {solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
+          solver::solve(chain, {store_all, solver::SolverKind::RecomputeAll, 500, 1, false})};
+}
+
 TEST(MeasurementProtocol, WarmsUpThenInterleavesAndPeaksAreThePredictedOnes) {
   const solver::Profile profile = testing::TinyTrainer().profile();
   const solver::Chain& chain = profile.chain;
@@ -114,10 +121,7 @@ TEST(OpTimeRows, MediansOfPerStepSumsWithTheLossSkipped) {
 TEST(MeasurementProtocol, OpTimesSplitEveryComputeOpByWhereItRan) {
   const solver::Profile profile = testing::TinyTrainer().profile();
   const solver::Chain& chain = profile.chain;
-  const int64_t store_all = solver::store_all_peak_bytes(chain);
-  const std::vector<solver::Schedule> schedules = {
-      solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
-      solver::solve(chain, {store_all, solver::SolverKind::RecomputeAll, 500, 1, false})};
+  const std::vector<solver::Schedule> schedules = store_all_and_recompute_all(chain);
   ProfiledModel model(profile);
   MeasureOptions options;
   options.warmup_steps = 1;
@@ -159,10 +163,7 @@ TEST(MeasurementProtocol, OpTimesSplitEveryComputeOpByWhereItRan) {
 TEST(MeasurementProtocol, StageTimesFromTheRoundsComeFromStepsOfTheirOwn) {
   const solver::Profile profile = testing::TinyTrainer().profile();
   const solver::Chain& chain = profile.chain;
-  const int64_t store_all = solver::store_all_peak_bytes(chain);
-  const std::vector<solver::Schedule> schedules = {
-      solver::solve(chain, {store_all, solver::SolverKind::StoreAll, 500, 1, false}),
-      solver::solve(chain, {store_all, solver::SolverKind::RecomputeAll, 500, 1, false})};
+  const std::vector<solver::Schedule> schedules = store_all_and_recompute_all(chain);
   ProfiledModel model(profile);
   MeasureOptions options;
   options.warmup_steps = 1;

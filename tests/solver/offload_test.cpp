@@ -157,6 +157,20 @@ TEST(OffloadDp, PlansAreValidWhenActivationsCarryBytes) {
   std::printf("carried chains: %d plans, %d offload an input\n", num_plans, num_offloading);
 }
 
+// The skipping tests' chains: random ones of 2 to 12 stages, a third with carried
+// bytes, and every eighth a block-dominated one (real sizes: its link's bytes per
+// second scaled up to GB/s), over slow, medium and fast links.
+Chain chain_of_trial(std::mt19937_64& rng, int trial) {
+  testing::RandomChainOptions o;
+  o.length = 2 + trial % 11;
+  o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
+  const bool blocks = trial % 8 == 7;
+  Chain chain = blocks ? testing::block_dominated_chain(8 + trial % 16, trial) : testing::random_chain(rng, o);
+  const double rates[] = {300.0, 3000.0, 30000.0}, scale = blocks ? 1e6 : 1.0;
+  chain.link = Link{scale * rates[trial % 3], scale * rates[(trial / 3) % 3]};
+  return chain;
+}
+
 // Note [States that cannot beat the answer] in offload.cpp: skipping the states and
 // items that cannot beat the answer found so far changes no plan, op for op, in any
 // class, on chains with and without carried bytes, at byte slots and coarse ones,
@@ -165,13 +179,7 @@ TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
   std::mt19937_64 rng(47);
   int num_plans = 0, num_offloading = 0;
   for (int trial = 0; trial < 240; ++trial) {
-    testing::RandomChainOptions o;
-    o.length = 2 + trial % 11;
-    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
-    const bool blocks = trial % 8 == 7;  // real sizes: bytes per second scaled up to GB/s
-    Chain chain = blocks ? testing::block_dominated_chain(8 + trial % 16, trial) : testing::random_chain(rng, o);
-    const double rates[] = {300.0, 3000.0, 30000.0}, scale = blocks ? 1e6 : 1.0;
-    chain.link = Link{scale * rates[trial % 3], scale * rates[(trial / 3) % 3]};
+    const Chain chain = chain_of_trial(rng, trial);
     const int64_t store_all = store_all_peak(chain);
     for (const int tenths : {2, 4, 6, 10}) {
       const int64_t budget = std::max<int64_t>(1, store_all * tenths / 10);
@@ -205,13 +213,7 @@ TEST(OffloadDp, AnAnswerKnownInAdvanceChangesNoPlan) {
   std::mt19937_64 rng(4747);
   int num_bounded = 0, num_tight = 0;
   for (int trial = 0; trial < 160; ++trial) {
-    testing::RandomChainOptions o;
-    o.length = 2 + trial % 11;
-    o.carry_probability = trial % 3 == 0 ? 0.5 : 0.0;
-    const bool blocks = trial % 8 == 7;
-    Chain chain = blocks ? testing::block_dominated_chain(8 + trial % 16, trial) : testing::random_chain(rng, o);
-    const double rates[] = {300.0, 3000.0, 30000.0}, scale = blocks ? 1e6 : 1.0;
-    chain.link = Link{scale * rates[trial % 3], scale * rates[(trial / 3) % 3]};
+    const Chain chain = chain_of_trial(rng, trial);
     const int64_t store_all = store_all_peak(chain);
     for (const OffloadShapes shapes : {OffloadShapes::Windowed, OffloadShapes::ThroughRecomputation,
                                        OffloadShapes::MovingKeptInputs}) {
