@@ -55,6 +55,11 @@ fi
 # its predictions from stage times re-measured in its own process unless told not to.
 grep -q "on cpu (" "$dir/run.txt" || { echo "FAIL: memopt run does not say it trains on the cpu" >&2; exit 1; }
 grep -q "stage times from this process" "$dir/run.txt" || { echo "FAIL: run did not re-time its stages" >&2; exit 1; }
+# ... and predicts again from stage times taken in its measured rounds (docs/measurement.md).
+grep -q "predicted from stage times taken in the measured rounds" "$dir/run.txt" ||
+  { echo "FAIL: run did not predict from the measured rounds' stage times" >&2; exit 1; }
+python3 -c 'import json,sys; l=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert l["predicted_in_rounds_ms"] > 0, l' \
+  "$dir/runs.jsonl"
 "$memopt" run --profile "$dir/p.json" --schedule "$dir/s.json" --warmup-steps 0 --steps 1 --profile-times \
   > "$dir/run_profile_times.txt"
 grep -q "stage times from the profile" "$dir/run_profile_times.txt" ||
@@ -62,7 +67,7 @@ grep -q "stage times from the profile" "$dir/run_profile_times.txt" ||
 # tradeoff --run plans and predicts from this process's stage times, and its report says so.
 "$memopt" tradeoff --profile "$dir/p.json" --budgets 50%,100% --solvers optimal,store-all --run --steps 1 \
   --warmup-steps 0 --no-plot --out "$dir/t" > /dev/null 2>&1
-python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert t["predicted_times"] == "this process", t["predicted_times"]' \
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert t["predicted_times"] == "this process", t["predicted_times"]; assert all(p["measured"]["predicted_in_rounds_ms"] > 0 for p in t["points"] if "measured" in p), t' \
   "$dir/t/tradeoff.json"
 grep -q "stage times re-measured in the measuring process" "$dir/t/README.md" ||
   { echo "FAIL: the tradeoff report does not say where its predictions' times come from" >&2; exit 1; }
