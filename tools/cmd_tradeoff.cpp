@@ -5,6 +5,7 @@
 //   memopt tradeoff --profile P.json --budgets 30%:100%:10% --run --steps 3 --out DIR
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -105,17 +106,18 @@ void run_tradeoff(const TradeoffArgs& args) {
       runtime::StageTimes in_rounds;
       if (retime) mo.stage_times_in_rounds = &in_rounds;
       const auto all = model->measure_interleaved(profile.chain, schedules, mo, sources);
-      Chain timed_in_rounds = profile.chain;
+      std::optional<Chain> timed_in_rounds;
       if (retime) {
-        runtime::apply_stage_times(timed_in_rounds, in_rounds);
-        if (args.one_price) drop_pair_times(timed_in_rounds);
+        runtime::apply_stage_times(timed_in_rounds.emplace(profile.chain), in_rounds);
+        if (args.one_price) drop_pair_times(*timed_in_rounds);
       }
       std::vector<MeasuredPoint> out;
       for (size_t k = 0; k < all.size(); ++k) {
         const runtime::ScheduleMeasurement& m = all[k];
         out.push_back({m.median_peak_bytes, m.reserved_peak_bytes, m.time_ms,
                        args.steps, runtime::warmup_rounds(mo), m.max_abs_grad_diff, "", std::nullopt});
-        if (retime) out.back().predicted_in_rounds_ms = simulate_timeline(timed_in_rounds, schedules[k].ops).time_ms;
+        if (timed_in_rounds)
+          out.back().predicted_in_rounds_ms = simulate_timeline(*timed_in_rounds, schedules[k].ops).time_ms;
       }
       return out;
     };
