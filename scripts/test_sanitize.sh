@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_sanitize.sh: builds the solver, profiler and runtime test suites with
+# test_sanitize.sh: builds the solver, measure, profiler, runtime and optimize test suites with
 # AddressSanitizer + UndefinedBehaviorSanitizer (g++, -O1) into build-asan/ and runs
 # them; the runtime and profiler suites only ever build the tiny GPT-2, so this stays
 # a few minutes of testing. Fails on any sanitizer report or failing test.

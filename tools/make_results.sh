@@ -27,7 +27,7 @@ reports=(
   "kernels-cpu|memopt's kernels against ATen's on the CPU|tools/make_kernels_report.sh"
   "solver-bench|the solver benchmark|tools/run_solver_bench.sh"
   "solver-compare|memopt's DP against rotor's on the same chains|$python tools/solver_compare.py --out results/solver-compare"
-  "copy-placement-milp|optimal's copy placement against a MILP|PYTHONPATH=build/python $python tools/check_copy_placement.py --out results/copy-placement-milp --gpt2 results/offload-emulated-cpu/gpt2_8l.profile.json --gpt2 results/offload-emulated-cpu/gpt2_small.profile.json --budgets 30%,40%,50%,65%,80%"
+  "copy-placement-milp|optimal's copy placement against a MILP|PYTHONPATH=build/python $python tools/check_copy_placement.py --out results/copy-placement-milp --gpt2 results/copy-placement-milp/gpt2_8l.profile.json --gpt2 results/copy-placement-milp/gpt2_small.profile.json --budgets 30%,40%,50%,65%,80%"
 )
 
 if [ "${1:-}" = --list ]; then
