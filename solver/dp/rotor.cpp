@@ -223,6 +223,27 @@ void plus_into(int32_t* __restrict row, const int32_t* __restrict a, int32_t add
   for (int64_t m = 0; m < n; ++m) row[m] = add + a[m];
 }
 
+// Note [Branches that cannot lower the row]
+// Every row is non-increasing in m (more memory never makes a subchain slower), and so
+// is each checkpoint branch's value over its band [lo, kept_from): a sum of two such
+// rows. So a branch is worth no less anywhere in its band than at its top, m =
+// kept_from - 1, and where the row already holds at most that value the branch cannot
+// lower it: it may lower only the m below the first such place, which the row's order
+// lets a bisection find. On long chains most branches recompute a long forward and
+// beat the row only where memory is tight, so their band shrinks to its low end. The
+// values are the very ones the whole band gives (the min there changes nothing), and
+// the reconstruction reads only values.
+// The first m in [lo, end) with row[m] <= bound (end where none): the row up to it
+// is what a branch worth at least `bound` everywhere may still lower.
+int64_t lowered_until(const int32_t* row, int64_t lo, int64_t end, int64_t bound) {
+  while (lo < end) {
+    const int64_t mid = lo + (end - lo) / 2;
+    if (row[mid] <= bound) end = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
 void fill_row(const Discrete& d, Table& tab, int s, int t) {
   const int64_t S = d.S;
   int32_t* row = tab.row(s, t);
@@ -255,7 +276,13 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
     const int64_t x_j = d.x_after(s, j);
     const int64_t lo = std::max({floor, x_j + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
     if (lo >= kept_from) continue;
-    min_plus(row + lo, tab.row(j, t) + (lo - x_j), tab.row(s, j - 1) + lo, d.fwd_sum(s, j), kept_from - lo);
+    // Operands at m = lo; Note [Branches that cannot lower the row] bounds the band.
+    const int32_t* after = tab.row(j, t) + (lo - x_j);
+    const int32_t* before = tab.row(s, j - 1) + lo;
+    const int32_t add = d.fwd_sum(s, j);
+    const int64_t top = kept_from - 1 - lo;
+    const int64_t until = lowered_until(row, lo, kept_from, int64_t{add} + after[top] + before[top]);
+    if (until > lo) min_plus(row + lo, after, before, add, until - lo);
   }
   int64_t first = 0;
   while (first < kept_from && row[first] >= kInf) ++first;
@@ -405,12 +432,12 @@ std::optional<int64_t> fast_recompute_value(const Chain& chain, int64_t budget_b
   return v;
 }
 
-std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
-  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
-  const Discrete d(chain, budget_bytes, options);
+namespace {
+
+// Every cell C[s][t][m] of the plain recurrence, computed one by one.
+std::vector<std::vector<std::vector<int64_t>>> reference_cells(const Discrete& d) {
   const int L = d.L;
   const int64_t S = d.S;
-  // C[s][t][m] as plain nested vectors, every cell computed from the recurrence.
   std::vector<std::vector<std::vector<int64_t>>> C(L + 1, std::vector<std::vector<int64_t>>(L + 1));
   const auto at = [&](int s, int t, int64_t m) -> int64_t { return m < 0 ? kInf : C[s][t][m]; };
   for (int diag = 0; diag <= L; ++diag) {
@@ -438,9 +465,29 @@ std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t bud
       }
     }
   }
+  return C;
+}
+
+}  // namespace
+
+std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
+  const Discrete d(chain, budget_bytes, options);
+  const auto C = reference_cells(d);
   const auto m0 = top_memory(d);
-  if (!m0 || C[0][L][*m0] >= kInf) return std::nullopt;
-  return C[0][L][*m0];
+  if (!m0 || C[0][d.L][*m0] >= kInf) return std::nullopt;
+  return C[0][d.L][*m0];
+}
+
+std::vector<int64_t> reference_recompute_cells(const Chain& chain, int64_t budget_bytes, const DpOptions& options) {
+  if (budget_bytes <= 0 || options.slots <= 0) return {};
+  const Discrete d(chain, budget_bytes, options);
+  const auto C = reference_cells(d);
+  std::vector<int64_t> cells;
+  for (int s = 0; s <= d.L; ++s)
+    for (int t = s; t <= d.L; ++t)
+      for (int64_t m = 0; m <= d.S; ++m) cells.push_back(std::min<int64_t>(C[s][t][m], RecomputeTable::kInfinity));
+  return cells;
 }
 
 }  // namespace memopt::solver

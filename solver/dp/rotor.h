@@ -86,6 +86,11 @@ class RecomputeTable {
 // values. Returns C(slots - x_0, 0, L) in quantum units, or nullopt if infeasible.
 std::optional<int64_t> reference_recompute_value(const Chain& chain, int64_t budget_bytes,
                                                  const DpOptions& options = {});
+// Every cell of that reference, C(m, s, t) for s <= t <= L and m = 0 .. slots, in that
+// order (s, then t, then m), kInfinity where nothing fits: tests hold the fast
+// table's every value against it.
+std::vector<int64_t> reference_recompute_cells(const Chain& chain, int64_t budget_bytes,
+                                               const DpOptions& options = {});
 // The fast DP's value for the same question.
 std::optional<int64_t> fast_recompute_value(const Chain& chain, int64_t budget_bytes,
                                             const DpOptions& options = {});
