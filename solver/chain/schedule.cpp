@@ -34,11 +34,8 @@ constexpr bool rows_are_consistent() {
 static_assert(rows_are_consistent(), "kOpKinds: each offload_* and its prefetch_* name each other");
 }  // namespace
 
-const OpKindInfo& info(OpKind kind) {
-  const size_t i = op_kind_row(kind);
-  if (i >= std::size(kOpKinds))
-    throw std::logic_error("bug: OpKind " + std::to_string(static_cast<int>(kind)) + " is not in kOpKinds");
-  return kOpKinds[i];
+void unknown_op_kind(OpKind kind) {
+  throw std::logic_error("bug: OpKind " + std::to_string(static_cast<int>(kind)) + " is not in kOpKinds");
 }
 
 std::optional<OpKind> op_kind_from_word(std::string_view word) {

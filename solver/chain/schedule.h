@@ -106,7 +106,14 @@ constexpr size_t op_kind_row(OpKind kind) {
   return std::size(kOpKinds);  // not an OpKind: info() refuses it
 }
 
-const OpKindInfo& info(OpKind kind);
+// Raises the logic_error of an OpKind that is not in kOpKinds (a bug).
+[[noreturn]] void unknown_op_kind(OpKind kind);
+// Inline: the simulators ask it for every op they run.
+inline const OpKindInfo& info(OpKind kind) {
+  const size_t i = op_kind_row(kind);
+  if (i >= std::size(kOpKinds)) unknown_op_kind(kind);
+  return kOpKinds[i];
+}
 std::optional<OpKind> op_kind_from_word(std::string_view word);
 
 struct Op {
