@@ -396,11 +396,19 @@ Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates) 
 // data for nothing). Where the offload DP runs (`optimal` over a usable link), an empty
 // place at `dp_place` waits for its plan of each class; elsewhere that place holds the
 // recompute DP's plan, which is what the offload DP would return there.
+// With `pipelined_apart`, the pipelined family's place at `pipelined_place` is left
+// empty too, for pipelined_candidate to fill beside the rest (Note [The widest class's
+// DP beside the candidates]).
 struct Candidates {
   Plans plans;
   size_t dp_place = 0;
+  std::optional<size_t> pipelined_place;
 };
-Candidates candidates_of(const Search& s, bool with_offload) {
+Plan pipelined_candidate(const Search& s) {
+  const bool usable = s.budget_bytes > 0 && s.dp.slots > 0;
+  return solve_offload_pipeline(s.chain, s.budget_bytes, s.dp, usable ? &s.table() : nullptr);
+}
+Candidates candidates_of(const Search& s, bool with_offload, bool pipelined_apart = false) {
   const Chain& chain = s.chain;
   Candidates c;
   for (auto* baseline : {&store_all, &sqrt_segments, &recompute_blocks, &recompute_all, &selective, &pointwise})
@@ -418,7 +426,8 @@ Candidates candidates_of(const Search& s, bool with_offload) {
   c.plans.push_back(std::move(recompute.with_slack));
   if (with_offload && chain.link) {
     c.plans.push_back(offload_all(chain, s.budget_bytes, s.dp));
-    c.plans.push_back(solve_offload_pipeline(chain, s.budget_bytes, s.dp, usable ? &s.table() : nullptr));
+    if (pipelined_apart) c.pipelined_place = c.plans.size();
+    c.plans.push_back(pipelined_apart ? std::nullopt : pipelined_candidate(s));
   }
   return c;
 }
@@ -632,16 +641,22 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
   // first and then only read, and the DP alone writes its search's DP memory. So
   // where the DP surely runs (a usable link, and no probe, which may stop after the
   // candidates: Note [A probe asks only whether a plan fits]), the two run side by
-  // side, and the DP's plan is the one it would have made after them.
+  // side, and the DP's plan is the one it would have made after them. The pipelined
+  // family (offload_pipeline.h), on long chains the dearest candidate and longer than
+  // the DP, is a third piece, started first: it too only reads the table and
+  // simulates, and its plan takes its own place among the candidates.
   Candidates candidates;
   std::optional<Plan> widest_dp;
   if (chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0) {
     widest_dp.emplace();
     // Made before the threads start: making it fills the table at the budget, here.
-    Search beside(s, threads_per_piece(dp.num_threads, 2));
-    run_side_by_side({[&] { candidates = candidates_of(beside, /*with_offload=*/true); },  // 1
-                      [&] { *widest_dp = s.offload_dp(budget_bytes, class_options(s.dp, kWidest)); }},
+    const Search beside(s, threads_per_piece(dp.num_threads, 2));
+    Plan pipelined;
+    run_side_by_side({[&] { pipelined = pipelined_candidate(beside); },
+                      [&] { *widest_dp = s.offload_dp(budget_bytes, class_options(s.dp, kWidest)); },
+                      [&] { candidates = candidates_of(beside, /*with_offload=*/true, /*pipelined_apart=*/true); }},  // 1
                      dp.num_threads);
+    if (candidates.pipelined_place) candidates.plans[*candidates.pipelined_place] = std::move(pipelined);
   } else {
     candidates = candidates_of(s, /*with_offload=*/true);  // 1
   }
