@@ -224,24 +224,29 @@ void plus_into(int32_t* __restrict row, const int32_t* __restrict a, int32_t add
 }
 
 // Note [Branches that cannot lower the row]
-// Every row is non-increasing in m (more memory never makes a subchain slower), and so
-// is each checkpoint branch's value over its band [lo, kept_from): a sum of two such
-// rows. So a branch is worth no less anywhere in its band than at its top, m =
-// kept_from - 1, and where the row already holds at most that value the branch cannot
-// lower it: it may lower only the m below the first such place, which the row's order
-// lets a bisection find. On long chains most branches recompute a long forward and
-// beat the row only where memory is tight, so their band shrinks to its low end. The
-// values are the very ones the whole band gives (the min there changes nothing), and
-// the reconstruction reads only values.
-// The first m in [lo, end) with row[m] <= bound (end where none): the row up to it
-// is what a branch worth at least `bound` everywhere may still lower.
+// Every row is non-increasing in m (more memory never makes a subchain slower). A
+// checkpoint branch j of (s, t) is worth at least its forward plus the least any
+// schedule of each of its two parts takes, keep_all(j, t) + keep_all(s, j - 1), at
+// every m of its band [lo, kept_from); where the row already holds at most that, the
+// branch cannot lower it. Those m are the top of the band, from the first such m on,
+// which the row's order lets a bisection find, so the branch runs only below it. On
+// long chains most branches recompute a long forward and beat the row only where
+// memory is tight, so their band shrinks to its low end. The bound is made of prefix
+// sums, not of the parts' own rows: reading one value of a row far away in the table
+// cost more than the values it saved. The values are the very ones the whole band
+// gives (the min there changes nothing), and the reconstruction reads only values.
+// The first m in [lo, end) with row[m] <= bound (end where none): the row below it is
+// what a branch worth at least `bound` everywhere may still lower.
+// Branch-free: which way each step goes is as good as random.
 int64_t lowered_until(const int32_t* row, int64_t lo, int64_t end, int64_t bound) {
-  while (lo < end) {
-    const int64_t mid = lo + (end - lo) / 2;
-    if (row[mid] <= bound) end = mid;
-    else lo = mid + 1;
+  if (lo >= end) return end;
+  const int32_t* base = row + lo;
+  for (int64_t n = end - lo; n > 1;) {
+    const int64_t half = n / 2;
+    base = base[half] > bound ? base + half : base;
+    n -= half;
   }
-  return lo;
+  return (base - row) + (*base > bound ? 1 : 0);
 }
 
 void fill_row(const Discrete& d, Table& tab, int s, int t) {
@@ -276,12 +281,11 @@ void fill_row(const Discrete& d, Table& tab, int s, int t) {
     const int64_t x_j = d.x_after(s, j);
     const int64_t lo = std::max({floor, x_j + tab.finite_from(j, t), tab.finite_from(s, j - 1)});
     if (lo >= kept_from) continue;
-    // Operands at m = lo; Note [Branches that cannot lower the row] bounds the band.
+    // Operands at m = lo; Note [Branches that cannot lower the row] ends the band.
     const int32_t* after = tab.row(j, t) + (lo - x_j);
     const int32_t* before = tab.row(s, j - 1) + lo;
     const int32_t add = d.fwd_sum(s, j);
-    const int64_t top = kept_from - 1 - lo;
-    const int64_t until = lowered_until(row, lo, kept_from, int64_t{add} + after[top] + before[top]);
+    const int64_t until = lowered_until(row, lo, kept_from, int64_t{add} + d.keep_all(j, t) + d.keep_all(s, j - 1));
     if (until > lo) min_plus(row + lo, after, before, add, until - lo);
   }
   int64_t first = 0;
