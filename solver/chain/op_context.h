@@ -76,6 +76,7 @@ class BackToBack {
     last_keep_ = op.kind == OpKind::FwdKeep ? op.index : -1;
     return pair;
   }
+  friend bool operator==(const BackToBack&, const BackToBack&) = default;
 
  private:
   int last_keep_ = -1;  // the stage of the last compute op when it was a fwd_keep, else -1

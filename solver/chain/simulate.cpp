@@ -271,6 +271,9 @@ struct TimelineState {
   int64_t most_in_order_bytes = std::numeric_limits<int64_t>::min();
   double latest_implied_end_ms = -std::numeric_limits<double>::infinity();
   SimResult out;  // copy_ms and stall_ms so far
+  // What the last op added to out.copy_ms and out.stall_ms, -1 where nothing (every
+  // addend is >= 0): Note [Runs that rejoin the base] replays them.
+  double copy_added = -1, stall_added = -1;
   BackToBack back_to_back;  // which bwd runs right after its own fwd_keep, for its price
   int ran = 0;
 
@@ -300,6 +303,7 @@ struct TimelineState {
     most_in_order_bytes = std::numeric_limits<int64_t>::min();
     latest_implied_end_ms = -std::numeric_limits<double>::infinity();
     out = SimResult{};
+    copy_added = stall_added = -1;
     back_to_back = {};
     ran = 0;
   }
@@ -351,7 +355,8 @@ class Timeline {
     const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->d2h_bytes_per_s;
     s_.d2h_free = end;
     s_.last_copy_end = std::max(s_.last_copy_end, end);
-    s_.out.copy_ms += end - start;
+    s_.copy_added = end - start;
+    s_.out.copy_ms += s_.copy_added;
     s_.frees.push_back({end, -1, -bytes, -1});
     s_.freed_bytes -= bytes;
     s_.offload_end_ms[p] = end;
@@ -366,7 +371,8 @@ class Timeline {
     const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
     s_.h2d_free = end;
     s_.last_copy_end = std::max(s_.last_copy_end, end);
-    s_.out.copy_ms += end - start;
+    s_.copy_added = end - start;
+    s_.out.copy_ms += s_.copy_added;
     return end;
   }
   std::string copy(int p);      // a copy op's effect, or an error
@@ -476,7 +482,8 @@ std::string Timeline::copy(int p) {
   // OpKind::WaitOffloads. Note [Waiting for the offloads]: the d2h link runs its copies
   // in issue order, so the last one issued ends last. Nothing is allocated, so
   // op_start_ms stays -1.
-  s.out.stall_ms += std::max(0.0, s.d2h_free - s.compute_end);
+  s.stall_added = std::max(0.0, s.d2h_free - s.compute_end);
+  s.out.stall_ms += s.stall_added;
   s.compute_end = std::max(s.compute_end, s.d2h_free);
   return {};
 }
@@ -519,7 +526,8 @@ std::string Timeline::compute(int p) {
   const double start = ready;
   const double end = start + dur_ms;
   s.op_start_ms[p] = start;
-  s.out.stall_ms += start - s.compute_end;
+  s.stall_added = start - s.compute_end;
+  s.out.stall_ms += s.stall_added;
   s.compute_end = end;
   s.compute_left_ms -= dur_ms;
   s.latest_implied_end_ms = std::max(s.latest_implied_end_ms, end + s.compute_left_ms);
@@ -592,6 +600,7 @@ bool Timeline::step(SimResult& result) {
   }
   s.op_start_ms.push_back(-1.0);
   s.offload_end_ms.push_back(-1.0);
+  s.copy_added = s.stall_added = -1;
   const bool is_copy_or_wait = !info(ops_[p].kind).is_compute;
   if (std::string e = is_copy_or_wait ? copy(p) : compute(p); !e.empty()) {
     result = fail(p, std::move(e));
@@ -604,6 +613,34 @@ bool Timeline::step(SimResult& result) {
     return false;
   }
   return true;
+}
+
+// SimResult::offload_done_before from each op's start (-1: it allocates nothing) and each
+// offload's copy end (-1: none). A copy ending exactly as an op starts frees its bytes
+// first (event order). Offload ops allocate nothing: they never need to wait. The d2h
+// link ends its copies in issue order, so an op that allocates before one offload's
+// end does so before every later one's too: the search for the next offload's op goes
+// on from where this one's ended.
+std::vector<int> offload_done_before(const std::vector<double>& op_start_ms, const std::vector<double>& offload_end_ms) {
+  const int n = static_cast<int>(op_start_ms.size());
+  std::vector<int> done(n, -1);
+  int q = 0;
+  double last_end_ms = -1;
+  for (int p = 0; p < n; ++p) {
+    const double end_ms = offload_end_ms[p];
+    if (end_ms < 0) continue;
+    if (end_ms < last_end_ms) q = 0;  // never, but then from the start
+    last_end_ms = end_ms;
+    q = std::max(q, p + 1);
+    while (q < n && !(op_start_ms[q] >= 0 && op_start_ms[q] >= end_ms)) ++q;
+    if (q < n) done[p] = q;
+  }
+  return done;
+}
+
+// Events apply in (time, order) order (Note [Events in time order]).
+bool event_before(const MemEvent& a, const MemEvent& b) {
+  return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
 }
 
 SimResult Timeline::finish() {
@@ -627,9 +664,7 @@ SimResult Timeline::finish() {
   // issued, are not, and no event of the other kind has their `order`. So the frees
   // alone are sorted and the two runs are walked together: the order of one stable
   // sort of all the events, which cost the polish about a tenth of its time.
-  const auto before = [](const MemEvent& a, const MemEvent& b) {
-    return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
-  };
+  const auto before = event_before;
   SimResult out = s.out;
   std::vector<MemEvent>& frees = s.frees;
   std::vector<MemEvent>& events = s.events;
@@ -648,23 +683,7 @@ SimResult Timeline::finish() {
   }
   while (next_free < frees.size()) apply(frees[next_free++]);
   out.time_ms = std::max(s.compute_end, s.last_copy_end);
-  // A copy ending exactly as an op starts frees its bytes first (event order).
-  // Offload ops allocate nothing (op_start_ms -1): they never need to wait. The d2h
-  // link ends its copies in issue order, so an op that allocates before one offload's
-  // end does so before every later one's too: the search for the next offload's op
-  // goes on from where this one's ended.
-  out.offload_done_before.assign(n, -1);
-  int q = 0;
-  double last_end_ms = -1;
-  for (int p = 0; p < n; ++p) {
-    const double end_ms = s.offload_end_ms[p];
-    if (end_ms < 0) continue;
-    if (end_ms < last_end_ms) q = 0;  // never, but then from the start
-    last_end_ms = end_ms;
-    q = std::max(q, p + 1);
-    while (q < n && !(s.op_start_ms[q] >= 0 && s.op_start_ms[q] >= end_ms)) ++q;
-    if (q < n) out.offload_done_before[p] = q;
-  }
+  out.offload_done_before = offload_done_before(s.op_start_ms, s.offload_end_ms);
   out.valid = true;
   return out;
 }
@@ -752,30 +771,286 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
 // ops: Note [One compute total per search] in polish.h). A prefix too short to pay
 // for copying the state is simulated from the first op too.
 
-struct TimelinePrefix::State {
-  TimelineState at;  // after at.ran ops of base
+// Note [Runs that rejoin the base]
+// Past the ops where a candidate differs from the base, the two run the same ops (the
+// base's own suffix, each op some places on or back), and once the candidate's state
+// is the base's at the same op, all that follows happens in both alike: the same ops
+// start and end at the same instants and hold the same bytes. Most of the polish's
+// candidates change their plan at one place and rejoin the base a few ops later (a
+// copy moved within its slack, a wait for a link already idle), yet a run goes on to
+// the plan's end, and on long plans that end is most of the run. So a TimelinePrefix
+// made to rejoin runs its base once to the end, keeping its state every kRejoinEvery
+// ops, and a candidate's run stops where its state is the same as one of those; the
+// rest of its result comes from the base's run. "The same" is everything that decides
+// what follows: the residency and the places, bit for bit; the compute cursor, the
+// compute time still to run, the byte sums, the copies still running and their frees;
+// and every time that a later op may read, where that time is after the cursor. A time
+// at or before it acts as the cursor itself, since every later read takes the max with
+// a cursor no earlier (a copy starts at max(cursor, data, link free), a compute op at
+// max(cursor, its input's arrival)). From there:
+//  - time_ms is the base's: both end with the same last op or copy;
+//  - copy_ms and stall_ms go on from the candidate's own sums by the addends the base's
+//    ops added, in their order: the very sums a whole run makes, bit for bit;
+//  - the peak: the events up to the cursor and the frees that end by it are the
+//    candidate's own, the others the base's, and each of the first comes before each of
+//    the second in event order (Note [Events in time order]: no later event starts
+//    before the cursor, and a free at the cursor goes first); so the candidate's own
+//    walk up to there, then the base's highest total after the same point where it is
+//    higher, give the peak and its op;
+//  - offload_done_before from the candidate's op starts and copy ends, then the base's;
+//  - where the candidate's bounds (Note [Stopping over the budget]) would stop it later
+//    -- a sum or an end the base's stopping tests saw after that point passes them --
+//    it runs on instead.
+// So the result is still simulate_timeline's, bit for bit (tested with and without
+// rejoining). The base's run and states cost one run per new base; a search that
+// simulates only one candidate per base (the pipelined family) does not ask for it.
+
+namespace {
+
+// A time that ops after the compute cursor `at_ms` may read: at or before it, only that.
+double not_before(double t_ms, double at_ms) { return std::max(t_ms, at_ms); }
+bool same_times(const std::vector<double>& a, const std::vector<double>& b, double at_ms) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (not_before(a[k], at_ms) != not_before(b[k], at_ms)) return false;
+  return true;
+}
+bool same_moved(const MovedBytes& a, const MovedBytes& b, size_t n, double at_ms) {
+  if (!a.used && !b.used) return true;
+  for (size_t k = 0; k < n; ++k) {
+    const double a_host = a.used ? a.on_host_ms[k] : 0.0, b_host = b.used ? b.on_host_ms[k] : 0.0;
+    if (a.is_out(static_cast<int>(k)) != b.is_out(static_cast<int>(k)) ||
+        not_before(a.ready(static_cast<int>(k)), at_ms) != not_before(b.ready(static_cast<int>(k)), at_ms) ||
+        not_before(a_host, at_ms) != not_before(b_host, at_ms))
+      return false;
+  }
+  return true;
+}
+// Where the frees of the copies that end after `at_ms` begin: the d2h link ends its
+// copies in issue order, so they are the last ones.
+size_t first_pending_free(const std::vector<MemEvent>& frees, double at_ms) {
+  size_t i = frees.size();
+  while (i > 0 && frees[i - 1].time_ms > at_ms) --i;
+  return i;
+}
+// Whether everything after the two states happens alike (Note [Runs that rejoin the base]).
+bool same_future(const TimelineState& c, const TimelineState& b) {
+  const double at = c.compute_end;
+  if (at != b.compute_end || c.compute_left_ms != b.compute_left_ms || c.program_bytes != b.program_bytes ||
+      c.freed_bytes != b.freed_bytes || c.over || b.over || !c.in_time_order || !b.in_time_order ||
+      !(c.back_to_back == b.back_to_back) || not_before(c.d2h_free, at) != not_before(b.d2h_free, at) ||
+      not_before(c.h2d_free, at) != not_before(b.h2d_free, at) ||
+      not_before(c.last_copy_end, at) != not_before(b.last_copy_end, at))
+    return false;
+  const size_t cf = first_pending_free(c.frees, at), bf = first_pending_free(b.frees, at);
+  if (c.frees.size() - cf != b.frees.size() - bf) return false;
+  for (size_t i = 0; cf + i < c.frees.size(); ++i)
+    if (c.frees[cf + i].time_ms != b.frees[bf + i].time_ms || c.frees[cf + i].delta_bytes != b.frees[bf + i].delta_bytes)
+      return false;
+  return c.r.plain == b.r.plain && c.r.saved == b.r.saved && c.r.grad == b.r.grad && c.place == b.place &&
+         c.hollow == b.hollow && same_times(c.ready_ms, b.ready_ms, at) && same_times(c.on_host_ms, b.on_host_ms, at) &&
+         same_times(c.saved_ready_ms, b.saved_ready_ms, at) && same_times(c.saved_on_host_ms, b.saved_on_host_ms, at) &&
+         same_moved(c.inputs, b.inputs, c.place.size(), at) && same_moved(c.carries, b.carries, c.place.size(), at);
+}
+
+constexpr int kRejoinEvery = 32;  // ops of the base between two kept states
+
+// The base's whole run, for the candidates that rejoin it.
+struct Rejoin {
+  bool built = false, usable = false;
+  SimResult result;
+  // After k * kRejoinEvery ops, k = 0, 1, ...: the state, its history dropped but for
+  // the frees still to come, and where the base's event walk goes on from there.
+  std::vector<TimelineState> at;
+  std::vector<size_t> walk_at;
+  // Per op: what it added to copy_ms and stall_ms (-1: nothing), its start and its
+  // copy's end, as in TimelineState.
+  std::vector<double> copy_added, stall_added, op_start_ms, offload_end_ms;
+  // From op k on: the highest sum and the latest implied end the stopping tests saw.
+  std::vector<int64_t> most_bytes_from;
+  std::vector<double> latest_end_from;
+  // The event walk of finish(): the total after each element; from each element on,
+  // the highest total and the op of the first element that reaches it.
+  std::vector<int64_t> walk_total, best_from;
+  std::vector<int> best_op_from;
+  int64_t rejoins = 0;  // runs that ended by rejoining
 };
 
-TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms)
+void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, double compute_ms) {
+  const int64_t rejoins = j.rejoins;
+  j = Rejoin{};
+  j.rejoins = rejoins;
+  j.built = true;
+  const int n = static_cast<int>(base.size());
+  TimelineState s;
+  s.start(chain, compute_ms);
+  const Stops none;
+  Timeline timeline(chain, base, none, s);
+  std::vector<int64_t> most_bytes(n, std::numeric_limits<int64_t>::min());
+  std::vector<double> latest_end(n, -std::numeric_limits<double>::infinity());
+  std::vector<size_t> events_at;
+  for (int p = 0; p < n; ++p) {
+    if (p % kRejoinEvery == 0) {
+      TimelineState kept = s;
+      kept.events.clear();
+      kept.frees.erase(kept.frees.begin(),
+                       kept.frees.begin() + static_cast<std::ptrdiff_t>(first_pending_free(kept.frees, kept.compute_end)));
+      kept.op_start_ms.clear();
+      kept.offload_end_ms.clear();
+      j.at.push_back(std::move(kept));
+      events_at.push_back(s.events.size());
+    }
+    const size_t events_before = s.events.size();
+    int64_t sum = s.program_bytes + s.freed_bytes;  // a copy op moves freed_bytes but records no event
+    SimResult failed;
+    if (!timeline.step(failed)) return;  // an invalid base: nothing rejoins it
+    for (size_t i = events_before; i < s.events.size(); ++i) {
+      sum += s.events[i].delta_bytes;
+      most_bytes[p] = std::max(most_bytes[p], sum);
+    }
+    if (info(base[p].kind).is_compute) latest_end[p] = s.compute_end + s.compute_left_ms;
+    j.copy_added.push_back(s.copy_added);
+    j.stall_added.push_back(s.stall_added);
+  }
+  j.op_start_ms = s.op_start_ms;
+  j.offload_end_ms = s.offload_end_ms;
+  std::vector<MemEvent> frees = s.frees;
+  j.result = timeline.finish();
+  if (!j.result.valid || !s.in_time_order) return;
+  j.most_bytes_from.assign(n + 1, std::numeric_limits<int64_t>::min());
+  j.latest_end_from.assign(n + 1, -std::numeric_limits<double>::infinity());
+  for (int p = n - 1; p >= 0; --p) {
+    j.most_bytes_from[p] = std::max(j.most_bytes_from[p + 1], most_bytes[p]);
+    j.latest_end_from[p] = std::max(j.latest_end_from[p + 1], latest_end[p]);
+  }
+  // finish()'s walk, element by element.
+  std::vector<int> op_of;
+  int64_t total = 0;
+  const auto push = [&](const MemEvent& e) {
+    total += e.delta_bytes;
+    j.walk_total.push_back(total);
+    op_of.push_back(e.op);
+  };
+  size_t next_free = 0;
+  for (const MemEvent& e : s.events) {
+    while (next_free < frees.size() && event_before(frees[next_free], e)) push(frees[next_free++]);
+    push(e);
+  }
+  while (next_free < frees.size()) push(frees[next_free++]);
+  const size_t w = j.walk_total.size();
+  j.best_from.assign(w + 1, std::numeric_limits<int64_t>::min());
+  j.best_op_from.assign(w + 1, -1);
+  for (size_t i = w; i-- > 0;) {
+    const bool here = j.walk_total[i] >= j.best_from[i + 1];  // ties: the first element reaching it
+    j.best_from[i] = here ? j.walk_total[i] : j.best_from[i + 1];
+    j.best_op_from[i] = here ? op_of[i] : j.best_op_from[i + 1];
+  }
+  for (size_t k = 0; k < j.at.size(); ++k) {
+    const double at_ms = j.at[k].compute_end;
+    const auto ended = std::upper_bound(frees.begin(), frees.end(), at_ms,
+                                        [](double t, const MemEvent& f) { return t < f.time_ms; });
+    j.walk_at.push_back(events_at[k] + static_cast<size_t>(ended - frees.begin()));
+  }
+  j.usable = true;
+}
+
+// The result of a run in state `c`, which is the base's after k of its ops; the
+// candidate's ops are `shift` more than the base's.
+std::optional<SimResult> rejoined(Rejoin& j, int n_base, const TimelineState& c, int k, int shift, const Stops& stops) {
+  if (j.most_bytes_from[k] > stops.above_bytes || (stops.timed() && j.latest_end_from[k] > stops.late_ms()))
+    return std::nullopt;  // it would stop later: run on
+  SimResult out = c.out;
+  for (int p = k; p < n_base; ++p) {
+    if (j.copy_added[p] >= 0) out.copy_ms += j.copy_added[p];
+    if (j.stall_added[p] >= 0) out.stall_ms += j.stall_added[p];
+  }
+  // The candidate's own walk up to the cursor, as finish() walks it.
+  const size_t own_frees = first_pending_free(c.frees, c.compute_end);
+  int64_t total = 0;
+  const auto apply = [&](const MemEvent& e) {
+    total += e.delta_bytes;
+    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
+  };
+  size_t next_free = 0;
+  for (const MemEvent& e : c.events) {
+    while (next_free < own_frees && event_before(c.frees[next_free], e)) apply(c.frees[next_free++]);
+    apply(e);
+  }
+  while (next_free < own_frees) apply(c.frees[next_free++]);
+  const size_t w = j.walk_at[static_cast<size_t>(k / kRejoinEvery)];
+  if (total != (w == 0 ? 0 : j.walk_total[w - 1])) return std::nullopt;  // never: the same bytes are held
+  if (j.best_from[w] > out.peak_bytes) {
+    out.peak_bytes = j.best_from[w];
+    out.peak_op = j.best_op_from[w] >= 0 ? j.best_op_from[w] + shift : j.best_op_from[w];
+  }
+  out.time_ms = j.result.time_ms;
+  std::vector<double> starts = c.op_start_ms, ends = c.offload_end_ms;
+  starts.insert(starts.end(), j.op_start_ms.begin() + k, j.op_start_ms.end());
+  ends.insert(ends.end(), j.offload_end_ms.begin() + k, j.offload_end_ms.end());
+  out.offload_done_before = offload_done_before(starts, ends);
+  out.valid = true;
+  ++j.rejoins;
+  return out;
+}
+
+// run_rest, stopping where the run rejoins the base's (`j` given).
+SimResult run_rejoining(const Chain& chain, const std::vector<Op>& base, double compute_ms, Rejoin* j,
+                        const std::vector<Op>& ops, const Stops& stops, TimelineState& run) {
+  if (!j) return run_rest(chain, ops, stops, run);
+  const int n = static_cast<int>(ops.size()), n_base = static_cast<int>(base.size());
+  int suffix = 0;  // ops[from ..] == base[from - shift ..]
+  while (suffix < n && suffix < n_base && ops[n - 1 - suffix] == base[n_base - 1 - suffix]) ++suffix;
+  const int from = n - suffix, shift = n - n_base;
+  Timeline timeline(chain, ops, stops, run);
+  SimResult result;
+  while (run.ran < n) {
+    const int k = run.ran - shift;  // the base's op count at this point of the candidate
+    if (run.ran >= from && k > 0 && k < n_base && k % kRejoinEvery == 0) {
+      if (!j->built) build_rejoin(*j, chain, base, compute_ms);
+      if (j->usable && same_future(run, j->at[static_cast<size_t>(k / kRejoinEvery)]))
+        if (std::optional<SimResult> r = rejoined(*j, n_base, run, k, shift, stops)) return std::move(*r);
+    }
+    if (!timeline.step(result)) return result;
+  }
+  return timeline.finish();
+}
+
+}  // namespace
+
+struct TimelinePrefix::State {
+  TimelineState at;  // after at.ran ops of base
+  std::optional<Rejoin> rejoin;  // Note [Runs that rejoin the base], when asked for
+};
+
+TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms, bool rejoin)
     : chain_(chain), base_(std::move(base)), compute_ms_(compute_ms), state_(std::make_unique<State>()) {
   state_->at.start(chain_, compute_ms_);
+  if (rejoin) state_->rejoin.emplace();
 }
 TimelinePrefix::~TimelinePrefix() = default;
+
+int64_t TimelinePrefix::rejoins() const { return state_->rejoin ? state_->rejoin->rejoins : 0; }
 
 void TimelinePrefix::rebase(std::vector<Op> base) {
   const auto differ = std::mismatch(base_.begin(), base_.end(), base.begin(), base.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   base_ = std::move(base);
   if (same < state_->at.ran) state_->at.start(chain_, compute_ms_);
+  if (state_->rejoin) state_->rejoin->built = false;
 }
 
 SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_above_bytes, double stop_after_ms) {
   thread_local TimelineState run;  // Note [The timeline's buffers]
   const Stops stops{stop_above_bytes, stop_after_ms};
+  Rejoin* j = state_->rejoin ? &*state_->rejoin : nullptr;
+  const auto from_the_start = [&] {
+    run.start(chain_, compute_ms_);
+    return run_rejoining(chain_, base_, compute_ms_, j, ops, stops, run);
+  };
   const auto differ = std::mismatch(base_.begin(), base_.end(), ops.begin(), ops.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   TimelineState& at = state_->at;
-  if (same < kShortestPrefixOps) return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
+  if (same < kShortestPrefixOps) return from_the_start();
   if (same < at.ran) at.start(chain_, compute_ms_);
   // Whether the candidate stops inside the ops run so far: then it is simulated from
   // the first op, which stops no later than here.
@@ -790,12 +1065,12 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
     while (at.ran < same && !stops_inside())
       if (!timeline.step(failed)) {  // an invalid base: nothing to resume from
         at.start(chain_, compute_ms_);
-        return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
+        return from_the_start();
       }
   }
-  if (stops_inside()) return simulate_timeline(chain_, ops, stop_above_bytes, stop_after_ms, compute_ms_);
+  if (stops_inside()) return from_the_start();
   run = at;
-  return run_rest(chain_, ops, stops, run);
+  return run_rejoining(chain_, base_, compute_ms_, j, ops, stops, run);
 }
 
 }  // namespace memopt::solver

@@ -160,8 +160,10 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops,
 class TimelinePrefix {
  public:
   // `compute_ms`: compute_only_ms of base; every plan simulated must have base's
-  // compute ops, in any order (Note [One compute total per search] in polish.h).
-  TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms);
+  // compute ops, in any order (Note [One compute total per search] in polish.h). With
+  // `rejoin`, a plan's run also stops where it rejoins the base's (Note [Runs that
+  // rejoin the base] in simulate.cpp): for a search that simulates many plans per base.
+  TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms, bool rejoin = false);
   ~TimelinePrefix();
   TimelinePrefix(const TimelinePrefix&) = delete;
   TimelinePrefix& operator=(const TimelinePrefix&) = delete;
@@ -170,6 +172,9 @@ class TimelinePrefix {
   // simulate_timeline(chain, ops, stop_above_bytes, stop_after_ms, compute_ms), bit for bit.
   SimResult simulate(const std::vector<Op>& ops, int64_t stop_above_bytes = std::numeric_limits<int64_t>::max(),
                      double stop_after_ms = std::numeric_limits<double>::infinity());
+
+  // How many runs so far ended by rejoining the base.
+  int64_t rejoins() const;
 
  private:
   static constexpr int kShortestPrefixOps = 32;  // shorter: simulated from the first op

@@ -58,7 +58,7 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
   // before the op that reads it next; of these, the plan best by the key is the kick
   // (where it is worse than `ops`, a drop in the polish may then pay for it).
   // Note [One compute total per search] in polish.h: a round trip keeps the compute ops.
-  TimelinePrefix prefix(chain, ops, compute_only_ms(chain, ops));
+  TimelinePrefix prefix(chain, ops, compute_only_ms(chain, ops), /*rejoin=*/true);
   const auto round_trip = [&](const RoundTrip& trip) {
     std::optional<std::pair<PlanKey, std::vector<Op>>> best;
     for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {

@@ -213,7 +213,7 @@ std::vector<Op> polish_copies(const Chain& chain, int64_t budget_bytes, std::vec
   SimResult first = simulate_timeline(chain, s.ops);
   if (!first.valid) return std::move(s.ops);
   // Note [One compute total per search] in polish.h: every move keeps the compute ops.
-  s.prefix = std::make_unique<TimelinePrefix>(chain, s.ops, compute_only_ms(chain, s.ops));
+  s.prefix = std::make_unique<TimelinePrefix>(chain, s.ops, compute_only_ms(chain, s.ops), /*rejoin=*/true);
   s.set(std::move(s.ops), std::move(first));
   for (int pass = 0; pass < options.max_passes; ++pass) {
     if (pass >= options.max_repair_passes && s.over_budget()) break;

@@ -401,6 +401,7 @@ void expect_same_result(const SimResult& a, const SimResult& b) {
 TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
   std::mt19937_64 rng(83);
   int num_compared = 0, num_valid = 0, num_stopped = 0, num_rebased = 0;
+  int64_t num_rejoined = 0;
   for (int trial = 0; trial < 60; ++trial) {
     testing::RandomChainOptions o;
     o.length = 12 + trial % 30;
@@ -417,6 +418,7 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
     if (!base_sim.valid) continue;
     const double compute_ms = compute_only_ms(chain, base);
     TimelinePrefix prefix(chain, base, compute_ms);
+    TimelinePrefix rejoining(chain, base, compute_ms, /*rejoin=*/true);
     for (int step = 0; step < 150; ++step) {
       // A copy or wait moved, dropped, or a wait added, anywhere.
       std::vector<Op> c;
@@ -443,6 +445,7 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
           const SimResult whole = simulate_timeline(chain, c, above, after, compute_ms);
           const SimResult resumed = prefix.simulate(c, above, after);
           expect_same_result(resumed, whole);
+          expect_same_result(rejoining.simulate(c, above, after), whole);
           ++num_compared;
           num_valid += whole.valid;
           num_stopped += whole.stopped_over || whole.stopped_late;
@@ -453,14 +456,18 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
         base = c;
         base_sim = r;
         prefix.rebase(base);
+        rejoining.rebase(base);
         ++num_rebased;
       }
     }
+    num_rejoined += rejoining.rejoins();
   }
+  EXPECT_GT(num_rejoined, 2000);
   EXPECT_GT(num_valid, 2000);  // not vacuous: valid candidates, stopped ones, new bases
   EXPECT_GT(num_stopped, 2000);
   EXPECT_GT(num_rebased, 200);
-  std::printf("compared %d, valid %d, stopped %d, rebased %d\n", num_compared, num_valid, num_stopped, num_rebased);
+  std::printf("compared %d, valid %d, stopped %d, rebased %d, rejoined %lld\n", num_compared, num_valid, num_stopped,
+              num_rebased, static_cast<long long>(num_rejoined));
 }
 
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
