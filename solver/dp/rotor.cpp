@@ -1,7 +1,7 @@
 // rotor.cpp: the keep/recompute DP of docs/formats.md, "The recompute DP", fast and plain.
 //
 // Note [How the fast DP is fast]
-// The recurrence is Θ(slots·L³). Four things make it quick without changing a
+// The recurrence is Θ(slots·L³). Five things make it quick without changing a
 // single value (the tests compare it with the plain version bit for bit):
 //  1. Times are int32 (Note [Time quantisation] in rotor.h): exact, associative
 //     sums, half the bytes of double, 8-16 lanes per vector instruction.
@@ -16,6 +16,8 @@
 //     stage fits, the value is the lower bound Σ(uf+ub) and needs no search.
 //  4. Columns are filled in groups that share their operands in cache, as a
 //     wavefront over the cores (Note [Column wavefront]).
+//  5. A checkpoint branch runs only over the part of its band where it can still
+//     lower the row (Note [Branches that cannot lower the row]).
 #include "solver/dp/rotor.h"
 
 #include <algorithm>
