@@ -50,4 +50,11 @@ o += ["", "The profiles of the tiny GPT-2 with each kernel choice are in `profil
       "predicted by the analytic twin; their stage times are this machine's."]
 open(f"{d}/README.md", "w").write("\n".join(o) + "\n")
 PY
+# The spread across runs, which one run cannot show: from this report's earlier runs.
+cat >> "$dir/README.md" <<'ACROSS'
+
+## Across runs
+
+This report is one run: its IQRs are the spread of 9 repetitions interleaved within it. Separate runs of it on this project's 2-CPU testbeds differ far more: at fa68f67 and at 3169afa, memopt's `BM_BiasGeluForward/8192/3072` took 6.45 and 23.11 ns per element and ATen's `BM_AtenNativeDropout/6291456` 5.48 and 7.31, while ATen's `BM_AtenAddGelu/8192/3072` took 4.93 and 4.94. Compare kernels within one run, never across runs.
+ACROSS
 echo "report in $dir/README.md"

@@ -53,4 +53,11 @@ build/tests/bench/head_loss_bench --benchmark_repetitions=9 --benchmark_enable_r
 echo "build/tests/bench/head_loss_bench --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true" \
   "--benchmark_min_time=0.5 --benchmark_out=head_loss_bench.json --benchmark_out_format=json" >> "$dir/commands.txt"
 "$python" tools/plot_loss_report.py "$dir" "$date" "$load"
+# The spread across runs, which one run cannot show: from this report's earlier runs.
+cat >> "$dir/README.md" <<'ACROSS'
+
+## Across runs
+
+This report is one run: its IQRs are within it, over 9 repetitions interleaved at random. Two runs of it on this project's 2-CPU testbeds: at fa68f67 ATen's head took 636 and 2429 ms (T = 256 and 1024) and the chunked head 1.211x and 1.255x as long; at 4b5918f, 479 and 1728 ms, and 1.193x and 1.218x. Absolute times of separate runs differ by about a third; the ratio measured within a run moved by 0.02 to 0.04. The floors are bytes and do not move.
+ACROSS
 echo "report in $dir"
