@@ -70,7 +70,9 @@ def summarize(runs):
         ratios = [run["schedules"][k]["ratio"] for run in runs if k in run["schedules"]]
         errors = [run["schedules"][k]["overhead_error_points"] for run in runs if k in run["schedules"]]
         table[k] = {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-                    "overhead_error_points_max": max(abs(e) for e in errors), "runs": len(ratios)}
+                    "overhead_error_points_median": statistics.median(errors),
+                    "overhead_error_points_max": max(abs(e) for e in errors),
+                    "runs_within_5_points": sum(abs(e) <= 5 for e in errors), "runs": len(ratios)}
     store_all = [run["store_all_ratio"] for run in runs]
     holds = sum(abs(run["store_all_ratio"] - 1) <= 0.05 and
                 all(abs(v["ratio"] - 1) <= 0.10 for v in run["schedules"].values()) for run in runs)
@@ -85,12 +87,20 @@ def print_table(name, v):
     source = {"profile": "the profile", "this process": "this process, before the measured rounds"}
     times = v["runs"][0]["predicted_times"]
     print(f"\n{name}: predicted from stage times of {source.get(times, times)}")
-    print(f"{'schedule':<26} {'measured/predicted: median':>27} {'min':>7} {'max':>7} {'overhead err (pts)':>19}")
+    # Overhead error: measured minus predicted overhead over store-all, in points; its
+    # median, its largest size, and in how many runs it was within 5 points.
+    print(f"{'schedule':<26} {'measured/predicted: median':>27} {'min':>7} {'max':>7} "
+          f"{'overhead err (pts): median':>27} {'max |err|':>10} {'runs within 5':>14}")
     sa = v["store_all_ratio"]
     print(f"{'store-all':<26} {sa['median']:>27.3f} {sa['min']:>7.3f} {sa['max']:>7.3f}")
     for k, row in v["schedules"].items():
+        # Files written before the median and the count were recorded have neither.
+        median = row.get("overhead_error_points_median")
+        median_text = "" if median is None else f"{median:+.1f}"
+        within = row.get("runs_within_5_points")
+        within_text = "" if within is None else f"{within} of {row['runs']}"
         print(f"{k:<26} {row['ratio_median']:>27.3f} {row['ratio_min']:>7.3f} {row['ratio_max']:>7.3f} "
-              f"{row['overhead_error_points_max']:>19.1f}")
+              f"{median_text:>27} {row['overhead_error_points_max']:>10.1f} {within_text:>14}")
     print(f"runs with store-all within 5% and every schedule within 10%: {v['runs_holding_5_and_10_percent']} of "
           f"{v['num_runs']}; with every overhead within 5 points: {v['runs_holding_overheads_within_5_points']} of "
           f"{v['num_runs']}")
@@ -103,8 +113,19 @@ def main():
     ap.add_argument("--profile-args", default="--preset tiny --emulate h100-sxm:pcie5")
     ap.add_argument("--tradeoff-args", default="--budgets 30%:100%:10% --steps 6")
     ap.add_argument("--variant", action="append", default=[], help="NAME=extra tradeoff flags; repeatable")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where to write the runs and their summary (JSON); needed unless --from-json")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="run nothing: summarize the runs a JSON of this script holds again, and print its tables")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print(f"runs of: {saved['command']}")
+        for name, v in saved["variants"].items():
+            print_table(name, summarize(v["runs"]))
+        return
+    if not args.out:
+        ap.error("--out is required (or --from-json FILE to summarize runs already made)")
     variants = [v.split("=", 1) for v in args.variant] or [["default", ""]]
     runs = {}  # variant name (+ IN_ROUNDS) -> its runs
     for r in range(args.runs):
