@@ -643,6 +643,30 @@ bool event_before(const MemEvent& a, const MemEvent& b) {
   return a.time_ms != b.time_ms ? a.time_ms < b.time_ms : a.order < b.order;
 }
 
+// Visits `events` and the first `num_frees` of `frees`, each run already in event
+// order, together in event order (Note [Events in time order]).
+template <typename Visit>
+void walk_in_event_order(const std::vector<MemEvent>& events, const std::vector<MemEvent>& frees, size_t num_frees,
+                         Visit visit) {
+  size_t next_free = 0;
+  for (const MemEvent& e : events) {
+    while (next_free < num_frees && event_before(frees[next_free], e)) visit(frees[next_free++]);
+    visit(e);
+  }
+  while (next_free < num_frees) visit(frees[next_free++]);
+}
+
+// The device total along such a walk, and the highest it reaches (the first event
+// that reaches it names the op), into `out`'s peak.
+struct PeakFold {
+  SimResult& out;
+  int64_t total = 0;
+  void operator()(const MemEvent& e) {
+    total += e.delta_bytes;
+    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
+  }
+};
+
 SimResult Timeline::finish() {
   TimelineState& s = s_;
   const int n = static_cast<int>(ops_.size()), L = L_;
@@ -671,17 +695,7 @@ SimResult Timeline::finish() {
   // The frees come sorted too: the d2h link ends its copies in issue order.
   if (!std::is_sorted(frees.begin(), frees.end(), before)) std::stable_sort(frees.begin(), frees.end(), before);
   if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
-  int64_t total = 0;
-  const auto apply = [&](const MemEvent& e) {
-    total += e.delta_bytes;
-    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
-  };
-  size_t next_free = 0;
-  for (const MemEvent& e : events) {
-    while (next_free < frees.size() && before(frees[next_free], e)) apply(frees[next_free++]);
-    apply(e);
-  }
-  while (next_free < frees.size()) apply(frees[next_free++]);
+  walk_in_event_order(events, frees, frees.size(), PeakFold{out});
   out.time_ms = std::max(s.compute_end, s.last_copy_end);
   out.offload_done_before = offload_done_before(s.op_start_ms, s.offload_end_ms);
   out.valid = true;
@@ -856,8 +870,8 @@ bool same_future(const TimelineState& c, const TimelineState& b) {
 constexpr int kRejoinEvery = 32;  // ops of the base between two kept states
 
 // The base's whole run, for the candidates that rejoin it.
-struct Rejoin {
-  bool built = false, usable = false;
+struct BaseRun {
+  bool usable = false;  // valid, its events in time order
   SimResult result;
   // After k * kRejoinEvery ops, k = 0, 1, ...: the state, its history dropped but for
   // the frees still to come, and where the base's event walk goes on from there.
@@ -873,14 +887,16 @@ struct Rejoin {
   // the highest total and the op of the first element that reaches it.
   std::vector<int64_t> walk_total, best_from;
   std::vector<int> best_op_from;
+};
+
+// What a TimelinePrefix keeps for rejoining: its base's run, made when first needed.
+struct Rejoin {
+  std::optional<BaseRun> base_run;
   int64_t rejoins = 0;  // runs that ended by rejoining
 };
 
-void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, double compute_ms) {
-  const int64_t rejoins = j.rejoins;
-  j = Rejoin{};
-  j.rejoins = rejoins;
-  j.built = true;
+BaseRun run_base(const Chain& chain, const std::vector<Op>& base, double compute_ms) {
+  BaseRun j;
   const int n = static_cast<int>(base.size());
   TimelineState s;
   s.start(chain, compute_ms);
@@ -903,7 +919,7 @@ void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, do
     const size_t events_before = s.events.size();
     int64_t sum = s.program_bytes + s.freed_bytes;  // a copy op moves freed_bytes but records no event
     SimResult failed;
-    if (!timeline.step(failed)) return;  // an invalid base: nothing rejoins it
+    if (!timeline.step(failed)) return j;  // an invalid base: nothing rejoins it
     for (size_t i = events_before; i < s.events.size(); ++i) {
       sum += s.events[i].delta_bytes;
       most_bytes[p] = std::max(most_bytes[p], sum);
@@ -914,9 +930,9 @@ void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, do
   }
   j.op_start_ms = s.op_start_ms;
   j.offload_end_ms = s.offload_end_ms;
-  std::vector<MemEvent> frees = s.frees;
-  j.result = timeline.finish();
-  if (!j.result.valid || !s.in_time_order) return;
+  j.result = timeline.finish();  // which leaves the frees in event order
+  if (!j.result.valid || !s.in_time_order) return j;
+  const std::vector<MemEvent>& frees = s.frees;
   j.most_bytes_from.assign(n + 1, std::numeric_limits<int64_t>::min());
   j.latest_end_from.assign(n + 1, -std::numeric_limits<double>::infinity());
   for (int p = n - 1; p >= 0; --p) {
@@ -926,17 +942,11 @@ void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, do
   // finish()'s walk, element by element.
   std::vector<int> op_of;
   int64_t total = 0;
-  const auto push = [&](const MemEvent& e) {
+  walk_in_event_order(s.events, frees, frees.size(), [&](const MemEvent& e) {
     total += e.delta_bytes;
     j.walk_total.push_back(total);
     op_of.push_back(e.op);
-  };
-  size_t next_free = 0;
-  for (const MemEvent& e : s.events) {
-    while (next_free < frees.size() && event_before(frees[next_free], e)) push(frees[next_free++]);
-    push(e);
-  }
-  while (next_free < frees.size()) push(frees[next_free++]);
+  });
   const size_t w = j.walk_total.size();
   j.best_from.assign(w + 1, std::numeric_limits<int64_t>::min());
   j.best_op_from.assign(w + 1, -1);
@@ -952,11 +962,13 @@ void build_rejoin(Rejoin& j, const Chain& chain, const std::vector<Op>& base, do
     j.walk_at.push_back(events_at[k] + static_cast<size_t>(ended - frees.begin()));
   }
   j.usable = true;
+  return j;
 }
 
 // The result of a run in state `c`, which is the base's after k of its ops; the
 // candidate's ops are `shift` more than the base's.
-std::optional<SimResult> rejoined(Rejoin& j, int n_base, const TimelineState& c, int k, int shift, const Stops& stops) {
+std::optional<SimResult> rejoined(const BaseRun& j, int n_base, const TimelineState& c, int k, int shift,
+                                  const Stops& stops) {
   if (j.most_bytes_from[k] > stops.above_bytes || (stops.timed() && j.latest_end_from[k] > stops.late_ms()))
     return std::nullopt;  // it would stop later: run on
   SimResult out = c.out;
@@ -965,20 +977,10 @@ std::optional<SimResult> rejoined(Rejoin& j, int n_base, const TimelineState& c,
     if (j.stall_added[p] >= 0) out.stall_ms += j.stall_added[p];
   }
   // The candidate's own walk up to the cursor, as finish() walks it.
-  const size_t own_frees = first_pending_free(c.frees, c.compute_end);
-  int64_t total = 0;
-  const auto apply = [&](const MemEvent& e) {
-    total += e.delta_bytes;
-    if (total > out.peak_bytes) { out.peak_bytes = total; out.peak_op = e.op; }
-  };
-  size_t next_free = 0;
-  for (const MemEvent& e : c.events) {
-    while (next_free < own_frees && event_before(c.frees[next_free], e)) apply(c.frees[next_free++]);
-    apply(e);
-  }
-  while (next_free < own_frees) apply(c.frees[next_free++]);
+  PeakFold own{out};
+  walk_in_event_order(c.events, c.frees, first_pending_free(c.frees, c.compute_end), [&](const MemEvent& e) { own(e); });
   const size_t w = j.walk_at[static_cast<size_t>(k / kRejoinEvery)];
-  if (total != (w == 0 ? 0 : j.walk_total[w - 1])) return std::nullopt;  // never: the same bytes are held
+  if (own.total != (w == 0 ? 0 : j.walk_total[w - 1])) return std::nullopt;  // never: the same bytes are held
   if (j.best_from[w] > out.peak_bytes) {
     out.peak_bytes = j.best_from[w];
     out.peak_op = j.best_op_from[w] >= 0 ? j.best_op_from[w] + shift : j.best_op_from[w];
@@ -989,7 +991,6 @@ std::optional<SimResult> rejoined(Rejoin& j, int n_base, const TimelineState& c,
   ends.insert(ends.end(), j.offload_end_ms.begin() + k, j.offload_end_ms.end());
   out.offload_done_before = offload_done_before(starts, ends);
   out.valid = true;
-  ++j.rejoins;
   return out;
 }
 
@@ -1006,9 +1007,13 @@ SimResult run_rejoining(const Chain& chain, const std::vector<Op>& base, double 
   while (run.ran < n) {
     const int k = run.ran - shift;  // the base's op count at this point of the candidate
     if (run.ran >= from && k > 0 && k < n_base && k % kRejoinEvery == 0) {
-      if (!j->built) build_rejoin(*j, chain, base, compute_ms);
-      if (j->usable && same_future(run, j->at[static_cast<size_t>(k / kRejoinEvery)]))
-        if (std::optional<SimResult> r = rejoined(*j, n_base, run, k, shift, stops)) return std::move(*r);
+      if (!j->base_run) j->base_run = run_base(chain, base, compute_ms);
+      const BaseRun& b = *j->base_run;
+      if (b.usable && same_future(run, b.at[static_cast<size_t>(k / kRejoinEvery)]))
+        if (std::optional<SimResult> r = rejoined(b, n_base, run, k, shift, stops)) {
+          ++j->rejoins;
+          return std::move(*r);
+        }
     }
     if (!timeline.step(result)) return result;
   }
@@ -1036,7 +1041,7 @@ void TimelinePrefix::rebase(std::vector<Op> base) {
   const auto same = static_cast<int>(differ.first - base_.begin());
   base_ = std::move(base);
   if (same < state_->at.ran) state_->at.start(chain_, compute_ms_);
-  if (state_->rejoin) state_->rejoin->built = false;
+  if (state_->rejoin) state_->rejoin->base_run.reset();
 }
 
 SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_above_bytes, double stop_after_ms) {
