@@ -39,12 +39,16 @@ SolveAttempt attempt_solve(const Chain& chain, const SolveOptions& options) {
 
 std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& options, const SolveAttempt* chosen) {
   std::vector<SolverRow> rows;
+  // Note [Tables shared between solves] in solver/search/table_shelf.h: `optimal` and
+  // `recompute-only` read one table at the budget.
+  SolveOptions shared = options;
+  if (!shared.tables) shared.tables = std::make_shared<RecomputeTableShelf>();
   for (const auto& k : kSolverKinds) {
     if (chosen && k.kind == options.solver) {
       rows.push_back({k.kind, *chosen});
       continue;
     }
-    SolveOptions o = options;
+    SolveOptions o = shared;
     o.solver = k.kind;
     o.find_min_budget = false;
     rows.push_back({k.kind, attempt_solve(chain, o)});

@@ -46,7 +46,9 @@ struct SolverRow {
 };
 // Every solver of solver::kSolverKinds, in that order, at options.budget_bytes (no
 // search for the smallest budget that works). `chosen`, if given, is options.solver's
-// attempt already made at that budget: its row, instead of solving again.
+// attempt already made at that budget: its row, instead of solving again. The rows
+// share options.tables, or a shelf of their own where it is null (Note [Tables shared
+// between solves] in solver/search/table_shelf.h); give `chosen` the same shelf.
 std::vector<SolverRow> compare_solvers(const solver::Chain& chain, const solver::SolveOptions& options,
                                        const SolveAttempt* chosen = nullptr);
 

@@ -168,11 +168,14 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   // a smaller budget, so that its time never grows with the budget.
   std::vector<std::pair<int64_t, std::vector<Op>>> optimal_plans;
   for (int64_t budget : options.budgets_bytes) {
+    // Note [Tables shared between solves] in solver/search/table_shelf.h: one shelf per budget.
+    const auto tables = std::make_shared<RecomputeTableShelf>();
     for (SolverKind kind : options.solvers) {
       TradeoffPoint p;
       p.solver = std::string(info(kind).word);
       p.budget_bytes = budget;
       SolveOptions o{budget, kind, options.slots, options.threads, false};
+      o.tables = tables;
       if (kind == SolverKind::Optimal)
         for (const auto& [below, plan] : optimal_plans)
           if (below <= budget) o.known_plans.push_back(plan);

@@ -61,6 +61,7 @@ void run_solve(const SolveArgs& args) {
   // solve below that raises the error.
   SolveOptions at_budget = options;
   at_budget.find_min_budget = false;
+  at_budget.tables = std::make_shared<RecomputeTableShelf>();  // the chosen solve's and the other rows'
   const report::SolveAttempt chosen = report::attempt_solve(chain, at_budget);
   print_solver_comparison(chain, at_budget, chosen);
 

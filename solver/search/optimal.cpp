@@ -20,6 +20,7 @@
 #include "solver/dp/rotor.h"
 #include "solver/chain/simulate.h"
 #include "solver/search/side_by_side.h"
+#include "solver/search/table_shelf.h"
 
 namespace memopt::solver {
 namespace {
@@ -136,31 +137,10 @@ class Polisher {
 // budget], and the DP prices subchains with the recompute table of the budget, which
 // depends only on the budget, the slots and the recurrence's variant (not on the
 // class): filling it costs more than the DP that reads it at operator granularity.
-// So the classes' searches share the table of each start: the first to need it fills
-// it, and the others, on this thread or beside it, wait for it and read it. The
-// tables live until every class's search has ended.
-class StartTables {
- public:
-  std::shared_ptr<const RecomputeTable> get(const Chain& chain, int64_t budget_bytes, const DpOptions& dp) {
-    std::shared_ptr<Entry> entry;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      std::shared_ptr<Entry>& slot = entries_[{budget_bytes, dp.slots, dp.rotor_compat}];
-      if (!slot) slot = std::make_shared<Entry>();
-      entry = slot;
-    }
-    std::call_once(entry->filled, [&] { entry->table = std::make_shared<const RecomputeTable>(chain, budget_bytes, dp); });
-    return entry->table;
-  }
-
- private:
-  struct Entry {
-    std::once_flag filled;
-    std::shared_ptr<const RecomputeTable> table;
-  };
-  std::mutex mutex_;
-  std::map<std::tuple<int64_t, int, bool>, std::shared_ptr<Entry>> entries_;
-};
+// So the classes' searches share the table of each start through a shelf of their own
+// (Note [Tables shared between solves] in table_shelf.h): the first to need it fills
+// it, and the others, on this thread or beside it, wait for it and read it. The shelf
+// lives until every class's search has ended.
 
 // What the stages of one search share: the problem, the options, and Notes [Each
 // plan polished once], [Classes to start from] and [The DP's memory kept between
@@ -171,7 +151,9 @@ class StartTables {
 // of the same budget and slots, and the slack's table holds every value of the
 // others' (Note [A table past its budget] in rotor.h). At operator granularity
 // filling it is a large part of a solve, so the search fills it once, when first
-// needed, and hands it to each of them.
+// needed, and hands it to each of them; where the caller gives a shelf (Note [Tables
+// shared between solves] in table_shelf.h), from there, so that `recompute-only` at the
+// same budget reads the same table.
 struct Search {
   const Chain& chain;
   int64_t budget_bytes;
@@ -181,7 +163,8 @@ struct Search {
   OffloadDpMemory dp_memory;
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
   mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
-  std::shared_ptr<StartTables> start_tables;  // Note [The starts' tables shared by the classes], while they run
+  RecomputeTableShelf* shelf = nullptr;  // the caller's, for the table at the budget; may be null
+  std::shared_ptr<RecomputeTableShelf> start_tables;  // Note [The starts' tables shared by the classes], while they run
   // The answers of this search's offload DPs so far (Note [An answer known in advance]
   // in offload.h); a search runs on one thread at a time.
   struct Answered {
@@ -200,6 +183,7 @@ struct Search {
   // yet), its own DP memory, and `threads` for the DPs it runs inside.
   Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options) {
     polisher = main.polisher;
+    shelf = main.shelf;
     start_tables = main.start_tables;
     dp.num_threads = threads;
     if (budget_bytes > 0 && dp.slots > 0) at_budget = main.table_shared();
@@ -208,9 +192,11 @@ struct Search {
   const RecomputeTable& table() const { return *table_shared(); }
   std::vector<Op> polish(const std::vector<Op>& ops) { return (*polisher)(ops); }
   const std::shared_ptr<const RecomputeTable>& table_shared() const {
-    if (!at_budget)
-      at_budget = std::make_shared<const RecomputeTable>(chain, budget_bytes, dp,
-                                                         std::max<int64_t>(slack_slots(chain, dp, options), 0));
+    if (!at_budget) {
+      const int64_t slack = std::max<int64_t>(slack_slots(chain, dp, options), 0);
+      at_budget = shelf ? shelf->get(chain, budget_bytes, dp, slack)
+                        : std::make_shared<const RecomputeTable>(chain, budget_bytes, dp, slack);
+    }
     return at_budget;
   }
   Plan offload_dp(int64_t budget, const DpOptions& one) {
@@ -520,7 +506,7 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // The same, with the starts' tables shared (Note [The starts' tables shared by the
 // classes]).
 Plan best_over_classes(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
-  s.start_tables = std::make_shared<StartTables>();
+  s.start_tables = std::make_shared<RecomputeTableShelf>();
   const Plan best = best_over_each_class(s, candidates, std::move(widest_dp));
   s.start_tables.reset();  // the searches beside this one have ended: the tables go
   return best;
@@ -633,8 +619,10 @@ int64_t max_optimal_slots(const Chain& chain) {
 
 std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                             const SearchOptions& options,
-                                            const std::vector<std::vector<Op>>& known_plans) {
+                                            const std::vector<std::vector<Op>>& known_plans,
+                                            RecomputeTableShelf* tables) {
   Search s(chain, budget_bytes, dp, options);
+  s.shelf = tables;
   // Note [The widest class's DP beside the candidates]
   // Stage 2 starts with the widest class's offload DP at the budget, which reads none
   // of the candidates; the two share only the recompute table at the budget, filled
@@ -680,8 +668,9 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
 }
 
 std::optional<std::vector<Op>> plan_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
-                                                   const SearchOptions& options) {
-  const Search s(chain, budget_bytes, dp, options);
+                                                   const SearchOptions& options, RecomputeTableShelf* tables) {
+  Search s(chain, budget_bytes, dp, options);
+  s.shelf = tables;
   return s.fastest(candidates_of(s, /*with_offload=*/false).plans);
 }
 

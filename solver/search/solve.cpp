@@ -34,10 +34,13 @@ DpOptions dp_options(const SolveOptions& o);
 std::optional<std::vector<Op>> plan_with(const Chain& chain, const SolveOptions& o, int64_t budget_bytes,
                                          bool with_known_plans) {
   const DpOptions dp = dp_options(o);
+  // Note [Tables shared between solves]: only at the budget the shelf was made for.
+  RecomputeTableShelf* tables = budget_bytes == o.budget_bytes ? o.tables.get() : nullptr;
   switch (o.solver) {
     case SolverKind::Optimal:
-      return plan_optimal(chain, budget_bytes, dp, o.search, with_known_plans ? o.known_plans : std::vector<std::vector<Op>>{});
-    case SolverKind::RecomputeOnly: return plan_recompute_only(chain, budget_bytes, dp, o.search);
+      return plan_optimal(chain, budget_bytes, dp, o.search,
+                          with_known_plans ? o.known_plans : std::vector<std::vector<Op>>{}, tables);
+    case SolverKind::RecomputeOnly: return plan_recompute_only(chain, budget_bytes, dp, o.search, tables);
     case SolverKind::RotorCompat: return solve_recompute(chain, budget_bytes, dp);
     case SolverKind::OffloadAll: return offload_all(chain, budget_bytes, dp);
     case SolverKind::StoreAll: return store_all(chain, budget_bytes, dp);
@@ -63,6 +66,7 @@ DpOptions dp_options(const SolveOptions& o) {
 bool solves(const Chain& chain, const SolveOptions& o, int64_t budget_bytes) {
   SolveOptions probe = o;
   probe.search.any_fitting_plan = true;  // Note [A probe asks only whether a plan fits] in optimal.cpp
+  probe.tables.reset();  // a bisection's budgets would each leave a table on it
   return plan_with(chain, probe, budget_bytes, /*with_known_plans=*/false).has_value();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,7 @@
 #include "solver/chain/chain.h"
 #include "solver/dp/limits.h"
 #include "solver/search/search_options.h"
+#include "solver/search/table_shelf.h"
 #include "solver/chain/schedule.h"
 
 namespace memopt::solver {
@@ -58,6 +60,11 @@ struct SolveOptions {
   std::vector<std::vector<Op>> known_plans;
   // `optimal` and `recompute-only`: the search's tuned numbers, each with its reason.
   SearchOptions search;
+  // `optimal` and `recompute-only`: where the solves of this chain at this budget keep
+  // the recompute table at the budget, filled by the first of them (Note [Tables shared
+  // between solves] in table_shelf.h); null: each fills its own. A solve at another
+  // budget, the search for the smallest budget that works among them, does not use it.
+  std::shared_ptr<RecomputeTableShelf> tables;
 };
 
 // Thrown when no schedule of the chosen solver fits the budget.
