@@ -445,62 +445,154 @@ ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& 
 // Stages 2 and 3: each class's search (Note [Classes to start from]), widest first,
 // taken in that order: where the widest's plan takes the least time any plan can, no
 // other counts, and only its plans tell whether the second class runs (where one of
-// them ends a kept run waiting).
-//
-// Note [The widest class beside the others]
-// On one thread the widest class's search runs first and alone, and the others only
-// where it is beatable. With more threads the others' searches do not wait for it:
-// the two narrowest classes' searches start beside it, and the second class's search
-// is the last piece, which waits for the widest's plans to tell whether it runs. Each
-// search is a pure function of its class and the problem (Note [Searches side by
-// side] in side_by_side.h), and the results are taken in the sequential order, so
-// the plan is the same; where the widest's plan turns out unbeatable, the others'
-// work is dropped.
-Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
-  const std::vector<OffloadShapes> rest = {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
-                                           OffloadShapes::Windowed};
-  std::vector<std::optional<ClassSearch>> searched(rest.size());
-  ClassSearch widest;
-  const bool beside = threads_per_piece(s.dp.num_threads, 1) > 1;
-  if (beside) {
-    // Made here, before any thread starts, so that only this thread ever fills the table.
-    const int inner_threads = threads_per_piece(s.dp.num_threads, static_cast<int>(rest.size()) + 1);
-    std::vector<std::unique_ptr<Search>> own;
-    for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
-    std::promise<bool> second_runs;  // set once the widest's search has ended
-    std::shared_future<bool> runs = second_runs.get_future().share();
-    std::vector<std::function<void()>> tasks;
-    tasks.push_back([&] {
-      try {
-        widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
-        second_runs.set_value(widest.waited_after_a_kept_run && !unbeatable(s.chain, widest.best));
-      } catch (...) {
-        second_runs.set_value(false);
-        throw;
-      }
-    });
-    for (size_t i = 1; i < rest.size(); ++i)
-      tasks.push_back([&, i] { searched[i] = search_one_class(*own[i], rest[i], candidates); });
-    tasks.push_back([&] {
-      if (runs.get()) searched[0] = search_one_class(*own[0], rest[0], candidates);
-    });
-    run_side_by_side(tasks, s.dp.num_threads);
-  } else {
-    widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
-    if (!unbeatable(s.chain, widest.best)) {
-      for (size_t i = 0; i < rest.size(); ++i) {
-        if (i == 0 && !widest.waited_after_a_kept_run) continue;
-        Search own(s, 1);
-        searched[i] = search_one_class(own, rest[i], candidates);
-      }
-    }
-  }
+// them ends a kept run waiting). The narrower classes, widest first: the first of them
+// is the second class.
+const std::vector<OffloadShapes>& narrower_classes() {
+  static const std::vector<OffloadShapes> rest = {OffloadShapes::ThroughKeptRuns, OffloadShapes::ThroughRecomputation,
+                                                  OffloadShapes::Windowed};
+  return rest;
+}
+// The fastest of the classes' plans, in the sequential order.
+Plan fastest_of_the_classes(Search& s, ClassSearch& widest, std::vector<std::optional<ClassSearch>>& searched) {
   Plan best = s.fastest({std::nullopt, widest.best});
   for (std::optional<ClassSearch>& one : searched) {
     if (unbeatable(s.chain, best)) break;
     if (one) best = s.fastest({std::move(best), std::move(one->best)});
   }
   return best;
+}
+// Note [The widest class beside the others]
+// On one thread the widest class's search runs first and alone, and the others only
+// where it is beatable (best_over_each_class). With more threads the others' searches
+// do not wait for it: the two narrowest classes' searches start beside it, and the
+// second class's search is the last piece, which waits for the widest's plans to tell
+// whether it runs (Note [Stages 1 to 3 in one queue]). Each search is a pure function
+// of its class and the problem (Note [Searches side by side] in side_by_side.h), and
+// the results are taken in the sequential order, so the plan is the same; where the
+// widest's plan turns out unbeatable, the others' work is dropped.
+Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
+  const std::vector<OffloadShapes>& rest = narrower_classes();
+  std::vector<std::optional<ClassSearch>> searched(rest.size());
+  ClassSearch widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
+  if (!unbeatable(s.chain, widest.best)) {
+    for (size_t i = 0; i < rest.size(); ++i) {
+      if (i == 0 && !widest.waited_after_a_kept_run) continue;
+      Search own(s, 1);
+      searched[i] = search_one_class(own, rest[i], candidates);
+    }
+  }
+  return fastest_of_the_classes(s, widest, searched);
+}
+
+// Note [The widest class's DP beside the candidates]
+// Stage 2 starts with the widest class's offload DP at the budget, which reads none
+// of the candidates; the two share only the recompute table at the budget, filled
+// first and then only read, and the DP alone writes its search's DP memory. So
+// where the DP surely runs (a usable link, and no probe, which may stop after the
+// candidates: Note [A probe asks only whether a plan fits]), the two run side by
+// side, and the DP's plan is the one it would have made after them. The pipelined
+// family (offload_pipeline.h), on long chains the dearest candidate and longer than
+// the DP, is a third piece, started first: it too only reads the table and
+// simulates, and its plan takes its own place among the candidates.
+//
+// Note [Stages 1 to 3 in one queue]
+// On more than one core, stage 1's pieces and the classes' searches run from one
+// queue of pieces, taken in order by the threads as each ends its last (Note
+// [Searches side by side] in side_by_side.h):
+//  1. the pipelined family, the dearest candidate on long chains; the widest class's
+//     offload DP at the budget (Note [The widest class's DP beside the candidates]);
+//     the other candidates;
+//  2. the offload DPs at the budget of the two narrowest classes, the narrowest first:
+//     they read nothing but the recompute table at the budget, so they fill the core
+//     that the pipelined family leaves idle once the pieces beside it end;
+//  3. the rest of the widest class's search, and of the two narrowest classes'
+//     searches, each from its DP's plan; each waits for the candidates, and for its
+//     DP where that still runs;
+//  4. the second class's search, which waits for the widest's plans to tell whether
+//     it runs (Note [The widest class beside the others]).
+// Every piece waits only for pieces before it in the queue, which a thread has taken
+// already, so the queue never stalls with every thread waiting. Each class's search
+// runs on a search object of its own, its DP at the budget included, so it is the
+// search the sequential order makes; the results are taken in that order, so the plan
+// is the same op for op, and where the widest's plan turns out unbeatable the others'
+// work is dropped.
+Plan candidates_and_classes_side_by_side(Search& s) {
+  const std::vector<OffloadShapes>& rest = narrower_classes();
+  const int threads = s.dp.num_threads;
+  // Made here, before any thread starts, so that only this thread ever fills the table.
+  const Search beside(s, threads_per_piece(threads, 2));
+  const int inner_threads = threads_per_piece(threads, static_cast<int>(rest.size()) + 1);
+  std::vector<std::unique_ptr<Search>> own;
+  for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
+
+  // Each piece that others wait for sets its promise, with its error where it threw.
+  struct Done {
+    std::promise<void> promise;
+    std::shared_future<void> future = promise.get_future().share();
+    void run(const std::function<void()>& work) {
+      try {
+        work();
+        promise.set_value();
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+        throw;
+      }
+    }
+  };
+  Done pipelined_done, widest_dp_done, candidates_done;
+  std::vector<Done> dp_done(rest.size());
+  Plan pipelined, widest_dp;
+  Candidates candidates;
+  std::vector<Plan> dp_plans(rest.size());
+  ClassSearch widest;
+  std::vector<std::optional<ClassSearch>> searched(rest.size());
+  std::promise<bool> second_runs;  // set once the widest's search has ended
+  std::shared_future<bool> runs = second_runs.get_future().share();
+  // The candidates with the pipelined family's plan in its place, once both are made.
+  const auto every_candidate = [&] {
+    pipelined_done.future.get();
+    candidates_done.future.get();
+    Candidates all = candidates;
+    if (all.pipelined_place) all.plans[*all.pipelined_place] = pipelined;
+    return all;
+  };
+  // Every narrower class but the second, whose search may not run: the narrowest first.
+  std::vector<size_t> narrowest_first;
+  for (size_t i = rest.size(); i-- > 1;) narrowest_first.push_back(i);
+  std::vector<std::function<void()>> pieces;
+  pieces.push_back([&] { pipelined_done.run([&] { pipelined = pipelined_candidate(beside); }); });  // 1
+  pieces.push_back([&] {
+    widest_dp_done.run([&] { widest_dp = s.offload_dp(s.budget_bytes, class_options(s.dp, kWidest)); });
+  });
+  pieces.push_back([&] {
+    candidates_done.run([&] { candidates = candidates_of(beside, /*with_offload=*/true, /*pipelined_apart=*/true); });
+  });
+  for (const size_t i : narrowest_first)  // 2
+    pieces.push_back([&, i] {
+      dp_done[i].run([&] { dp_plans[i] = own[i]->offload_dp(s.budget_bytes, class_options(s.dp, rest[i])); });
+    });
+  pieces.push_back([&] {  // 3
+    try {
+      const Candidates all = every_candidate();
+      widest_dp_done.future.get();
+      widest = search_one_class(s, kWidest, all, std::move(widest_dp));
+      second_runs.set_value(widest.waited_after_a_kept_run && !unbeatable(s.chain, widest.best));
+    } catch (...) {
+      second_runs.set_value(false);
+      throw;
+    }
+  });
+  for (const size_t i : narrowest_first)
+    pieces.push_back([&, i] {
+      const Candidates all = every_candidate();
+      dp_done[i].future.get();
+      searched[i] = search_one_class(*own[i], rest[i], all, std::move(dp_plans[i]));
+    });
+  pieces.push_back([&] {  // 4
+    if (runs.get()) searched[0] = search_one_class(*own[0], rest[0], every_candidate());
+  });
+  run_side_by_side(pieces, threads);
+  return fastest_of_the_classes(s, widest, searched);
 }
 
 // The same, with the starts' tables shared (Note [The starts' tables shared by the
@@ -623,31 +715,18 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
                                             RecomputeTableShelf* tables) {
   Search s(chain, budget_bytes, dp, options);
   s.shelf = tables;
-  // Note [The widest class's DP beside the candidates]
-  // Stage 2 starts with the widest class's offload DP at the budget, which reads none
-  // of the candidates; the two share only the recompute table at the budget, filled
-  // first and then only read, and the DP alone writes its search's DP memory. So
-  // where the DP surely runs (a usable link, and no probe, which may stop after the
-  // candidates: Note [A probe asks only whether a plan fits]), the two run side by
-  // side, and the DP's plan is the one it would have made after them. The pipelined
-  // family (offload_pipeline.h), on long chains the dearest candidate and longer than
-  // the DP, is a third piece, started first: it too only reads the table and
-  // simulates, and its plan takes its own place among the candidates.
-  Candidates candidates;
-  std::optional<Plan> widest_dp;
-  if (chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0) {
-    widest_dp.emplace();
-    // Made before the threads start: making it fills the table at the budget, here.
-    const Search beside(s, threads_per_piece(dp.num_threads, 2));
-    Plan pipelined;
-    run_side_by_side({[&] { pipelined = pipelined_candidate(beside); },
-                      [&] { *widest_dp = s.offload_dp(budget_bytes, class_options(s.dp, kWidest)); },
-                      [&] { candidates = candidates_of(beside, /*with_offload=*/true, /*pipelined_apart=*/true); }},  // 1
-                     dp.num_threads);
-    if (candidates.pipelined_place) candidates.plans[*candidates.pipelined_place] = std::move(pipelined);
-  } else {
-    candidates = candidates_of(s, /*with_offload=*/true);  // 1
+  const bool offload_dp_runs = chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0;
+  Plan best;
+  if (offload_dp_runs && threads_per_piece(dp.num_threads, 1) > 1) {
+    // Note [Stages 1 to 3 in one queue].
+    s.start_tables = std::make_shared<RecomputeTableShelf>();  // Note [The starts' tables shared by the classes]
+    best = candidates_and_classes_side_by_side(s);  // 1, 2, 3
+    s.start_tables.reset();  // the searches beside this one have ended: the tables go
+    return with_known_plans(s, kicked_then_the_blocks(s, std::move(best)), known_plans);  // 4, 5, 6
   }
+  std::optional<Plan> widest_dp;
+  if (offload_dp_runs) widest_dp.emplace(s.offload_dp(budget_bytes, class_options(s.dp, kWidest)));
+  const Candidates candidates = candidates_of(s, /*with_offload=*/true);  // 1
   // Note [A probe asks only whether a plan fits]
   // The search for the smallest budget that works (min_feasible_budget in solve.cpp)
   // asks each budget only whether `optimal` has a plan there. Every later step takes
@@ -656,7 +735,6 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
   // Only a budget where nothing fits yet runs every step, which may still repair a plan.
   if (options.any_fitting_plan)
     if (Plan any = s.fastest(candidates.plans)) return any;
-  Plan best;
   if (chain.has_usable_link()) {
     best = best_over_classes(s, candidates, std::move(widest_dp));  // 2, 3: per class, the offload DP, the polish, the starts
     if (options.any_fitting_plan && best) return best;
