@@ -1,6 +1,8 @@
 // solver_comparison.cpp: one solve and its outcome; every solver at one budget.
 #include "report/solver_comparison.h"
 
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace memopt::report {
@@ -43,15 +45,21 @@ std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& o
   // `recompute-only` read one table at the budget.
   SolveOptions shared = options;
   if (!shared.tables) shared.tables = std::make_shared<RecomputeTableShelf>();
-  for (const auto& k : kSolverKinds) {
-    if (chosen && k.kind == options.solver) {
-      rows.push_back({k.kind, *chosen});
+  const auto solved_here = [&](const SolverKindInfo& k) { return !(chosen && k.kind == options.solver); };
+  for (auto k = std::begin(kSolverKinds); k != std::end(kSolverKinds); ++k) {
+    if (!solved_here(*k)) {
+      rows.push_back({k->kind, *chosen});
       continue;
     }
+    // Once no row left to solve reads the shelf, its tables go, so that the next rows'
+    // own tables do not sit beside them.
+    if (std::none_of(k, std::end(kSolverKinds),
+                     [&](const SolverKindInfo& left) { return solved_here(left) && reads_shared_tables(left.kind); }))
+      shared.tables->clear();
     SolveOptions o = shared;
-    o.solver = k.kind;
+    o.solver = k->kind;
     o.find_min_budget = false;
-    rows.push_back({k.kind, attempt_solve(chain, o)});
+    rows.push_back({k->kind, attempt_solve(chain, o)});
   }
   return rows;
 }

@@ -35,7 +35,7 @@ std::optional<std::vector<Op>> plan_with(const Chain& chain, const SolveOptions&
                                          bool with_known_plans) {
   const DpOptions dp = dp_options(o);
   // Note [Tables shared between solves]: only at the budget the shelf was made for.
-  RecomputeTableShelf* tables = budget_bytes == o.budget_bytes ? o.tables.get() : nullptr;
+  RecomputeTableShelf* tables = budget_bytes == o.budget_bytes && reads_shared_tables(o.solver) ? o.tables.get() : nullptr;
   switch (o.solver) {
     case SolverKind::Optimal:
       return plan_optimal(chain, budget_bytes, dp, o.search,
@@ -75,6 +75,22 @@ bool uses_dp(SolverKind kind) {
 }
 
 }  // namespace
+
+bool reads_shared_tables(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::Optimal:
+    case SolverKind::RecomputeOnly: return true;
+    case SolverKind::RotorCompat:
+    case SolverKind::StoreAll:
+    case SolverKind::Sqrt:
+    case SolverKind::RecomputeBlocks:
+    case SolverKind::RecomputeAll:
+    case SolverKind::OffloadAll:
+    case SolverKind::Selective:
+    case SolverKind::Pointwise: return false;
+  }
+  throw std::logic_error("unknown SolverKind");
+}
 
 std::string solver_needs(SolverKind kind, const Chain& chain) {
   if (kind == SolverKind::OffloadAll && !chain.link)

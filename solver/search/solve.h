@@ -67,6 +67,9 @@ struct SolveOptions {
   std::shared_ptr<RecomputeTableShelf> tables;
 };
 
+// Whether the solver reads SolveOptions::tables: `optimal` and `recompute-only`.
+bool reads_shared_tables(SolverKind kind);
+
 // Thrown when no schedule of the chosen solver fits the budget.
 struct InfeasibleBudget : std::runtime_error {
   InfeasibleBudget(const std::string& what, int64_t min_budget_bytes, int64_t store_all_peak_bytes)

@@ -27,4 +27,9 @@ size_t RecomputeTableShelf::size() {
   return entries_.size();
 }
 
+void RecomputeTableShelf::clear() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+}
+
 }  // namespace memopt::solver

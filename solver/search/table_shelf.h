@@ -37,6 +37,10 @@ class RecomputeTableShelf {
                                             int64_t extra_slots = 0);
   // How many tables it holds.
   size_t size();
+  // Drops every table it holds; a table handed out lives on with those who hold it.
+  // For a caller whose remaining solves read none of them, so that their own tables do
+  // not sit beside these.
+  void clear();
 
  private:
   struct Entry {

@@ -61,6 +61,14 @@ TEST(RecomputeTableShelf, FillsEachTableOnceAndKeepsOnePerKey) {
   other.num_threads = 3;
   other.offload_shapes = OffloadShapes::Windowed;
   EXPECT_EQ(shelf.get(chain, budget, other, 7).get(), got[0].get());
+  // Cleared, it holds none; a table handed out lives on, and asked again, it fills anew.
+  const RecomputeTable* first = got[0].get();
+  shelf.clear();
+  EXPECT_EQ(shelf.size(), 0u);
+  EXPECT_EQ(got[0]->slots(), dp.slots + 7);
+  const auto again = shelf.get(chain, budget, dp, 7);
+  EXPECT_NE(again.get(), first);
+  EXPECT_EQ(shelf.size(), 1u);
   // Cell for cell the table a solve would fill on its own.
   const RecomputeTable own(chain, budget, dp, 7);
   ASSERT_EQ(got[0]->slots(), own.slots());
