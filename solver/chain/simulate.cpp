@@ -257,6 +257,10 @@ struct TimelineState {
   MovedBytes inputs, carries;
   std::vector<MemEvent> events;  // in program order (Note [Events in time order])
   std::vector<MemEvent> frees;   // at the ends of offload copies
+  // Note [The walk's settled start]: the total and the peak of the events and frees
+  // already folded out of the two lists, and the op that reached that peak first.
+  int64_t settled_total = 0, settled_peak_bytes = 0;
+  int settled_peak_op = -1;
   std::vector<double> op_start_ms, offload_end_ms;  // one per op run, -1 where none
   // Note [Stopping over the budget]: the program-order events' sum and every free so far.
   int64_t program_bytes = 0, freed_bytes = 0;
@@ -292,6 +296,9 @@ struct TimelineState {
     events.clear();
     frees.clear();
     events.push_back({0.0, -2, chain.x(0), -1});
+    settled_total = 0;
+    settled_peak_bytes = SimResult{}.peak_bytes;
+    settled_peak_op = SimResult{}.peak_op;
     op_start_ms.clear();
     offload_end_ms.clear();
     program_bytes = chain.x(0);
@@ -667,6 +674,51 @@ struct PeakFold {
   }
 };
 
+// The fold of `s`'s walk so far, from what settle() folded out of it.
+PeakFold settled_fold(const TimelineState& s, SimResult& out) {
+  out.peak_bytes = s.settled_peak_bytes;
+  out.peak_op = s.settled_peak_op;
+  return PeakFold{out, s.settled_total};
+}
+
+// Note [The walk's settled start]
+// finish() folds the events and the frees in event order into the peak, so a state
+// keeps every one of them, and a TimelinePrefix copies its state, hundreds of ops of
+// them, into each candidate's run: on long plans, most of what a candidate that runs
+// a few ops costs. But every event and free a later op makes is at the compute cursor
+// or after it (a compute op starts there at the earliest, a prefetch allocates there,
+// a copy ends after it starts), so the start of the walk up to the first element at
+// the cursor is final: settle() folds it, in finish()'s order, into a total and a
+// peak and drops it from the lists, and finish() and a rejoining run go on from
+// there. The last event stays, for the time-order check of the next. Only a state
+// whose events are in time order (finish() would sort them otherwise) and whose frees
+// are (they are: the link ends its copies in issue order) is settled. The result is
+// the same, bit for bit: the same additions in the same order.
+void settle(TimelineState& s) {
+  if (!s.in_time_order || s.events.size() < 2 || !std::is_sorted(s.frees.begin(), s.frees.end(), event_before))
+    return;
+  const double cutoff = s.compute_end;
+  const size_t last = s.events.size() - 1;
+  SimResult peak;
+  PeakFold fold = settled_fold(s, peak);
+  size_t e = 0, f = 0;
+  for (;;) {
+    if (f < s.frees.size() && event_before(s.frees[f], s.events[e])) {
+      if (!(s.frees[f].time_ms < cutoff)) break;
+      fold(s.frees[f++]);
+    } else {
+      if (e == last || !(s.events[e].time_ms < cutoff)) break;
+      fold(s.events[e++]);
+    }
+  }
+  if (e == 0 && f == 0) return;
+  s.events.erase(s.events.begin(), s.events.begin() + static_cast<std::ptrdiff_t>(e));
+  s.frees.erase(s.frees.begin(), s.frees.begin() + static_cast<std::ptrdiff_t>(f));
+  s.settled_total = fold.total;
+  s.settled_peak_bytes = peak.peak_bytes;
+  s.settled_peak_op = peak.peak_op;
+}
+
 SimResult Timeline::finish() {
   TimelineState& s = s_;
   const int n = static_cast<int>(ops_.size()), L = L_;
@@ -695,7 +747,7 @@ SimResult Timeline::finish() {
   // The frees come sorted too: the d2h link ends its copies in issue order.
   if (!std::is_sorted(frees.begin(), frees.end(), before)) std::stable_sort(frees.begin(), frees.end(), before);
   if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
-  walk_in_event_order(events, frees, frees.size(), PeakFold{out});
+  walk_in_event_order(events, frees, frees.size(), settled_fold(s, out));  // Note [The walk's settled start]
   out.time_ms = std::max(s.compute_end, s.last_copy_end);
   out.offload_done_before = offload_done_before(s.op_start_ms, s.offload_end_ms);
   out.valid = true;
@@ -977,7 +1029,7 @@ std::optional<SimResult> rejoined(const BaseRun& j, int n_base, const TimelineSt
     if (j.stall_added[p] >= 0) out.stall_ms += j.stall_added[p];
   }
   // The candidate's own walk up to the cursor, as finish() walks it.
-  PeakFold own{out};
+  PeakFold own = settled_fold(c, out);  // Note [The walk's settled start]
   walk_in_event_order(c.events, c.frees, first_pending_free(c.frees, c.compute_end), [&](const MemEvent& e) { own(e); });
   const size_t w = j.walk_at[static_cast<size_t>(k / kRejoinEvery)];
   if (own.total != (w == 0 ? 0 : j.walk_total[w - 1])) return std::nullopt;  // never: the same bytes are held
@@ -1074,6 +1126,7 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
       }
   }
   if (stops_inside()) return from_the_start();
+  settle(at);  // Note [The walk's settled start]: what `run` copies is what is still to come
   run = at;
   return run_rejoining(chain_, base_, compute_ms_, j, ops, stops, run);
 }
