@@ -261,7 +261,10 @@ struct TimelineState {
   // already folded out of the two lists, and the op that reached that peak first.
   int64_t settled_total = 0, settled_peak_bytes = 0;
   int settled_peak_op = -1;
-  std::vector<double> op_start_ms, offload_end_ms;  // one per op run, -1 where none
+  // One per op run, -1 where none; only where the state keeps them (Note [Op times only
+  // for whole simulations]).
+  std::vector<double> op_start_ms, offload_end_ms;
+  bool keeps_op_times = true;
   // Note [Stopping over the budget]: the program-order events' sum and every free so far.
   int64_t program_bytes = 0, freed_bytes = 0;
   bool in_time_order = true;
@@ -281,7 +284,8 @@ struct TimelineState {
   BackToBack back_to_back;  // which bwd runs right after its own fwd_keep, for its price
   int ran = 0;
 
-  void start(const Chain& chain, double compute_ms) {
+  void start(const Chain& chain, double compute_ms, bool keep_op_times = true) {
+    keeps_op_times = keep_op_times;
     const int L = chain.length();
     r.reset(L);
     r.plain[0] = 1;
@@ -366,14 +370,14 @@ class Timeline {
     s_.out.copy_ms += s_.copy_added;
     s_.frees.push_back({end, -1, -bytes, -1});
     s_.freed_bytes -= bytes;
-    s_.offload_end_ms[p] = end;
+    if (s_.keeps_op_times) s_.offload_end_ms[p] = end;
     return end;
   }
   // Op p allocates `bytes` at issue and copies them back from the host, where they
   // are since `on_host_ms`; returns when the copy ends.
   double prefetch_copy(int p, double on_host_ms, int64_t bytes) {
     s_.over = record_event({s_.compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || s_.over;
-    s_.op_start_ms[p] = s_.compute_end;  // it allocates at issue
+    if (s_.keeps_op_times) s_.op_start_ms[p] = s_.compute_end;  // it allocates at issue
     const double start = std::max({s_.compute_end, s_.h2d_free, on_host_ms});
     const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
     s_.h2d_free = end;
@@ -532,7 +536,7 @@ std::string Timeline::compute(int p) {
   int64_t remove_bytes = 0;
   const double start = ready;
   const double end = start + dur_ms;
-  s.op_start_ms[p] = start;
+  if (s.keeps_op_times) s.op_start_ms[p] = start;
   s.stall_added = start - s.compute_end;
   s.out.stall_ms += s.stall_added;
   s.compute_end = end;
@@ -605,8 +609,10 @@ bool Timeline::step(SimResult& result) {
     result = stopped(p - 1);
     return false;
   }
-  s.op_start_ms.push_back(-1.0);
-  s.offload_end_ms.push_back(-1.0);
+  if (s.keeps_op_times) {
+    s.op_start_ms.push_back(-1.0);
+    s.offload_end_ms.push_back(-1.0);
+  }
   s.copy_added = s.stall_added = -1;
   const bool is_copy_or_wait = !info(ops_[p].kind).is_compute;
   if (std::string e = is_copy_or_wait ? copy(p) : compute(p); !e.empty()) {
@@ -749,7 +755,7 @@ SimResult Timeline::finish() {
   if (!std::is_sorted(events.begin(), events.end(), before)) std::stable_sort(events.begin(), events.end(), before);
   walk_in_event_order(events, frees, frees.size(), settled_fold(s, out));  // Note [The walk's settled start]
   out.time_ms = std::max(s.compute_end, s.last_copy_end);
-  out.offload_done_before = offload_done_before(s.op_start_ms, s.offload_end_ms);
+  if (s.keeps_op_times) out.offload_done_before = offload_done_before(s.op_start_ms, s.offload_end_ms);
   out.valid = true;
   return out;
 }
@@ -863,13 +869,20 @@ SimResult simulate_timeline(const Chain& chain, const std::vector<Op>& ops, int6
 //    before the cursor, and a free at the cursor goes first); so the candidate's own
 //    walk up to there, then the base's highest total after the same point where it is
 //    higher, give the peak and its op;
-//  - offload_done_before from the candidate's op starts and copy ends, then the base's;
 //  - where the candidate's bounds (Note [Stopping over the budget]) would stop it later
 //    -- a sum or an end the base's stopping tests saw after that point passes them --
 //    it runs on instead.
 // So the result is still simulate_timeline's, bit for bit (tested with and without
 // rejoining). The base's run and states cost one run per new base; a search that
 // simulates only one candidate per base (the pipelined family) does not ask for it.
+//
+// Note [Op times only for whole simulations]
+// SimResult::offload_done_before comes from each op's start and each copy's end, one
+// entry per op, and only the runtime reads it, from a plan's whole simulation
+// (runtime/copy_plan.cpp). A search's candidates are compared by their peak, time and
+// copies, so a TimelinePrefix's states keep no op times and its results leave
+// offload_done_before empty: a candidate's run copies no op times from the prefix and
+// builds none from the base's.
 
 namespace {
 
@@ -929,9 +942,8 @@ struct BaseRun {
   // the frees still to come, and where the base's event walk goes on from there.
   std::vector<TimelineState> at;
   std::vector<size_t> walk_at;
-  // Per op: what it added to copy_ms and stall_ms (-1: nothing), its start and its
-  // copy's end, as in TimelineState.
-  std::vector<double> copy_added, stall_added, op_start_ms, offload_end_ms;
+  // Per op: what it added to copy_ms and stall_ms (-1: nothing), as in TimelineState.
+  std::vector<double> copy_added, stall_added;
   // From op k on: the highest sum and the latest implied end the stopping tests saw.
   std::vector<int64_t> most_bytes_from;
   std::vector<double> latest_end_from;
@@ -951,7 +963,7 @@ BaseRun run_base(const Chain& chain, const std::vector<Op>& base, double compute
   BaseRun j;
   const int n = static_cast<int>(base.size());
   TimelineState s;
-  s.start(chain, compute_ms);
+  s.start(chain, compute_ms, /*keep_op_times=*/false);  // Note [Op times only for whole simulations]
   const Stops none;
   Timeline timeline(chain, base, none, s);
   std::vector<int64_t> most_bytes(n, std::numeric_limits<int64_t>::min());
@@ -963,8 +975,6 @@ BaseRun run_base(const Chain& chain, const std::vector<Op>& base, double compute
       kept.events.clear();
       kept.frees.erase(kept.frees.begin(),
                        kept.frees.begin() + static_cast<std::ptrdiff_t>(first_pending_free(kept.frees, kept.compute_end)));
-      kept.op_start_ms.clear();
-      kept.offload_end_ms.clear();
       j.at.push_back(std::move(kept));
       events_at.push_back(s.events.size());
     }
@@ -980,8 +990,6 @@ BaseRun run_base(const Chain& chain, const std::vector<Op>& base, double compute
     j.copy_added.push_back(s.copy_added);
     j.stall_added.push_back(s.stall_added);
   }
-  j.op_start_ms = s.op_start_ms;
-  j.offload_end_ms = s.offload_end_ms;
   j.result = timeline.finish();  // which leaves the frees in event order
   if (!j.result.valid || !s.in_time_order) return j;
   const std::vector<MemEvent>& frees = s.frees;
@@ -1038,10 +1046,6 @@ std::optional<SimResult> rejoined(const BaseRun& j, int n_base, const TimelineSt
     out.peak_op = j.best_op_from[w] >= 0 ? j.best_op_from[w] + shift : j.best_op_from[w];
   }
   out.time_ms = j.result.time_ms;
-  std::vector<double> starts = c.op_start_ms, ends = c.offload_end_ms;
-  starts.insert(starts.end(), j.op_start_ms.begin() + k, j.op_start_ms.end());
-  ends.insert(ends.end(), j.offload_end_ms.begin() + k, j.offload_end_ms.end());
-  out.offload_done_before = offload_done_before(starts, ends);
   out.valid = true;
   return out;
 }
@@ -1081,7 +1085,7 @@ struct TimelinePrefix::State {
 
 TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms, bool rejoin)
     : chain_(chain), base_(std::move(base)), compute_ms_(compute_ms), state_(std::make_unique<State>()) {
-  state_->at.start(chain_, compute_ms_);
+  state_->at.start(chain_, compute_ms_, /*keep_op_times=*/false);
   if (rejoin) state_->rejoin.emplace();
 }
 TimelinePrefix::~TimelinePrefix() = default;
@@ -1092,7 +1096,7 @@ void TimelinePrefix::rebase(std::vector<Op> base) {
   const auto differ = std::mismatch(base_.begin(), base_.end(), base.begin(), base.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   base_ = std::move(base);
-  if (same < state_->at.ran) state_->at.start(chain_, compute_ms_);
+  if (same < state_->at.ran) state_->at.start(chain_, compute_ms_, /*keep_op_times=*/false);
   if (state_->rejoin) state_->rejoin->base_run.reset();
 }
 
@@ -1101,14 +1105,14 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
   const Stops stops{stop_above_bytes, stop_after_ms};
   Rejoin* j = state_->rejoin ? &*state_->rejoin : nullptr;
   const auto from_the_start = [&] {
-    run.start(chain_, compute_ms_);
+    run.start(chain_, compute_ms_, /*keep_op_times=*/false);
     return run_rejoining(chain_, base_, compute_ms_, j, ops, stops, run);
   };
   const auto differ = std::mismatch(base_.begin(), base_.end(), ops.begin(), ops.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   TimelineState& at = state_->at;
   if (same < kShortestPrefixOps) return from_the_start();
-  if (same < at.ran) at.start(chain_, compute_ms_);
+  if (same < at.ran) at.start(chain_, compute_ms_, /*keep_op_times=*/false);
   // Whether the candidate stops inside the ops run so far: then it is simulated from
   // the first op, which stops no later than here.
   const auto stops_inside = [&] {
@@ -1121,7 +1125,7 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
     SimResult failed;
     while (at.ran < same && !stops_inside())
       if (!timeline.step(failed)) {  // an invalid base: nothing to resume from
-        at.start(chain_, compute_ms_);
+        at.start(chain_, compute_ms_, /*keep_op_times=*/false);
         return from_the_start();
       }
   }

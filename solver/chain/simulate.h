@@ -169,7 +169,9 @@ class TimelinePrefix {
   TimelinePrefix& operator=(const TimelinePrefix&) = delete;
   // A new base (valid, with the same compute ops); the state is kept where it agrees.
   void rebase(std::vector<Op> base);
-  // simulate_timeline(chain, ops, stop_above_bytes, stop_after_ms, compute_ms), bit for bit.
+  // simulate_timeline(chain, ops, stop_above_bytes, stop_after_ms, compute_ms), bit for
+  // bit, but offload_done_before, which it leaves empty (Note [Op times only for whole
+  // simulations] in simulate.cpp).
   SimResult simulate(const std::vector<Op>& ops, int64_t stop_above_bytes = std::numeric_limits<int64_t>::max(),
                      double stop_after_ms = std::numeric_limits<double>::infinity());
 
