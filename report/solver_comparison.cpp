@@ -1,8 +1,7 @@
 // solver_comparison.cpp: one solve and its outcome; every solver at one budget.
 #include "report/solver_comparison.h"
 
-#include <algorithm>
-#include <iterator>
+#include <span>
 #include <stdexcept>
 
 namespace memopt::report {
@@ -45,21 +44,21 @@ std::vector<SolverRow> compare_solvers(const Chain& chain, const SolveOptions& o
   // `recompute-only` read one table at the budget.
   SolveOptions shared = options;
   if (!shared.tables) shared.tables = std::make_shared<RecomputeTableShelf>();
-  const auto solved_here = [&](const SolverKindInfo& k) { return !(chosen && k.kind == options.solver); };
-  for (auto k = std::begin(kSolverKinds); k != std::end(kSolverKinds); ++k) {
-    if (!solved_here(*k)) {
-      rows.push_back({k->kind, *chosen});
+  const auto solved_here = [&](SolverKind kind) { return !(chosen && kind == options.solver); };
+  std::vector<SolverKind> to_solve;
+  for (const auto& k : kSolverKinds)
+    if (solved_here(k.kind)) to_solve.push_back(k.kind);
+  size_t solved = 0;
+  for (const auto& k : kSolverKinds) {
+    if (!solved_here(k.kind)) {
+      rows.push_back({k.kind, *chosen});
       continue;
     }
-    // Once no row left to solve reads the shelf, its tables go, so that the next rows'
-    // own tables do not sit beside them.
-    if (std::none_of(k, std::end(kSolverKinds),
-                     [&](const SolverKindInfo& left) { return solved_here(left) && reads_shared_tables(left.kind); }))
-      shared.tables->clear();
+    drop_unread_tables(*shared.tables, std::span<const SolverKind>(to_solve).subspan(solved++));
     SolveOptions o = shared;
-    o.solver = k->kind;
+    o.solver = k.kind;
     o.find_min_budget = false;
-    rows.push_back({k->kind, attempt_solve(chain, o)});
+    rows.push_back({k.kind, attempt_solve(chain, o)});
   }
   return rows;
 }

@@ -170,10 +170,9 @@ TradeoffReport sweep(const Profile& profile, const TradeoffOptions& options, con
   for (int64_t budget : options.budgets_bytes) {
     // Note [Tables shared between solves] in solver/search/table_shelf.h: one shelf per budget.
     const auto tables = std::make_shared<RecomputeTableShelf>();
-    for (auto kind_at = options.solvers.begin(); kind_at != options.solvers.end(); ++kind_at) {
-      const SolverKind kind = *kind_at;
-      // Once no solver left at this budget reads the shelf, its tables go.
-      if (std::none_of(kind_at, options.solvers.end(), reads_shared_tables)) tables->clear();
+    for (size_t k = 0; k < options.solvers.size(); ++k) {
+      const SolverKind kind = options.solvers[k];
+      drop_unread_tables(*tables, std::span<const SolverKind>(options.solvers).subspan(k));
       TradeoffPoint p;
       p.solver = std::string(info(kind).word);
       p.budget_bytes = budget;

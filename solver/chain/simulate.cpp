@@ -1076,6 +1076,12 @@ SimResult run_rejoining(const Chain& chain, const std::vector<Op>& base, double 
   return timeline.finish();
 }
 
+// A TimelinePrefix's state from the first op: no op times (Note [Op times only for whole
+// simulations]).
+void start_for_search(TimelineState& s, const Chain& chain, double compute_ms) {
+  s.start(chain, compute_ms, /*keep_op_times=*/false);
+}
+
 }  // namespace
 
 struct TimelinePrefix::State {
@@ -1085,7 +1091,7 @@ struct TimelinePrefix::State {
 
 TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms, bool rejoin)
     : chain_(chain), base_(std::move(base)), compute_ms_(compute_ms), state_(std::make_unique<State>()) {
-  state_->at.start(chain_, compute_ms_, /*keep_op_times=*/false);
+  start_for_search(state_->at, chain_, compute_ms_);
   if (rejoin) state_->rejoin.emplace();
 }
 TimelinePrefix::~TimelinePrefix() = default;
@@ -1096,7 +1102,7 @@ void TimelinePrefix::rebase(std::vector<Op> base) {
   const auto differ = std::mismatch(base_.begin(), base_.end(), base.begin(), base.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   base_ = std::move(base);
-  if (same < state_->at.ran) state_->at.start(chain_, compute_ms_, /*keep_op_times=*/false);
+  if (same < state_->at.ran) start_for_search(state_->at, chain_, compute_ms_);
   if (state_->rejoin) state_->rejoin->base_run.reset();
 }
 
@@ -1105,14 +1111,14 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
   const Stops stops{stop_above_bytes, stop_after_ms};
   Rejoin* j = state_->rejoin ? &*state_->rejoin : nullptr;
   const auto from_the_start = [&] {
-    run.start(chain_, compute_ms_, /*keep_op_times=*/false);
+    start_for_search(run, chain_, compute_ms_);
     return run_rejoining(chain_, base_, compute_ms_, j, ops, stops, run);
   };
   const auto differ = std::mismatch(base_.begin(), base_.end(), ops.begin(), ops.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   TimelineState& at = state_->at;
   if (same < kShortestPrefixOps) return from_the_start();
-  if (same < at.ran) at.start(chain_, compute_ms_, /*keep_op_times=*/false);
+  if (same < at.ran) start_for_search(at, chain_, compute_ms_);
   // Whether the candidate stops inside the ops run so far: then it is simulated from
   // the first op, which stops no later than here.
   const auto stops_inside = [&] {
@@ -1125,7 +1131,7 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
     SimResult failed;
     while (at.ran < same && !stops_inside())
       if (!timeline.step(failed)) {  // an invalid base: nothing to resume from
-        at.start(chain_, compute_ms_, /*keep_op_times=*/false);
+        start_for_search(at, chain_, compute_ms_);
         return from_the_start();
       }
   }

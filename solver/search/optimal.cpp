@@ -176,14 +176,19 @@ struct Search {
   };
   std::vector<Answered> answered;
 
-  Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o)
-      : chain(c), budget_bytes(budget), dp(d), options(o), polisher(std::make_shared<Polisher>(c, budget, o.polish)) {}
+  Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o,
+         RecomputeTableShelf* tables = nullptr)
+      : chain(c),
+        budget_bytes(budget),
+        dp(d),
+        options(o),
+        polisher(std::make_shared<Polisher>(c, budget, o.polish)),
+        shelf(tables) {}
   // A search of the same problem for another thread (Note [Searches side by side] in
   // side_by_side.h): main's polished plans and table (filled there first, if it is not
   // yet), its own DP memory, and `threads` for the DPs it runs inside.
-  Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options) {
+  Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options, main.shelf) {
     polisher = main.polisher;
-    shelf = main.shelf;
     start_tables = main.start_tables;
     dp.num_threads = threads;
     if (budget_bytes > 0 && dp.slots > 0) at_budget = main.table_shared();
@@ -595,11 +600,12 @@ Plan candidates_and_classes_side_by_side(Search& s) {
   return fastest_of_the_classes(s, widest, searched);
 }
 
-// The same, with the starts' tables shared (Note [The starts' tables shared by the
-// classes]).
-Plan best_over_classes(Search& s, const Candidates& candidates, std::optional<Plan> widest_dp) {
+// `search`'s result, the classes' searches in it sharing the starts' tables (Note [The
+// starts' tables shared by the classes]), which go once it has ended.
+template <typename ClassSearches>
+Plan with_start_tables(Search& s, ClassSearches search) {
   s.start_tables = std::make_shared<RecomputeTableShelf>();
-  const Plan best = best_over_each_class(s, candidates, std::move(widest_dp));
+  Plan best = search();
   s.start_tables.reset();  // the searches beside this one have ended: the tables go
   return best;
 }
@@ -713,15 +719,11 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
                                             const SearchOptions& options,
                                             const std::vector<std::vector<Op>>& known_plans,
                                             RecomputeTableShelf* tables) {
-  Search s(chain, budget_bytes, dp, options);
-  s.shelf = tables;
+  Search s(chain, budget_bytes, dp, options, tables);
   const bool offload_dp_runs = chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0;
   Plan best;
   if (offload_dp_runs && threads_per_piece(dp.num_threads, 1) > 1) {
-    // Note [Stages 1 to 3 in one queue].
-    s.start_tables = std::make_shared<RecomputeTableShelf>();  // Note [The starts' tables shared by the classes]
-    best = candidates_and_classes_side_by_side(s);  // 1, 2, 3
-    s.start_tables.reset();  // the searches beside this one have ended: the tables go
+    best = with_start_tables(s, [&] { return candidates_and_classes_side_by_side(s); });  // 1, 2, 3
     return with_known_plans(s, kicked_then_the_blocks(s, std::move(best)), known_plans);  // 4, 5, 6
   }
   std::optional<Plan> widest_dp;
@@ -736,7 +738,7 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
   if (options.any_fitting_plan)
     if (Plan any = s.fastest(candidates.plans)) return any;
   if (chain.has_usable_link()) {
-    best = best_over_classes(s, candidates, std::move(widest_dp));  // 2, 3: per class, the offload DP, the polish, the starts
+    best = with_start_tables(s, [&] { return best_over_each_class(s, candidates, std::move(widest_dp)); });  // 2, 3
     if (options.any_fitting_plan && best) return best;
     best = kicked_then_the_blocks(s, std::move(best));  // 4, 5
   } else {
@@ -747,8 +749,7 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
 
 std::optional<std::vector<Op>> plan_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
                                                    const SearchOptions& options, RecomputeTableShelf* tables) {
-  Search s(chain, budget_bytes, dp, options);
-  s.shelf = tables;
+  const Search s(chain, budget_bytes, dp, options, tables);
   return s.fastest(candidates_of(s, /*with_offload=*/false).plans);
 }
 

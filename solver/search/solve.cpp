@@ -35,7 +35,7 @@ std::optional<std::vector<Op>> plan_with(const Chain& chain, const SolveOptions&
                                          bool with_known_plans) {
   const DpOptions dp = dp_options(o);
   // Note [Tables shared between solves]: only at the budget the shelf was made for.
-  RecomputeTableShelf* tables = budget_bytes == o.budget_bytes && reads_shared_tables(o.solver) ? o.tables.get() : nullptr;
+  RecomputeTableShelf* tables = budget_bytes == o.budget_bytes ? o.tables.get() : nullptr;
   switch (o.solver) {
     case SolverKind::Optimal:
       return plan_optimal(chain, budget_bytes, dp, o.search,
@@ -90,6 +90,10 @@ bool reads_shared_tables(SolverKind kind) {
     case SolverKind::Pointwise: return false;
   }
   throw std::logic_error("unknown SolverKind");
+}
+
+void drop_unread_tables(RecomputeTableShelf& shelf, std::span<const SolverKind> still_to_solve) {
+  if (std::none_of(still_to_solve.begin(), still_to_solve.end(), reads_shared_tables)) shelf.clear();
 }
 
 std::string solver_needs(SolverKind kind, const Chain& chain) {

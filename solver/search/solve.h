@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -69,6 +70,10 @@ struct SolveOptions {
 
 // Whether the solver reads SolveOptions::tables: `optimal` and `recompute-only`.
 bool reads_shared_tables(SolverKind kind);
+// For a caller that solves several solvers in turn through one shelf: drops its tables
+// once none of `still_to_solve` reads them, so that those solvers' own tables do not
+// sit beside them (Note [Tables shared between solves] in table_shelf.h).
+void drop_unread_tables(RecomputeTableShelf& shelf, std::span<const SolverKind> still_to_solve);
 
 // Thrown when no schedule of the chosen solver fits the budget.
 struct InfeasibleBudget : std::runtime_error {
