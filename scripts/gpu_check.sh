@@ -12,6 +12,9 @@
 #   python  the benchmark against HF checkpointing and torch.compile's activation
 #           memory budget on GPT-2 small
 #   large   the same benchmark on GPT-2 large (36 layers, C = 1280)
+#   compiled  the GPT-2 small benchmark with memopt's stages also compiled
+#           (memopt.optimize(compile_stages=True)): does compiling them close the gap to
+#           torch.compile at equal memory?
 # A second call on a machine that stayed warm finds build-gpu/ built and rebuilds nothing.
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
@@ -23,12 +26,12 @@
 # left is skipped, and the results are packed after every step, so that a run cut short by
 # its caller still hands back everything it finished.
 set -uo pipefail
-result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large ...]}
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(cli)
 for part in "${parts[@]}"; do
-  case "$part" in cli|python|large) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large)" >&2; exit 2 ;; esac
+  case "$part" in cli|python|large|compiled) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled)" >&2; exit 2 ;; esac
 done
 mkdir -p "$result"
 result=$(cd "$result" && pwd)
@@ -152,14 +155,17 @@ done
 
 # The users' benchmark -- plain, HF checkpointing, torch.compile at two memory
 # budgets, memopt at each one's peak -- through the package built here.
-bench() {  # bench NAME SECONDS LAYERS EMBD HEADS
+bench() {  # bench NAME SECONDS LAYERS EMBD HEADS [BENCH_FLAGS...]
   if [ ! -d "$build/python/memopt" ]; then
     echo "bench_$1: the Python package was not built ($py has no C headers: see configure.log)" | tee -a "$summary"
     return
   fi
-  PYTHONPATH="$build/python:tools" step "bench_$1" "$2" "$py" tools/bench_hf_python.py --device cuda \
-    --attention sdpa --layers "$3" --embd "$4" --heads "$5" --batch 8 --seq 1024 --links measured \
-    --compile-budgets "${MEMOPT_GPU_COMPILE_BUDGETS:-0.5,0.2}" --budgets "" --warmup 2 --steps 5 --out "$work/bench_$1.json"
+  local name=$1 secs=$2 layers=$3 embd=$4 heads=$5
+  shift 5
+  PYTHONPATH="$build/python:tools" step "bench_$name" "$secs" "$py" tools/bench_hf_python.py --device cuda \
+    --attention sdpa --layers "$layers" --embd "$embd" --heads "$heads" --batch 8 --seq 1024 --links measured \
+    --compile-budgets "${MEMOPT_GPU_COMPILE_BUDGETS:-0.5,0.2}" --budgets "" --warmup 2 --steps 5 \
+    --out "$work/bench_$name.json" "$@"
 }
 
 for part in "${parts[@]}"; do
@@ -167,5 +173,6 @@ for part in "${parts[@]}"; do
     cli) run_cli ;;
     python) bench small 300 12 768 12 ;;
     large) bench large 540 36 1280 20 ;;
+    compiled) bench small_compiled 420 12 768 12 --memopt-compiled ;;
   esac
 done

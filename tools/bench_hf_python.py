@@ -7,7 +7,10 @@ steps interleaved (A B C D A B C D ...) after warm-up rounds:
   memopt    memopt.optimize, recompute-only, budget = hf-ckpt's measured peak;
   memopt+LINK  the same budget, offloading allowed over LINK;
 and memopt again at each compile variant's measured peak and at --budgets, so that
-every competitor has a memopt point at its own memory.
+every competitor has a memopt point at its own memory. With --memopt-compiled, every
+memopt variant runs again with each stage compiled (memopt.optimize(compile_stages=True):
+`memopt-compiled`, `memopt-compiled+LINK`), which tells whether compiling memopt's stages
+closes the gap to torch.compile at equal memory.
 The model is HF's GPT2LMHeadModel (dropout 0.1) or LlamaForCausalLM (--arch llama:
 grouped-query attention with --kv-heads, SwiGLU MLP of 2.6875 C, no dropout, as Llama
 trains) as it is, random weights. With --new-shapes, memopt's plan for each other batch
@@ -165,6 +168,8 @@ def main():
                          "CPU, `measured` (the GPU's own) on a GPU")
     ap.add_argument("--compile-budgets", default="",
                     help="torch.compile variants, one per activation_memory_budget fraction, comma-separated")
+    ap.add_argument("--memopt-compiled", action="store_true",
+                    help="also every memopt variant with its stages compiled (compile_stages=True)")
     ap.add_argument("--budgets", default="80%",
                     help="budgets besides hf-ckpt's peak, comma-separated (memopt's budget words)")
     ap.add_argument("--new-shapes", default="",
@@ -199,29 +204,36 @@ def main():
     # first block's first norm runs twice), whatever ran in the process before.
     ln_1_calls = [0]
     first_norm(hf).register_forward_hook(lambda *a: ln_1_calls.__setitem__(0, ln_1_calls[0] + 1))
-    # Every memopt plan runs on one copy of the model: optimize() returns the plan's
-    # forward on it, and each step puts the forward of its variant in place.
-    m = copy.deepcopy(plain)
-    profile = None
+    # Every memopt plan of one kind (eager stages, compiled stages) runs on one copy of
+    # the model: optimize() returns the plan's forward on it, and each step puts the
+    # forward of its variant in place.
     variants, forwards, plans = dict(competitors), {}, {}
-    for budget in budgets + [b for b in args.budgets.split(",") if b]:
-        for link in [None] + args.links.split(","):
-            name = ("memopt" if link is None else f"memopt+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
-            log(f"optimizing {name}")
-            try:
-                memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile, other_shapes=False)
-            except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
-                log(f"{name}: {e}")
-                plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
-                               "infeasible": str(e)}
-                continue
-            profile = m.memopt_plan.profile
-            variants[name], forwards[name] = m, m.forward
-            plan = m.memopt_plan
-            ops = [op[0] for op in plan.schedule["ops"]]
-            plans[name] = {"budget_bytes": plan.budget_bytes, "predicted": plan.predicted, "link": link,
-                           "num_offloads": sum(o.startswith("offload") for o in ops),
-                           "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
+    store_all_peak = None  # eager stages'
+    kinds = [("memopt", False)] + ([("memopt-compiled", True)] if args.memopt_compiled else [])
+    for prefix, compile_stages in kinds:
+        m = copy.deepcopy(plain)
+        profile = None
+        for budget in budgets + [b for b in args.budgets.split(",") if b]:
+            for link in [None] + args.links.split(","):
+                name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
+                log(f"optimizing {name}")
+                try:
+                    memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile,
+                                    other_shapes=False, compile_stages=compile_stages)
+                except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
+                    log(f"{name}: {e}")
+                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
+                                   "infeasible": str(e)}
+                    continue
+                profile = m.memopt_plan.profile
+                variants[name], forwards[name] = m, m.forward
+                plan = m.memopt_plan
+                if not compile_stages:
+                    store_all_peak = plan.predicted["store_all_peak_bytes"]
+                ops = [op[0] for op in plan.schedule["ops"]]
+                plans[name] = {"budget_bytes": plan.budget_bytes, "predicted": plan.predicted, "link": link,
+                               "compiled": compile_stages, "num_offloads": sum(o.startswith("offload") for o in ops),
+                               "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}
     for r in range(args.warmup + args.steps):
@@ -244,7 +256,7 @@ def main():
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
         "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": args.steps,
         "hf_ckpt_peak_bytes": hf_peak,
-        "store_all_peak_bytes": plan.predicted["store_all_peak_bytes"],
+        "store_all_peak_bytes": store_all_peak,
         "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
                          "max_peak_bytes": max(peaks[k])} for k in variants},
         "plans": plans,

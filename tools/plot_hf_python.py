@@ -23,7 +23,8 @@ COMPILE_COLORS = {True: "tab:gray", False: "tab:olive"}  # activation_memory_bud
 def series(name, links):
     """(legend label, style): one colour per way of training (each offload link in
     `links` its own, in order); memopt's circles sit at hf-ckpt's peak as budget, its
-    diamonds at the larger budget."""
+    diamonds at the larger budget; memopt's compiled stages (memopt-compiled...) are
+    hollow markers of the same colours."""
     if name == "plain":
         return "plain HF", dict(marker="s", color="black")
     if name == "hf-ckpt":
@@ -33,15 +34,18 @@ def series(name, links):
         return f"torch.compile, activation_memory_budget {fraction}", \
             dict(marker="P", color=COMPILE_COLORS[float(fraction) > 0.3], markersize=9)
     link, _, budget = name.partition(" @")
-    over = link.partition("+")[2]  # the link memopt offloads over; empty: none
-    label = "memopt, recompute-only" if not over else f"memopt, offload over the {over} link" if over == "measured" \
-        else f"memopt, offload over {over}"
-    color = "tab:blue" if link == "memopt" else LINK_COLORS[links.index(link) % len(LINK_COLORS)]
+    kind, _, over = link.partition("+")  # over: the link memopt offloads over; empty: none
+    compiled = kind == "memopt-compiled"
+    label = ("memopt, compiled stages" if compiled else "memopt") + \
+        (", recompute-only" if not over else f", offload over the {over} link" if over == "measured"
+         else f", offload over {over}")
+    color = "tab:blue" if not over else LINK_COLORS[links.index(f"memopt+{over}") % len(LINK_COLORS)]
+    hollow = dict(markerfacecolor="none", markeredgewidth=1.5) if compiled else {}
     if not budget:
-        return label + ", budget = hf-ckpt's peak", dict(marker="o", color=color)
+        return label + ", budget = hf-ckpt's peak", dict(marker="o", color=color, **hollow)
     # A budget word (80%) or a byte count: another competitor's measured peak.
     shown = f"{int(budget) / MIB:.0f} MiB" if budget.isdigit() else f"{budget} of store-all"
-    return label + f", budget {shown}", dict(marker="D", color=color)
+    return label + f", budget {shown}", dict(marker="D", color=color, **hollow)
 
 
 def table(title, d):

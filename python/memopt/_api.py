@@ -16,6 +16,7 @@ from torch import nn
 
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
+from ._compile import compile_forwards
 from ._decoders import decoder_chain, find_blocks, is_hf_causal_lm
 from ._stacks import stack_chain
 from ._shapes import ShapeLaw, cut_sample, probe_shapes
@@ -32,7 +33,14 @@ ProblemTooLarge = _core.ProblemTooLarge
 # never installs it: there the caching allocator's requested bytes are the meter.
 
 
-def _build_chain(model, sample_inputs, granularity, blocks=None) -> ChainSpec:
+def _build_chain(model, sample_inputs, granularity, blocks=None, compile_stages=False) -> ChainSpec:
+    spec = _chain_of(model, sample_inputs, granularity, blocks)
+    if not isinstance(compile_stages, bool):
+        raise TypeError(f"memopt: compile_stages must be True or False, got {type(compile_stages).__name__}")
+    return compile_forwards(spec) if compile_stages else spec
+
+
+def _chain_of(model, sample_inputs, granularity, blocks) -> ChainSpec:
     if is_hf_gpt2(model) and blocks is None:
         return hf_gpt2_chain(model, sample_inputs, granularity)
     if is_hf_causal_lm(model):
@@ -189,11 +197,12 @@ def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
 
 
 def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
-            warmup: int = 1, threads: int = 1, progress: bool = True, blocks: Optional[nn.ModuleList] = None) -> dict:
+            warmup: int = 1, threads: int = 1, progress: bool = True, blocks: Optional[nn.ModuleList] = None,
+            compile_stages: bool = False) -> dict:
     """Measures every stage of `model` on `sample_inputs` (time, output, saved and
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
-    `out`, also writes it there."""
-    spec = _build_chain(model, sample_inputs, granularity, blocks)
+    `out`, also writes it there. compile_stages: as optimize's."""
+    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages)
     with _on(_check_devices(spec)):
         _, text = _profile_chain(spec, repeat, warmup, threads, progress)
     _write_json(out, text)
@@ -221,6 +230,11 @@ def _check_profile_matches(profile: dict, spec: ChainSpec):
         if key in spec.model_json and profile.get("model", {}).get(key) != spec.model_json[key]:
             raise ValueError(f"memopt.optimize: the profile's model/{key} is {profile['model'].get(key)}, the "
                              f"sample's {spec.model_json[key]}; profile this sample (profile=None)")
+    compiled, made_compiled = "compiled" in spec.model_json, "compiled" in profile.get("model", {})
+    if compiled != made_compiled:
+        raise ValueError(f"memopt.optimize: the profile timed {'compiled' if made_compiled else 'eager'} stages and "
+                         f"these are {'compiled' if compiled else 'eager'}: pass compile_stages="
+                         f"{made_compiled} as when the profile was made, or profile again (profile=None)")
 
 
 def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optional[str] = None,
@@ -464,7 +478,7 @@ class _LMForward:
 def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
              granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
              repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None,
-             blocks: Optional[nn.ModuleList] = None, other_shapes: bool = True):
+             blocks: Optional[nn.ModuleList] = None, other_shapes: bool = True, compile_stages: bool = False):
     """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
     train along the plan. Returns the model to train: for a causal LM (GPT-2, Llama,
     ...) the same object, whose forward with labels now runs the plan
@@ -494,8 +508,11 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
                    another shape gets its own plan in a fraction of a second (Note [How
                    a profile scales with the batch shape]); give the largest batch the
                    training sees. False: other shapes are refused
+      compile_stages  compile each stage's forward with torch.compile, so that the
+                   stages run fused kernels; the profile times them compiled and the
+                   plan prices them so (Note [Compiled stages] in _compile.py)
     """
-    spec = _build_chain(model, sample_inputs, granularity, blocks)
+    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages)
     device = _check_devices(spec)
     with _on(device):
         if profile is None:

@@ -132,3 +132,34 @@ def test_a_model_split_across_devices_is_refused():
 def test_a_budget_below_the_minimum_names_the_minimum():
     with pytest.raises(memopt.InfeasibleBudget, match='budget="min"'):
         memopt.optimize(gpt2("sdpa"), batch(), budget=1 << 10, repeat=1)
+
+
+@pytest.mark.parametrize("budget,link", [("100%", None), ("min", None), ("50%", "measured")])
+def test_compiled_stages_train_as_storing_everything_and_peak_as_predicted(budget, link):
+    """compile_stages=True (Note [Compiled stages] in python/memopt/_compile.py): every
+    plan's step equals the compiled store-all plan's bit for bit, within a tolerance of
+    the eager model's (the same masks, fused kernels), its peak within the budget and
+    as predicted."""
+    plain = gpt2("sdpa")
+    ids = batch()
+    steps = {}
+    for b, l in {("100%", None), (budget, link)}:
+        model = copy.deepcopy(plain)
+        memopt.optimize(model, ids, budget=b, link=l, repeat=2, other_shapes=False, compile_stages=True)
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        step(model, ids, 10)  # warm-up
+        loss, peak, _ = step(model, ids, 11)
+        plan = model.memopt_plan
+        assert peak <= plan.budget_bytes
+        assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
+        steps[(b, l)] = (loss, [p.grad.clone() for p in model.parameters()])
+    for p in plain.parameters():
+        p.grad = torch.zeros_like(p)
+    ref_loss, _, _ = step(plain, ids, 11)
+    loss, grads = steps[(budget, link)]
+    all_loss, all_grads = steps[("100%", None)]
+    assert torch.equal(loss, all_loss)
+    for g, h in zip(grads, all_grads):
+        assert torch.equal(g, h)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,70 @@
+"""Each stage's forward compiled with torch.compile: memopt.optimize(compile_stages=True).
+
+Note [Compiled stages]
+A stage is a Python function of its input; memopt's executor calls it wherever the plan
+runs that stage's forward, with autograd (fwd_keep) or without (fwd_ckpt, fwd_drop), and
+autograd runs its backward. torch.compile of that function makes two graphs per stage,
+one per grad mode (Dynamo guards on it), each with fused kernels, and an AOTAutograd
+backward for the one with autograd. Nothing else changes: the profile measures the
+compiled stages as they will run, the plan prices them, and saved-state offloading still
+sees every tensor the compiled forward saves (AOTAutograd saves them through autograd,
+where memopt's hooks take them).
+
+Recomputation must draw the dropout masks the first forward drew. Inductor's own random
+numbers come from seeds it draws from the generator, in its own order, per graph; the
+grad and no-grad graphs of a stage need not draw them alike, and a recomputed stage runs
+the other graph than the forward before the loss did when that forward was a checkpoint.
+So the stages are compiled with inductor's fallback_random: every random op is ATen's,
+drawing what eager PyTorch draws from the generator state memopt restores before it
+recomputes. The masks are then those of the eager model too, so a step of compiled
+stages computes what the eager model computes, up to the fused kernels' rounding.
+
+Dynamo keeps its compiled graphs on the function's code object, a few per code object
+(its recompile limit), and past that runs the function eagerly. The stages of a chain
+are closures of one function (an nn.Sequential's children, a model's blocks), each
+needing graphs of its own -- two per grad mode and batch shape -- so each stage is
+compiled from a copy of its function with a code object of its own: a long or
+heterogeneous chain never runs out of graphs, at the price of tracing identical blocks
+once each (inductor's graph cache then finds their kernels already built). A batch of
+another shape recompiles each stage once per grad mode; Dynamo then marks the shapes
+dynamic.
+"""
+import types
+from typing import Callable
+
+import torch
+
+from ._chains import ChainSpec
+
+# The profile's model/compiled when the stages were compiled (docs/formats.md).
+COMPILED = "torch.compile"
+
+
+def _function_copy(function: types.FunctionType, index: int) -> types.FunctionType:
+    code = function.__code__.replace(co_name=f"{function.__code__.co_name}_stage{index}")
+    copy = types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__, function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    return copy
+
+
+def _with_own_code(forward: Callable, index: int) -> Callable:
+    """`forward`, as a function whose code object is its own (Note [Compiled stages])."""
+    if isinstance(forward, types.MethodType) and isinstance(forward.__func__, types.FunctionType):
+        return types.MethodType(_function_copy(forward.__func__, index), forward.__self__)
+    if isinstance(forward, types.FunctionType):
+        return _function_copy(forward, index)
+    return forward
+
+
+def compile_stage(forward: Callable, index: int) -> Callable:
+    return torch.compile(_with_own_code(forward, index), options={"fallback_random": True})
+
+
+def compile_forwards(spec: ChainSpec) -> ChainSpec:
+    """`spec` with every stage's forward compiled (Note [Compiled stages])."""
+    if not hasattr(torch, "compile"):
+        raise RuntimeError("memopt.optimize: compile_stages=True needs torch.compile (PyTorch 2.0 or later); "
+                           f"this is torch {torch.__version__}")
+    spec.forwards = [compile_stage(f, i) for i, f in enumerate(spec.forwards)]
+    spec.model_json = dict(spec.model_json, compiled=COMPILED)
+    return spec

@@ -1,0 +1,107 @@
+"""memopt.optimize(compile_stages=True): each stage's forward compiled with torch.compile
+(Note [Compiled stages] in python/memopt/_compile.py), on an unmodified Hugging Face
+GPT-2 with dropout on -- the same gradients from every plan, bit for bit, what the eager
+model computes up to the fused kernels' rounding, and activation peaks as predicted."""
+import copy
+
+import pytest
+import torch
+
+import memopt
+
+transformers = pytest.importorskip("transformers")
+
+from test_optimize_hf import B, T, batch, grads, tiny_gpt2  # noqa: E402  (the eager tests' model and batch)
+from test_optimize_hf import step as eager_step  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
+
+
+def step(model, ids, seed):
+    """One step of the user's loop: its loss, gradients and activation peak."""
+    loss, peak = eager_step(model, ids, seed)
+    return loss, grads(model), peak
+
+
+PLANS = [("100%", None), ("min", None), ("60%", "100GB/s")]  # store-all, recomputation, saved state moved
+
+
+def test_every_plan_of_compiled_stages_trains_as_the_eager_model_does():
+    plain = tiny_gpt2()
+    ids = batch()
+    results = {}
+    for budget, link in PLANS:
+        model = copy.deepcopy(plain)
+        memopt.optimize(model, ids, budget=budget, link=link, repeat=1, other_shapes=False, compile_stages=True)
+        plan = model.memopt_plan
+        assert plan.profile["model"]["compiled"] == "torch.compile"
+        ops = [op[0] for op in plan.schedule["ops"]]
+        if budget == "min":
+            assert "fwd_ckpt" in ops
+        if link:
+            assert "offload_saved" in ops and "prefetch_saved" in ops
+        results[budget] = [step(model, ids, seed) for seed in (7, 8)]
+    eager = [step(plain, ids, seed) for seed in (7, 8)]
+    for budget, _ in PLANS:
+        for (loss, grads, _), (ref_loss, ref_grads, _), (sa_loss, sa_grads, _) in zip(results[budget], eager,
+                                                                                     results["100%"]):
+            # Each stage runs the same compiled graphs in every plan, and a recomputation
+            # redraws the masks: bit for bit the store-all plan's step.
+            assert torch.equal(loss, sa_loss), budget
+            for n in grads:
+                assert torch.equal(grads[n], sa_grads[n]), (budget, n)
+            # The eager model's masks (fallback_random), its arithmetic up to the fused
+            # kernels' rounding: a mask drawn differently would change the loss by far
+            # more than this.
+            torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+            for n in grads:
+                torch.testing.assert_close(grads[n], ref_grads[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
+def test_compiled_stages_peak_within_the_budget_as_predicted():
+    ids = batch()
+    for budget in ("70%", "min"):
+        model = tiny_gpt2()
+        memopt.optimize(model, ids, budget=budget, repeat=1, other_shapes=False, compile_stages=True)
+        step(model, ids, 3)  # warm-up
+        _, _, peak = step(model, ids, 3)
+        plan = model.memopt_plan
+        assert peak <= plan.budget_bytes, (budget, peak, plan.budget_bytes)
+        # As for eager stages: the prediction counts a_0, the token ids the caller made.
+        assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (budget, peak, plan.predicted["peak_bytes"])
+
+
+def test_a_profile_of_eager_stages_is_refused_for_compiled_ones_and_back():
+    ids = batch()
+    model = tiny_gpt2(n_layer=1)
+    eager = memopt.profile(model, ids, repeat=1, progress=False)
+    assert "compiled" not in eager["model"]
+    with pytest.raises(ValueError, match="compile_stages=False"):
+        memopt.optimize(model, ids, profile=eager, other_shapes=False, compile_stages=True)
+    compiled = memopt.profile(model, ids, repeat=1, progress=False, compile_stages=True)
+    with pytest.raises(ValueError, match="compile_stages=True"):
+        memopt.optimize(model, ids, profile=compiled, other_shapes=False)
+    with pytest.raises(TypeError, match="compile_stages must be True or False"):
+        memopt.optimize(model, ids, other_shapes=False, compile_stages="yes")
+
+
+def test_every_stage_of_a_long_heterogeneous_sequential_gets_its_own_graphs():
+    """Dynamo keeps a few graphs per code object; the stages are closures of one
+    function, so each is compiled from a code object of its own (Note [Compiled
+    stages]) and none falls back to running eagerly."""
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    layers = []
+    for i in range(10):
+        layers += [torch.nn.Linear(32, 32), torch.nn.GELU() if i % 2 else torch.nn.Tanh()]
+    seq = torch.nn.Sequential(*layers)
+    plain = copy.deepcopy(seq)
+    x = torch.randn(8, 32)
+    graphs_before = counters["stats"]["unique_graphs"]
+    model = memopt.optimize(seq, x, budget="50%", repeat=1, compile_stages=True)
+    # The profile runs every stage with autograd and without: two graphs each.
+    assert counters["stats"]["unique_graphs"] - graphs_before >= 2 * len(layers)
+    model(x).square().sum().backward()
+    plain(x).square().sum().backward()
+    for (n, p), q in zip(seq.named_parameters(), plain.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
