@@ -91,6 +91,10 @@ def tensors_in(block_args: List[tuple]) -> List[torch.Tensor]:
             for t in (v if isinstance(v, (tuple, list)) else (v,)) if isinstance(t, torch.Tensor)]
 
 
+# The model's forward is stopped by an exception, which Dynamo cannot trace: with
+# compiled stages (Note [Compiled stages] in _compile.py) this part of the embedding
+# stage runs eagerly, and none of the model's functions it calls is compiled apart.
+@torch.compiler.disable
 def until_first_block(blocks, call: Callable[[], object], name: str) -> torch.Tensor:
     """The hidden states call() -- the model's forward -- gives its first block."""
     def stop(i):

@@ -105,3 +105,27 @@ def test_every_stage_of_a_long_heterogeneous_sequential_gets_its_own_graphs():
     plain(x).square().sum().backward()
     for (n, p), q in zip(seq.named_parameters(), plain.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("granularity", ["block", "sublayer"])
+def test_a_llama_with_compiled_stages_trains_as_the_eager_model_also_on_a_shorter_batch(granularity):
+    """A decoder's embedding stage stops the model's forward at the first block by an
+    exception, which runs eagerly (until_first_block in _blocks.py); the blocks and the
+    head compile, and a batch of another shape compiles them again, on its own plan."""
+    import test_optimize_decoders as decoders
+    plain = decoders.decoder("llama")  # attention dropout on
+    model = copy.deepcopy(plain)
+    ids = decoders.batch()
+    shapes = granularity == "sublayer"  # the shape probes compile each stage again: once is enough
+    memopt.optimize(model, ids, budget="min", granularity=granularity, repeat=1, compile_stages=True,
+                    other_shapes=shapes)
+    assert "fwd_ckpt" in [op[0] for op in model.memopt_plan.schedule["ops"]]
+    for x in (ids, ids[:1, :20].clone()) if shapes else (ids,):
+        ref_loss, _ = decoders.step(plain, x, 4)
+        ref_grads = grads(plain)
+        loss, _ = decoders.step(model, x, 4)
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+        for n, g in grads(model).items():
+            torch.testing.assert_close(g, ref_grads[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+    if shapes:
+        assert (1, 20) in model.memopt_plans
