@@ -15,6 +15,9 @@
 #   compiled  the GPT-2 small benchmark with memopt's stages also compiled
 #           (memopt.optimize(compile_stages=True)): does compiling them close the gap to
 #           torch.compile at equal memory?
+#   chunked the GPT-2 small benchmark with memopt's head also computing the loss by
+#           chunks (chunked_loss=True), whose lower floor leaves room at HF
+#           checkpointing's peak
 # A second call on a machine that stayed warm finds build-gpu/ built and rebuilds nothing.
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
@@ -26,12 +29,12 @@
 # left is skipped, and the results are packed after every step, so that a run cut short by
 # its caller still hands back everything it finished.
 set -uo pipefail
-result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled ...]}
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled|chunked ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(cli)
 for part in "${parts[@]}"; do
-  case "$part" in cli|python|large|compiled) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled)" >&2; exit 2 ;; esac
+  case "$part" in cli|python|large|compiled|chunked) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled, chunked)" >&2; exit 2 ;; esac
 done
 mkdir -p "$result"
 result=$(cd "$result" && pwd)
@@ -174,5 +177,6 @@ for part in "${parts[@]}"; do
     python) bench small 300 12 768 12 ;;
     large) bench large 540 36 1280 20 ;;
     compiled) bench small_compiled 420 12 768 12 --memopt-compiled ;;
+    chunked) bench small_chunked 300 12 768 12 --memopt-chunked-loss ;;
   esac
 done

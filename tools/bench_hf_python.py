@@ -10,7 +10,9 @@ and memopt again at each compile variant's measured peak and at --budgets, so th
 every competitor has a memopt point at its own memory. With --memopt-compiled, every
 memopt variant runs again with each stage compiled (memopt.optimize(compile_stages=True):
 `memopt-compiled`, `memopt-compiled+LINK`), which tells whether compiling memopt's stages
-closes the gap to torch.compile at equal memory.
+closes the gap to torch.compile at equal memory; with --memopt-chunked-loss, again with
+the head's loss computed by chunks (chunked_loss=True: `memopt-chunked`, ...), whose
+lower floor leaves memopt room to keep blocks at HF checkpointing's peak.
 The model is HF's GPT2LMHeadModel (dropout 0.1) or LlamaForCausalLM (--arch llama:
 grouped-query attention with --kv-heads, SwiGLU MLP of 2.6875 C, no dropout, as Llama
 trains) as it is, random weights. With --new-shapes, memopt's plan for each other batch
@@ -170,6 +172,8 @@ def main():
                     help="torch.compile variants, one per activation_memory_budget fraction, comma-separated")
     ap.add_argument("--memopt-compiled", action="store_true",
                     help="also every memopt variant with its stages compiled (compile_stages=True)")
+    ap.add_argument("--memopt-chunked-loss", action="store_true",
+                    help="also every memopt variant with the head's loss by chunks (chunked_loss=True)")
     ap.add_argument("--budgets", default="80%",
                     help="budgets besides hf-ckpt's peak, comma-separated (memopt's budget words)")
     ap.add_argument("--new-shapes", default="",
@@ -209,8 +213,12 @@ def main():
     # forward of its variant in place.
     variants, forwards, plans = dict(competitors), {}, {}
     store_all_peak = None  # eager stages'
-    kinds = [("memopt", False)] + ([("memopt-compiled", True)] if args.memopt_compiled else [])
-    for prefix, compile_stages in kinds:
+    kinds = [("memopt", {})]
+    if args.memopt_compiled:
+        kinds.append(("memopt-compiled", {"compile_stages": True}))
+    if args.memopt_chunked_loss:
+        kinds.append(("memopt-chunked", {"chunked_loss": True}))
+    for prefix, options in kinds:
         m = copy.deepcopy(plain)
         profile = None
         for budget in budgets + [b for b in args.budgets.split(",") if b]:
@@ -219,7 +227,7 @@ def main():
                 log(f"optimizing {name}")
                 try:
                     memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile,
-                                    other_shapes=False, compile_stages=compile_stages)
+                                    other_shapes=False, **options)
                 except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
                     log(f"{name}: {e}")
                     plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
@@ -228,11 +236,11 @@ def main():
                 profile = m.memopt_plan.profile
                 variants[name], forwards[name] = m, m.forward
                 plan = m.memopt_plan
-                if not compile_stages:
+                if not options:
                     store_all_peak = plan.predicted["store_all_peak_bytes"]
                 ops = [op[0] for op in plan.schedule["ops"]]
                 plans[name] = {"budget_bytes": plan.budget_bytes, "predicted": plan.predicted, "link": link,
-                               "compiled": compile_stages, "num_offloads": sum(o.startswith("offload") for o in ops),
+                               **options, "num_offloads": sum(o.startswith("offload") for o in ops),
                                "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}

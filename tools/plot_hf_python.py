@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 MIB = 2**20
 
 
+# memopt's kinds of variant (bench_hf_python.py): eager stages, compiled stages, a chunked head.
+KINDS = {"memopt": "memopt", "memopt-compiled": "memopt, compiled stages", "memopt-chunked": "memopt, chunked loss"}
 LINK_COLORS = ["tab:orange", "tab:green", "tab:purple", "tab:brown"]
 COMPILE_COLORS = {True: "tab:gray", False: "tab:olive"}  # activation_memory_budget above 0.3, or not
 
@@ -23,8 +25,9 @@ COMPILE_COLORS = {True: "tab:gray", False: "tab:olive"}  # activation_memory_bud
 def series(name, links):
     """(legend label, style): one colour per way of training (each offload link in
     `links` its own, in order); memopt's circles sit at hf-ckpt's peak as budget, its
-    diamonds at the larger budget; memopt's compiled stages (memopt-compiled...) are
-    hollow markers of the same colours."""
+    diamonds at the larger budget; memopt's compiled stages (memopt-compiled...) and its
+    chunked head (memopt-chunked..., pentagons and hexagons) are hollow markers of the
+    same colours."""
     if name == "plain":
         return "plain HF", dict(marker="s", color="black")
     if name == "hf-ckpt":
@@ -35,17 +38,15 @@ def series(name, links):
             dict(marker="P", color=COMPILE_COLORS[float(fraction) > 0.3], markersize=9)
     link, _, budget = name.partition(" @")
     kind, _, over = link.partition("+")  # over: the link memopt offloads over; empty: none
-    compiled = kind == "memopt-compiled"
-    label = ("memopt, compiled stages" if compiled else "memopt") + \
-        (", recompute-only" if not over else f", offload over the {over} link" if over == "measured"
-         else f", offload over {over}")
+    label = KINDS[kind] + (", recompute-only" if not over else f", offload over the {over} link"
+                           if over == "measured" else f", offload over {over}")
     color = "tab:blue" if not over else LINK_COLORS[links.index(f"memopt+{over}") % len(LINK_COLORS)]
-    hollow = dict(markerfacecolor="none", markeredgewidth=1.5) if compiled else {}
+    style = dict(color=color, **(dict(markerfacecolor="none", markeredgewidth=1.5) if kind != "memopt" else {}))
     if not budget:
-        return label + ", budget = hf-ckpt's peak", dict(marker="o", color=color, **hollow)
+        return label + ", budget = hf-ckpt's peak", dict(marker="p" if kind == "memopt-chunked" else "o", **style)
     # A budget word (80%) or a byte count: another competitor's measured peak.
     shown = f"{int(budget) / MIB:.0f} MiB" if budget.isdigit() else f"{budget} of store-all"
-    return label + f", budget {shown}", dict(marker="D", color=color, **hollow)
+    return label + f", budget {shown}", dict(marker="h" if kind == "memopt-chunked" else "D", **style)
 
 
 def table(title, d):

@@ -16,6 +16,7 @@ from torch import nn
 
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
+from ._chunked_loss import chunk_head
 from ._compile import compile_forwards
 from ._decoders import decoder_chain, find_blocks, is_hf_causal_lm
 from ._stacks import stack_chain
@@ -33,10 +34,14 @@ ProblemTooLarge = _core.ProblemTooLarge
 # never installs it: there the caching allocator's requested bytes are the meter.
 
 
-def _build_chain(model, sample_inputs, granularity, blocks=None, compile_stages=False) -> ChainSpec:
+def _build_chain(model, sample_inputs, granularity, blocks=None, compile_stages=False,
+                 chunked_loss=False) -> ChainSpec:
     spec = _chain_of(model, sample_inputs, granularity, blocks)
-    if not isinstance(compile_stages, bool):
-        raise TypeError(f"memopt: compile_stages must be True or False, got {type(compile_stages).__name__}")
+    for name, value in (("compile_stages", compile_stages), ("chunked_loss", chunked_loss)):
+        if not isinstance(value, bool):
+            raise TypeError(f"memopt: {name} must be True or False, got {type(value).__name__}")
+    if chunked_loss:
+        spec = chunk_head(spec, model)
     return compile_forwards(spec) if compile_stages else spec
 
 
@@ -198,11 +203,11 @@ def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
 
 def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
             warmup: int = 1, threads: int = 1, progress: bool = True, blocks: Optional[nn.ModuleList] = None,
-            compile_stages: bool = False) -> dict:
+            compile_stages: bool = False, chunked_loss: bool = False) -> dict:
     """Measures every stage of `model` on `sample_inputs` (time, output, saved and
     temporary bytes) and returns the profile, the JSON `memopt profile` writes; with
-    `out`, also writes it there. compile_stages: as optimize's."""
-    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages)
+    `out`, also writes it there. compile_stages, chunked_loss: as optimize's."""
+    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages, chunked_loss)
     with _on(_check_devices(spec)):
         _, text = _profile_chain(spec, repeat, warmup, threads, progress)
     _write_json(out, text)
@@ -235,6 +240,12 @@ def _check_profile_matches(profile: dict, spec: ChainSpec):
         raise ValueError(f"memopt.optimize: the profile timed {'compiled' if made_compiled else 'eager'} stages and "
                          f"these are {'compiled' if compiled else 'eager'}: pass compile_stages="
                          f"{made_compiled} as when the profile was made, or profile again (profile=None)")
+    chunked, made_chunked = spec.model_json.get("loss") == "chunked", profile.get("model", {}).get("loss") == "chunked"
+    if chunked != made_chunked:
+        head = {True: "a chunked head", False: "the model's own head"}
+        raise ValueError(f"memopt.optimize: the profile measured {head[made_chunked]} and this is {head[chunked]}: "
+                         f"pass chunked_loss={made_chunked} as when the profile was made, or profile again "
+                         f"(profile=None)")
 
 
 def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optional[str] = None,
@@ -478,7 +489,8 @@ class _LMForward:
 def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", link: Optional[str] = None,
              granularity: str = "block", solver: str = "optimal", slots: int = 500, threads: int = 1,
              repeat: int = 5, warmup: int = 1, progress: bool = True, save=None, profile=None,
-             blocks: Optional[nn.ModuleList] = None, other_shapes: bool = True, compile_stages: bool = False):
+             blocks: Optional[nn.ModuleList] = None, other_shapes: bool = True, compile_stages: bool = False,
+             chunked_loss: bool = False):
     """Profiles `model` on `sample_inputs`, solves for `budget` and makes the model
     train along the plan. Returns the model to train: for a causal LM (GPT-2, Llama,
     ...) the same object, whose forward with labels now runs the plan
@@ -511,8 +523,13 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
       compile_stages  compile each stage's forward with torch.compile, so that the
                    stages run fused kernels; the profile times them compiled and the
                    plan prices them so (Note [Compiled stages] in _compile.py)
+      chunked_loss a causal LM: compute the output embedding and Hugging Face's loss a
+                   chunk of rows at a time, so that the B x T x V logits never exist at
+                   once and the head no longer sets the smallest budget (Note [A
+                   chunked head] in _chunked_loss.py); equal to the model's loss up to
+                   rounding
     """
-    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages)
+    spec = _build_chain(model, sample_inputs, granularity, blocks, compile_stages, chunked_loss)
     device = _check_devices(spec)
     with _on(device):
         if profile is None:

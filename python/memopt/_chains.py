@@ -161,6 +161,10 @@ class Gpt2Stages:
             return residual + feed_forward_hidden_states
         return forward
 
+    def head_parts(self):
+        """The final norm and the output embedding (Note [A chunked head] in _chunked_loss.py)."""
+        return self.model.transformer.ln_f, self.model.lm_head
+
     def head(self, hidden_states, labels):
         hidden_states = self.model.transformer.ln_f(hidden_states)
         logits = self.model.lm_head(hidden_states)

@@ -142,6 +142,10 @@ class DecoderStages:
             return hidden_states + (dropout(out) if dropout is not None else out)
         return forward
 
+    def head_parts(self):
+        """The final norm and the output embedding (Note [A chunked head] in _chunked_loss.py)."""
+        return self.norm, self.head_module
+
     def head(self, hidden_states, labels):
         logits = self.head_module(self.norm(hidden_states))
         return self.model.loss_function(logits=logits, labels=labels, vocab_size=self.model.config.vocab_size,

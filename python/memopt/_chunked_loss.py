@@ -1,0 +1,145 @@
+"""A causal LM's head and loss computed a chunk of rows at a time:
+memopt.optimize(chunked_loss=True).
+
+Note [A chunked head]
+The head of a causal LM -- final norm, output embedding, cross-entropy -- makes B x T x V
+logits, and Hugging Face's loss copies them: upcast to float32, log-softmax, and in the
+backward their gradient, several times B x T x V at once. With a large vocabulary that
+is most of a step's peak (GPT-2 small at B = 8, T = 1024: 1.5 GiB per copy), so it is the
+floor below which no plan fits, and at a budget just above it nothing else can be kept.
+With chunked_loss=True the head's linear layer and the loss run as one autograd function
+over chunks of rows: the forward keeps only each row's log-sum-exp, the backward makes
+each chunk's logits again, turns them into their gradient in place, and adds that
+chunk's share into the gradients of the hidden states, the weight and the bias. The head
+then holds one chunk's logits (twice while their log-sum-exp is taken), one float per
+row, and the weight's gradient, instead of several B x T x V tensors; it pays one more
+matrix product per chunk (the logits made again) for it.
+
+It computes what Hugging Face's ForCausalLMLoss computes -- labels shifted by one,
+-100 ignored, the mean over the tokens not ignored or, with num_items_in_batch, the sum
+divided by it, an explicit shift_labels taken as given -- in float32 from logits made
+in the head's dtype (under autocast, the autocast dtype), as HF upcasts them; only the
+order of the sums differs, so the loss and the gradients equal HF's up to rounding. A
+model whose head does more (a logit scale, a soft cap) or whose loss is not that one is
+refused.
+"""
+from typing import Optional
+
+import torch
+from torch import nn
+
+IGNORE_INDEX = -100
+CHUNKED = "chunked"  # the profile's model/loss (docs/formats.md)
+CHUNK_BYTES = 64 << 20  # one chunk's float32 logits, at most (and at least one row)
+
+
+def rows_per_chunk(vocab: int) -> int:
+    return max(1, CHUNK_BYTES // (4 * vocab))
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """loss = Σ_rows (logsumexp(l_r) - l_r[t_r]) / denominator over rows with t_r !=
+    IGNORE_INDEX, l = h W^T + b in the head's dtype, upcast to float32."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, denominator, chunk):
+        ctx.autocast = (torch.is_autocast_enabled(hidden.device.type),
+                        torch.get_autocast_dtype(hidden.device.type))
+        lse = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for start in range(0, hidden.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            logits = nn.functional.linear(hidden[rows], weight, bias).float()
+            lse[rows] = torch.logsumexp(logits, dim=-1)
+            t = targets[rows]
+            valid = t != IGNORE_INDEX
+            picked = logits.gather(1, t.clamp(min=0).unsqueeze(1)).squeeze(1)
+            total += torch.where(valid, lse[rows] - picked, 0.0).sum()
+            del logits
+        ctx.save_for_backward(hidden, weight, bias, targets, lse, denominator)
+        ctx.chunk = chunk
+        return total / denominator
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        hidden, weight, bias, targets, lse, denominator = ctx.saved_tensors
+        enabled, dtype = ctx.autocast
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None else None
+        scale = grad_loss.float() / denominator
+        with torch.autocast(hidden.device.type, dtype=dtype, enabled=enabled):
+            for start in range(0, hidden.shape[0], ctx.chunk):
+                rows = slice(start, start + ctx.chunk)
+                h = hidden[rows]
+                # softmax - one-hot of the target, by row; zero on ignored rows.
+                g = nn.functional.linear(h, weight, bias).float()
+                g.sub_(lse[rows].unsqueeze(1)).exp_()
+                t = targets[rows]
+                valid = t != IGNORE_INDEX
+                g.scatter_add_(1, t.clamp(min=0).unsqueeze(1), -valid.to(g.dtype).unsqueeze(1))
+                g.mul_((valid.to(g.dtype) * scale).unsqueeze(1))
+                grad_hidden[rows] = (g.to(h.dtype) @ weight.to(h.dtype)).to(hidden.dtype)
+                grad_weight.addmm_(g.t(), h.float())
+                if grad_bias is not None:
+                    grad_bias += g.sum(0)
+                del g
+        return (grad_hidden, grad_weight.to(weight.dtype),
+                grad_bias.to(bias.dtype) if grad_bias is not None else None, None, None, None)
+
+
+def causal_lm_loss(hidden: torch.Tensor, head: nn.Linear, labels: torch.Tensor,
+                   num_items_in_batch=None, ignore_index: int = IGNORE_INDEX,
+                   shift_labels: Optional[torch.Tensor] = None, **unknown) -> torch.Tensor:
+    """Hugging Face's ForCausalLMLoss of head(hidden) against labels, chunked (Note [A
+    chunked head])."""
+    if unknown:
+        raise TypeError(f"memopt: chunked_loss=True computes Hugging Face's causal LM loss, which takes no "
+                        f"{', '.join(sorted(unknown))}; train without chunked_loss")
+    if ignore_index != IGNORE_INDEX:
+        raise ValueError(f"memopt: chunked_loss=True ignores label {IGNORE_INDEX}, not {ignore_index}")
+    if shift_labels is None:
+        shift_labels = nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]
+    targets = shift_labels.reshape(-1).to(hidden.device)
+    if num_items_in_batch is None:
+        denominator = (targets != IGNORE_INDEX).sum().float()
+    else:
+        denominator = torch.as_tensor(num_items_in_batch, device=hidden.device).float()
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    return _LinearCrossEntropy.apply(flat, head.weight, head.bias, targets, denominator,
+                                     rows_per_chunk(head.weight.shape[0]))
+
+
+def check_head(model: nn.Module, head: nn.Module):
+    """Refuses a head chunked_loss=True would not compute as the model does."""
+    name = type(model).__name__
+    if not isinstance(head, nn.Linear):
+        raise TypeError(f"memopt: chunked_loss=True needs {name}'s output embedding to be an nn.Linear, not "
+                        f"{type(head).__name__}")
+    loss = getattr(model, "loss_function", None)
+    if getattr(loss, "__name__", None) != "ForCausalLMLoss":
+        raise TypeError(f"memopt: chunked_loss=True computes Hugging Face's ForCausalLMLoss; {name}'s loss is "
+                        f"{getattr(loss, '__name__', type(loss).__name__)}: train without chunked_loss")
+    config = getattr(model, "config", None)
+    for key in ("final_logit_softcapping", "logit_scale", "output_multiplier_scale", "logits_scaling"):
+        value = getattr(config, key, None)
+        if value not in (None, 1, 1.0):
+            raise TypeError(f"memopt: {name} scales or caps its logits (config.{key} = {value}), which "
+                            f"chunked_loss=True does not: train without chunked_loss")
+
+
+def chunk_head(spec, model: nn.Module):
+    """`spec` with its head stage computing the loss by chunks (Note [A chunked head])."""
+    parts = getattr(spec.stages, "head_parts", None)
+    if not spec.ends_with_loss or parts is None:
+        raise TypeError(f"memopt: chunked_loss=True is for a causal LM whose head computes the loss; "
+                        f"{type(model).__name__} is not one")
+    norm, linear = parts()
+    check_head(model, linear)
+    stages = spec.stages
+
+    def head(hidden_states, labels):
+        return causal_lm_loss(norm(hidden_states), linear, labels, **stages.loss_kwargs)
+    spec.forwards = spec.forwards[:-1] + [head]
+    spec.model_json = dict(spec.model_json, loss=CHUNKED)
+    return spec

@@ -1,0 +1,121 @@
+"""memopt.optimize(chunked_loss=True): a causal LM's head and Hugging Face's loss computed
+a chunk of rows at a time (Note [A chunked head] in python/memopt/_chunked_loss.py) --
+the loss and gradients of plain HF training up to rounding, with ignored labels and
+num_items_in_batch; a head that no longer sets the smallest budget; peaks as predicted;
+and the models it would not compute as they do refused."""
+import copy
+
+import pytest
+import torch
+
+import memopt
+from memopt import _chunked_loss
+
+transformers = pytest.importorskip("transformers")
+
+import test_optimize_decoders as decoders  # noqa: E402  (the decoder tests' models)
+from test_optimize_hf import grads  # noqa: E402
+
+# Rows (B x T) well above the width, as in training, and a vocabulary large enough that
+# the logits set store-all's peak.
+B, T, V = 2, 64, 2048
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """7 rows per chunk: many chunks, the last one short."""
+    monkeypatch.setattr(_chunked_loss, "CHUNK_BYTES", 4 * V * 7)
+
+
+def gpt2(dropout=0.1):
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=V, n_positions=T, n_embd=32, n_head=4, n_layer=3,
+                                     resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                                     bos_token_id=0, eos_token_id=0)
+    config._attn_implementation = "eager"
+    return transformers.GPT2LMHeadModel(config).train()
+
+
+def llama():
+    return decoders.decoder("llama", vocab_size=V, hidden_size=32, intermediate_size=64)
+
+
+def batch():
+    ids = torch.randint(1, V, (B, T), generator=torch.Generator().manual_seed(1))
+    labels = ids.clone()
+    labels[0, :5] = -100  # a prompt the loss ignores
+    return ids, labels
+
+
+def step(model, ids, labels, seed, **loss_kwargs):
+    model.zero_grad(set_to_none=False)
+    torch.manual_seed(seed)
+    base = memopt.testbed.current_bytes()
+    memopt.testbed.reset_peak()
+    loss = model(input_ids=ids, labels=labels, **loss_kwargs).loss
+    loss.backward()
+    peak = memopt.testbed.peak_bytes() - base  # before the gradients are copied out
+    return loss.detach(), grads(model), peak
+
+
+def assert_close_to(result, reference):
+    (loss, g, _), (ref_loss, ref_g, _) = result, reference
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for n in ref_g:
+        torch.testing.assert_close(g[n], ref_g[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("budget", ["100%", "min"])
+def test_the_chunked_head_trains_as_plain_hf_training(make, budget, small_chunks):
+    plain = make()
+    model = copy.deepcopy(plain)
+    ids, labels = batch()
+    memopt.optimize(model, ids, budget=budget, repeat=1, other_shapes=False, chunked_loss=True)
+    assert model.memopt_plan.profile["model"]["loss"] == "chunked"
+    for seed in (3, 4):
+        assert_close_to(step(model, ids, labels, seed), step(plain, ids, labels, seed))
+    # HF's Trainer divides the summed loss by the tokens of the whole accumulated batch.
+    items = torch.tensor(3 * int((labels[:, 1:] != -100).sum()))
+    assert_close_to(step(model, ids, labels, 5, num_items_in_batch=items),
+                    step(plain, ids, labels, 5, num_items_in_batch=items))
+
+
+def test_the_head_no_longer_sets_the_floor_and_peaks_are_predicted(small_chunks):
+    ids, labels = batch()
+    own = copy.deepcopy(gpt2())
+    memopt.optimize(own, ids, budget="min", repeat=1, other_shapes=False)
+    own_plan = own.memopt_plan
+    logits = B * T * V * 4
+    for budget in ("100%", "60%", "min"):
+        model = gpt2()
+        memopt.optimize(model, ids, budget=budget, repeat=1, other_shapes=False, chunked_loss=True)
+        plan = model.memopt_plan
+        # HF's loss holds the logits, their float32 copy, the log-softmax and its gradient.
+        assert plan.predicted["store_all_peak_bytes"] <= own_plan.predicted["store_all_peak_bytes"] - logits
+        if budget == "min":
+            assert plan.budget_bytes <= own_plan.budget_bytes - logits
+        step(model, ids, labels, 6)  # warm-up
+        _, _, peak = step(model, ids, labels, 6)
+        assert peak <= plan.budget_bytes, (budget, peak, plan.budget_bytes)
+        # The prediction counts a_0, the token ids the caller made.
+        assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (budget, peak, plan.predicted["peak_bytes"])
+
+
+def test_models_the_chunked_head_would_not_compute_as_they_do_are_refused():
+    ids, _ = batch()
+    capped = gpt2()
+    capped.config.final_logit_softcapping = 30.0
+    with pytest.raises(TypeError, match="final_logit_softcapping"):
+        memopt.optimize(capped, ids, other_shapes=False, chunked_loss=True)
+    seq = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    with pytest.raises(TypeError, match="chunked_loss=True is for a causal LM"):
+        memopt.optimize(seq, torch.randn(4, 8), chunked_loss=True)
+    model = gpt2()
+    own = memopt.profile(model, ids, repeat=1, progress=False)
+    with pytest.raises(ValueError, match="chunked_loss=False"):
+        memopt.optimize(model, ids, profile=own, other_shapes=False, chunked_loss=True)
+    with pytest.raises(TypeError, match="chunked_loss must be True or False"):
+        memopt.optimize(model, ids, other_shapes=False, chunked_loss=1)
