@@ -163,3 +163,31 @@ def test_compiled_stages_train_as_storing_everything_and_peak_as_predicted(budge
     for g, h in zip(grads, all_grads):
         assert torch.equal(g, h)
     torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+@pytest.mark.parametrize("budget,link", [("min", None), ("min", "measured")])
+def test_a_chunked_head_trains_as_plain_and_lowers_the_floor(dtype, budget, link):
+    """chunked_loss=True (Note [A chunked head] in python/memopt/_chunked_loss.py): the
+    loss and gradients of plain training up to the order of the sums, a smallest budget
+    below the model's own head's, peaks as predicted."""
+    plain = gpt2("sdpa")
+    own, model = copy.deepcopy(plain), copy.deepcopy(plain)
+    ids = batch()
+    with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+        memopt.optimize(own, ids, budget="min", repeat=2, other_shapes=False)
+        memopt.optimize(model, ids, budget=budget, link=link, repeat=2, other_shapes=False, chunked_loss=True)
+    assert model.memopt_plan.budget_bytes < own.memopt_plan.budget_bytes
+    for m in (plain, model):
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+    step(model, ids, 20, dtype)  # warm-up
+    ref_loss, _, _ = step(plain, ids, 21, dtype)
+    loss, peak, _ = step(model, ids, 21, dtype)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
+    tolerance = dict(rtol=1e-2, atol=1e-3) if dtype else dict(rtol=1e-3, atol=1e-5)
+    for (n, p), q in zip(model.named_parameters(), plain.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **tolerance, msg=lambda m: f"{n}: {m}")
+    plan = model.memopt_plan
+    assert peak <= plan.budget_bytes
+    assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10

@@ -119,3 +119,36 @@ def test_models_the_chunked_head_would_not_compute_as_they_do_are_refused():
         memopt.optimize(model, ids, profile=own, other_shapes=False, chunked_loss=True)
     with pytest.raises(TypeError, match="chunked_loss must be True or False"):
         memopt.optimize(model, ids, other_shapes=False, chunked_loss=1)
+
+
+def test_under_bfloat16_autocast_it_trains_as_plain_hf_and_peaks_as_predicted():
+    """The logits are made in bfloat16 and upcast, as HF makes them; the weight's
+    gradient is summed in float32 over the chunks where HF sums it in bfloat16, so that
+    gradient agrees to bfloat16's precision, the others closer."""
+    plain = gpt2()
+    model = copy.deepcopy(plain)
+    ids, labels = batch()
+    for m in (plain, model):  # static state, made before the measured steps
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        memopt.optimize(model, ids, budget="min", repeat=1, other_shapes=False, chunked_loss=True)
+
+    def autocast_step(m, seed):
+        m.zero_grad(set_to_none=False)
+        torch.manual_seed(seed)
+        base = memopt.testbed.current_bytes()
+        memopt.testbed.reset_peak()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = m(input_ids=ids, labels=labels).loss
+        loss.backward()
+        return loss.detach(), grads(m), memopt.testbed.peak_bytes() - base
+
+    autocast_step(model, 1)  # warm-up
+    (ref_loss, ref_grads, _), (loss, g, peak) = autocast_step(plain, 2), autocast_step(model, 2)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for n in ref_grads:
+        torch.testing.assert_close(g[n], ref_grads[n], rtol=1e-2, atol=1e-4, msg=lambda m: f"{n}: {m}")
+    plan = model.memopt_plan
+    assert peak <= plan.budget_bytes
+    assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (peak, plan.predicted["peak_bytes"])
