@@ -8,12 +8,17 @@ backward their gradient, several times B x T x V at once. With a large vocabular
 is most of a step's peak (GPT-2 small at B = 8, T = 1024: 1.5 GiB per copy), so it is the
 floor below which no plan fits, and at a budget just above it nothing else can be kept.
 With chunked_loss=True the head's linear layer and the loss run as one autograd function
-over chunks of rows: the forward keeps only each row's log-sum-exp, the backward makes
-each chunk's logits again, turns them into their gradient in place, and adds that
-chunk's share into the gradients of the hidden states, the weight and the bias. The head
-then holds one chunk's logits (twice while their log-sum-exp is taken), one float per
-row, and the weight's gradient, instead of several B x T x V tensors; it pays one more
-matrix product per chunk (the logits made again) for it.
+over chunks of rows, which makes the gradients in its forward: each chunk's logits
+give the chunk's loss, then turn into their own gradient in place, whose products with
+the weight and the chunk's hidden states are added into the gradients of the hidden
+states, the weight and the bias; the backward only scales them by the loss's gradient.
+The head then holds one chunk's logits (twice while their log-sum-exp is taken) and the
+gradients it will hand back -- the hidden states' and the weight's, which the backward
+of HF's head makes too -- instead of several B x T x V tensors, for the same three
+matrix products per chunk as HF's head. The head's forward and backward run back to
+back in every plan (the loss is between them), so gradients made early hold no memory
+longer than a backward would. Without autograd (a profile's no-grad run) it makes only
+the loss.
 
 It computes what Hugging Face's ForCausalLMLoss computes -- labels shifted by one,
 -100 ignored, the mean over the tokens not ignored or, with num_items_in_batch, the sum
@@ -39,53 +44,51 @@ def rows_per_chunk(vocab: int) -> int:
 
 class _LinearCrossEntropy(torch.autograd.Function):
     """loss = Σ_rows (logsumexp(l_r) - l_r[t_r]) / denominator over rows with t_r !=
-    IGNORE_INDEX, l = h W^T + b in the head's dtype, upcast to float32."""
+    IGNORE_INDEX, l = h W^T + b in the head's dtype, upcast to float32; with
+    `with_grads`, its gradients made in the same pass (Note [A chunked head])."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, denominator, chunk):
-        ctx.autocast = (torch.is_autocast_enabled(hidden.device.type),
-                        torch.get_autocast_dtype(hidden.device.type))
-        lse = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+    def forward(ctx, hidden, weight, bias, targets, denominator, chunk, with_grads):
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        if with_grads:
+            grad_hidden = torch.empty_like(hidden)
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+            grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None else None
         for start in range(0, hidden.shape[0], chunk):
             rows = slice(start, start + chunk)
-            logits = nn.functional.linear(hidden[rows], weight, bias).float()
-            lse[rows] = torch.logsumexp(logits, dim=-1)
+            h = hidden[rows]
+            logits = nn.functional.linear(h, weight, bias).float()
+            lse = torch.logsumexp(logits, dim=-1)
             t = targets[rows]
             valid = t != IGNORE_INDEX
-            picked = logits.gather(1, t.clamp(min=0).unsqueeze(1)).squeeze(1)
-            total += torch.where(valid, lse[rows] - picked, 0.0).sum()
-            del logits
-        ctx.save_for_backward(hidden, weight, bias, targets, lse, denominator)
-        ctx.chunk = chunk
-        return total / denominator
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        hidden, weight, bias, targets, lse, denominator = ctx.saved_tensors
-        enabled, dtype = ctx.autocast
-        grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if bias is not None else None
-        scale = grad_loss.float() / denominator
-        with torch.autocast(hidden.device.type, dtype=dtype, enabled=enabled):
-            for start in range(0, hidden.shape[0], ctx.chunk):
-                rows = slice(start, start + ctx.chunk)
-                h = hidden[rows]
-                # softmax - one-hot of the target, by row; zero on ignored rows.
-                g = nn.functional.linear(h, weight, bias).float()
-                g.sub_(lse[rows].unsqueeze(1)).exp_()
-                t = targets[rows]
-                valid = t != IGNORE_INDEX
-                g.scatter_add_(1, t.clamp(min=0).unsqueeze(1), -valid.to(g.dtype).unsqueeze(1))
-                g.mul_((valid.to(g.dtype) * scale).unsqueeze(1))
+            index = t.clamp(min=0).unsqueeze(1)
+            total += torch.where(valid, lse - logits.gather(1, index).squeeze(1), 0.0).sum()
+            if with_grads:
+                # The logits become their gradient in place: softmax less the one-hot
+                # target, zero on ignored rows, over the denominator.
+                g = logits.sub_(lse.unsqueeze(1)).exp_()
+                g.scatter_add_(1, index, -valid.to(g.dtype).unsqueeze(1))
+                g.mul_((valid.to(g.dtype) / denominator).unsqueeze(1))
                 grad_hidden[rows] = (g.to(h.dtype) @ weight.to(h.dtype)).to(hidden.dtype)
                 grad_weight.addmm_(g.t(), h.float())
                 if grad_bias is not None:
                     grad_bias += g.sum(0)
-                del g
-        return (grad_hidden, grad_weight.to(weight.dtype),
-                grad_bias.to(bias.dtype) if grad_bias is not None else None, None, None, None)
+            del logits
+        if with_grads:
+            ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+            ctx.weight_dtype = weight.dtype
+        return total / denominator
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        # Scaled in place: the step's backward runs once (no retain_graph through the head).
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
+        grad_loss = grad_loss.float()
+        grad_hidden.mul_(grad_loss.to(grad_hidden.dtype))
+        grad_weight = grad_weight.mul_(grad_loss).to(ctx.weight_dtype)
+        if grad_bias is not None:
+            grad_bias = grad_bias.mul_(grad_loss).to(ctx.weight_dtype)
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None
 
 
 def causal_lm_loss(hidden: torch.Tensor, head: nn.Linear, labels: torch.Tensor,
@@ -106,8 +109,10 @@ def causal_lm_loss(hidden: torch.Tensor, head: nn.Linear, labels: torch.Tensor,
     else:
         denominator = torch.as_tensor(num_items_in_batch, device=hidden.device).float()
     flat = hidden.reshape(-1, hidden.shape[-1])
+    with_grads = torch.is_grad_enabled() and (flat.requires_grad or head.weight.requires_grad or
+                                              (head.bias is not None and head.bias.requires_grad))
     return _LinearCrossEntropy.apply(flat, head.weight, head.bias, targets, denominator,
-                                     rows_per_chunk(head.weight.shape[0]))
+                                     rows_per_chunk(head.weight.shape[0]), with_grads)
 
 
 def check_head(model: nn.Module, head: nn.Module):
