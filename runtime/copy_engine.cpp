@@ -20,6 +20,11 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+bool has_own_memory(const at::Tensor& t) {
+  return t.has_storage() && !t.is_meta() && !t.key_set().has(c10::DispatchKey::Python) &&
+         !t.key_set().has(c10::DispatchKey::Functionalize);
+}
+
 void CpuTransfer::wait() const {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
@@ -129,6 +134,11 @@ CpuCopyEngine::~CpuCopyEngine() = default;
 
 std::shared_ptr<Transfer> CpuCopyEngine::offload(const at::Tensor& device_tensor) {
   if (!device_tensor.is_contiguous()) throw std::invalid_argument("copy engine: offload needs a contiguous tensor");
+  // Checked here, on the caller's thread: the link's thread reads the bytes later, and
+  // an error there could reach no caller.
+  if (!has_own_memory(device_tensor))
+    throw std::invalid_argument("copy engine: offload of a tensor with no memory of its own (fake, meta or without "
+                                "storage)");
   auto t = std::make_shared<CpuTransfer>();
   t->num_bytes_ = static_cast<int64_t>(device_tensor.nbytes());
   t->host_ = pool_.take(t->num_bytes_);

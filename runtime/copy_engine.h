@@ -45,6 +45,11 @@ struct OutboundCopy {
   std::shared_ptr<Transfer> transfer;
 };
 
+// Whether a tensor has device memory of its own that a copy engine can read: not a
+// fake, functional or meta tensor, nor one without storage (Note [Tensors with no memory
+// of their own] in saved_state.cpp).
+bool has_own_memory(const at::Tensor& t);
+
 struct CopyEngineOptions {
   // Emulated link speed per direction (bytes/s); 0 copies as fast as memory allows.
   // Only the CPU engine emulates; a real link runs at its own speed.

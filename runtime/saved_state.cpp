@@ -50,12 +50,25 @@ namespace {
 
 thread_local std::shared_ptr<SavedState::Impl> t_capturing;
 
+// Note [Tensors with no memory of their own]
+// A compiled stage (the Python package's compile_stages) may be traced for the first
+// time inside a step, while its saved state is being captured: AOTAutograd then runs
+// the stage's autograd graph on fake tensors, whose saves reach these hooks too. They
+// have no device memory to count or move, and a copy engine cannot read them, so a
+// tensor that is fake, functional, meta or without storage is held as it is, outside
+// the slots, and handed back unchanged (has_own_memory in copy_engine.h).
+
 // One saved tensor: a view into its slot, rebuilt on unpack from whatever storage the
 // slot holds then.
 class Hooks final : public torch::autograd::SavedVariableHooks {
  public:
   explicit Hooks(std::shared_ptr<SavedState::Impl> state) : state_(std::move(state)) {}
   void call_pack_hook(const at::Tensor& tensor) override {
+    if (!has_own_memory(tensor)) {  // Note [Tensors with no memory of their own]
+      held_ = tensor;
+      state_.reset();
+      return;
+    }
     slot_ = state_->slot_of(tensor);
     options_ = tensor.options();
     sizes_ = tensor.sizes().vec();
@@ -64,6 +77,7 @@ class Hooks final : public torch::autograd::SavedVariableHooks {
     state_.reset();  // the slot is all a hook needs; the state may die first
   }
   at::Tensor call_unpack_hook() override {
+    if (held_.defined()) return held_;
     const at::Tensor& base = slot_->device;
     if (!base.defined())
       throw std::logic_error("memopt: a saved tensor was unpacked while its stage's saved state is on the host "
@@ -74,6 +88,7 @@ class Hooks final : public torch::autograd::SavedVariableHooks {
  private:
   std::shared_ptr<SavedState::Impl> state_;
   std::shared_ptr<Slot> slot_;
+  at::Tensor held_;  // a tensor with no memory of its own, kept as it is
   at::TensorOptions options_;
   std::vector<int64_t> sizes_, strides_;
   int64_t offset_ = 0;

@@ -129,3 +129,21 @@ def test_a_llama_with_compiled_stages_trains_as_the_eager_model_also_on_a_shorte
             torch.testing.assert_close(g, ref_grads[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
     if shapes:
         assert (1, 20) in model.memopt_plans
+
+
+def test_stages_first_compiled_inside_a_step_that_moves_saved_state():
+    """A profile reused for new compiled stages (or a new batch shape) makes Dynamo trace
+    a stage inside the step, while its saved state is being captured for offloading:
+    the fake tensors of the trace are no saved state (Note [Tensors with no memory of
+    their own] in runtime/saved_state.cpp), and the step trains as the eager model."""
+    plain = tiny_gpt2()
+    model = copy.deepcopy(plain)
+    ids = batch()
+    profile = memopt.profile(model, ids, repeat=1, progress=False, compile_stages=True)
+    memopt.optimize(model, ids, budget="60%", link="100GB/s", profile=profile, other_shapes=False,
+                    compile_stages=True)
+    assert "offload_saved" in [op[0] for op in model.memopt_plan.schedule["ops"]]
+    (loss, g, _), (ref_loss, ref_g, _) = step(model, ids, 9), step(plain, ids, 9)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for n in ref_g:
+        torch.testing.assert_close(g[n], ref_g[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")

@@ -121,6 +121,20 @@ TEST(CpuCopyEngine, AnOffloadFreesItsDeviceCopyWhenTheEmulatedTransferEnds) {
   engine->finish_step();
 }
 
+// A tensor with no memory of its own is refused on the caller's thread, never read on
+// the link's (where an error could reach no caller).
+TEST(CpuCopyEngine, AnOffloadOfATensorWithNoMemoryIsRefusedAtIssue) {
+  CopyEngineOptions options;
+  options.host_pool_bytes = 1 << 20;
+  CpuCopyEngine engine(options);
+  const at::Tensor meta = at::empty({256}, at::TensorOptions().device(at::kMeta));
+  EXPECT_THROW(engine.offload(meta), std::invalid_argument);
+  const at::Tensor real = at::ones({256});
+  const auto t = engine.offload(real);
+  t->wait();
+  engine.finish_step();
+}
+
 TEST(CopyEngineFactory, CudaWithoutTheBackendOrADeviceSaysSo) {
   if (measure::cuda_backend_built() && at::hasCUDA()) GTEST_SKIP() << "a CUDA device is visible";
   try {

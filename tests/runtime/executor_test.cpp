@@ -590,6 +590,30 @@ TEST(SavedState, MovesOnlyWhatWasSavedOnTheComputeDevice) {
   EXPECT_EQ(on_gpu.num_movable_storages(), 0);
 }
 
+// Note [Tensors with no memory of their own]: a tensor saved inside a capture scope that
+// has no storage of its own (here a sparse one; a compiled stage traced inside a step
+// saves fake ones, which Python makes) is handed back as it is and never becomes
+// movable state; a real tensor saved beside it still moves.
+TEST(SavedState, TensorsWithNoMemoryOfTheirOwnAreHeldNotMoved) {
+  install_saved_state_engine();
+  SavedState state(static_storages_of({}), c10::Device(c10::kCPU));
+  const at::Tensor sparse = at::eye(8).to_sparse();
+  ASSERT_FALSE(sparse.has_storage());
+  const at::Tensor w = at::randn({8, 4}).requires_grad_(true);
+  const at::Tensor real = at::randn({4, 4}).requires_grad_(true);
+  at::Tensor y, z;
+  {
+    CaptureScope scope(state);
+    y = at::mm(sparse, w);  // saves the sparse operand, for w's gradient
+    z = at::tanh(real);     // saves its real output
+  }
+  EXPECT_EQ(state.num_movable_storages(), 1);
+  EXPECT_EQ(state.movable_bytes(), 4 * 4 * 4);  // z alone
+  // The backward still runs: the hook hands the sparse operand back.
+  const at::Tensor grad = torch::autograd::grad({y.sum()}, {w})[0];
+  EXPECT_TRUE(at::equal(grad, at::ones({8, 4})));
+}
+
 // The ranges a tracer sees (NVTX + CUPTI attribution on CUDA) are the schedule's ops,
 // one per op but the loss, named memopt/<op word>/<stage name or a_k>.
 TEST_P(ExecutorTest, TracerRangesAreTheScheduleOps) {
