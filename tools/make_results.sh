@@ -23,6 +23,7 @@ reports=(
   "op-granularity-cpu|operator stages measured on the testbed|tools/make_op_measured_report.sh"
   "chunked-loss-cpu|ATen's loss against the chunked one|tools/make_loss_report.sh"
   "python-hf-gpt2-cpu|Python on HF GPT-2 against HF's checkpointing|tools/make_python_report.sh"
+  "python-compiled-chunked-cpu|Python: compiled stages and a chunked head against torch.compile and HF's checkpointing|tools/make_python_report.sh variants"
   "python-llama-cpu|Python on a HF Llama against HF's checkpointing|grep -v \"^load average\" results/python-llama-cpu/commands.txt | bash"
   "kernels-cpu|memopt's kernels against ATen's on the CPU|tools/make_kernels_report.sh"
   "solver-bench|the solver benchmark|tools/run_solver_bench.sh"
