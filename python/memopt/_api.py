@@ -16,8 +16,8 @@ from torch import nn
 
 from . import _core
 from ._chains import ChainSpec, hf_gpt2_chain, is_hf_gpt2, sequential_chain
-from ._chunked_loss import chunk_head
-from ._compile import compile_forwards
+from ._chunked_loss import CHUNKED, chunk_head
+from ._compile import COMPILED, compile_forwards
 from ._decoders import decoder_chain, find_blocks, is_hf_causal_lm
 from ._stacks import stack_chain
 from ._shapes import ShapeLaw, cut_sample, probe_shapes
@@ -235,17 +235,16 @@ def _check_profile_matches(profile: dict, spec: ChainSpec):
         if key in spec.model_json and profile.get("model", {}).get(key) != spec.model_json[key]:
             raise ValueError(f"memopt.optimize: the profile's model/{key} is {profile['model'].get(key)}, the "
                              f"sample's {spec.model_json[key]}; profile this sample (profile=None)")
-    compiled, made_compiled = "compiled" in spec.model_json, "compiled" in profile.get("model", {})
-    if compiled != made_compiled:
-        raise ValueError(f"memopt.optimize: the profile timed {'compiled' if made_compiled else 'eager'} stages and "
-                         f"these are {'compiled' if compiled else 'eager'}: pass compile_stages="
-                         f"{made_compiled} as when the profile was made, or profile again (profile=None)")
-    chunked, made_chunked = spec.model_json.get("loss") == "chunked", profile.get("model", {}).get("loss") == "chunked"
-    if chunked != made_chunked:
-        head = {True: "a chunked head", False: "the model's own head"}
-        raise ValueError(f"memopt.optimize: the profile measured {head[made_chunked]} and this is {head[chunked]}: "
-                         f"pass chunked_loss={made_chunked} as when the profile was made, or profile again "
-                         f"(profile=None)")
+    # What a profile was made of that the stages must be made of too: (the optimize flag,
+    # whether a model object says it, what it is when it does and when it does not).
+    made = profile.get("model", {})
+    for flag, says, kinds in (
+            ("compile_stages", lambda m: m.get("compiled") == COMPILED, ("compiled stages", "eager stages")),
+            ("chunked_loss", lambda m: m.get("loss") == CHUNKED, ("a chunked head", "the model's own head"))):
+        if says(spec.model_json) != says(made):
+            raise ValueError(f"memopt.optimize: the profile measured {kinds[not says(made)]} and these are "
+                             f"{kinds[not says(spec.model_json)]}: pass {flag}={says(made)} as when the profile "
+                             f"was made, or profile again (profile=None)")
 
 
 def solve(profile, budget: Union[str, int], solver: str = "optimal", link: Optional[str] = None,
