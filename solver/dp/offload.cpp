@@ -187,6 +187,7 @@ struct OffloadDpMemory::Tables {
   std::unique_ptr<Back, Free> back;     // Back is trivially copyable: malloc'ed storage holds it
   size_t capacity = 0;
   std::vector<int32_t> row_of_pair;
+  std::vector<int32_t> by_memory;  // Note [The table by memory, per item start]
 
   void reserve(size_t states) {
     if (states <= capacity) return;
@@ -240,6 +241,19 @@ struct Forward {
   // tests compare both ways (OffloadDp.SkippingBeatenStatesChangesNoPlan).
   std::vector<int64_t> rest_units;
   bool skips;
+  // Note [The table by memory, per item start]
+  // A C item [e, next) reads C(m, e, next - 1) for every next at one m, and the
+  // recompute table holds each subchain's values as a row over m: one item start reads
+  // a value from each of L - e rows far apart, every state of the start again at a
+  // neighbouring m. Before the states of stage e are expanded, the values of the
+  // subchains (e, t) are copied into one block by m, then t, so that the C items of a
+  // start read consecutive values. The values are the table's own, so nothing
+  // changes but where they are read from. The block, 4 (S + 1) L bytes, is kept with the
+  // DP's memory; offload_dp_bytes leaves it out, as it is a few hundred bytes per slot
+  // where the states take L²/2 rows of 24 bytes per slot.
+  int32_t* by_memory = nullptr;
+  int by_memory_e = -1;
+  int64_t by_memory_width = 0;  // L - e: the subchains (e, e) .. (e, L - 1)
 
   Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, bool skip,
           OffloadDpMemory::Tables& tables)
@@ -258,6 +272,23 @@ struct Forward {
         skips(skip) {
     for (int k = c.length() - 1; k >= 0; --k)
       rest_units[k] = rest_units[k + 1] + n.uf_units[k] + std::min(n.ub_units[k], n.ub_pair_units[k]);
+    tables.by_memory.resize(static_cast<size_t>(S + 1) * static_cast<size_t>(c.length()));
+    by_memory = tables.by_memory.data();
+  }
+  // Note [The table by memory, per item start]: C(m, e, t) for t < L and 0 <= m <= S,
+  // read as segment_value after this.
+  void table_by_memory(int e) {
+    const int L = chain.length();
+    by_memory_e = e;
+    by_memory_width = L - e;
+    for (int t = e; t < L; ++t) {
+      int32_t* column = by_memory + (t - e);
+      for (int64_t m = 0; m <= S; ++m) column[m * by_memory_width] = static_cast<int32_t>(n.table.value(e, t, m));
+    }
+  }
+  // C(m, e, t) for the stage e of the last table_by_memory, e <= t < L, 0 <= m <= S.
+  int64_t segment_value(int t, int64_t m) const {
+    return by_memory[m * by_memory_width + (t - by_memory_e)];
   }
 
   // Where the row of pair (e, left) starts, taking it, all unreached, on first use.
@@ -419,7 +450,6 @@ struct ItemStart {
 [[gnu::always_inline]] inline void relax_checkpointed(Forward& f, const ItemStart& it) {
   const Chain& chain = f.chain;
   const Numbers& n = f.n;
-  const RecomputeTable& table = n.table;
   const Previous& prev = it.prev;
   const int e = it.e, L = chain.length();
   const int64_t S = f.S, D = it.D, x_e = n.x_slots[e];
@@ -484,7 +514,7 @@ struct ItemStart {
         run_cost = it.start + fwd_units + run_units - pair_saving + it.stall(run_hidden - pair_saving);
     }
     if (!lands) continue;
-    const int64_t inner = table.value(e, next - 1, it.m);
+    const int64_t inner = f.segment_value(next - 1, it.m);
     const int64_t ckpt_cost =
         inner < RecomputeTable::kInfinity ? it.start + fwd_units + inner + it.stall(inner) : kUnreached;
     if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
@@ -543,6 +573,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   f.best[f.row_start(0, kLeftPlain) + static_cast<size_t>(x0)] = 0;
 
   for (int e = 0; e <= L; ++e) {
+    if (e < L) f.table_by_memory(e);
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;

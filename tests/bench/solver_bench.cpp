@@ -29,6 +29,11 @@
 //   BM_BlockDominatedOptimalSlowLink/L/threads  solve() --solver optimal on the same
 //                                chain over a 1 GB/s link, on all cores (threads = 0: the
 //                                classes' searches and the kicks side by side) or one
+//   BM_BlockDominatedOffloadDp/L  solve_offload alone on the same chain over a 1 GB/s
+//                                link, the widest class at the budget, one thread, the
+//                                recompute table filled once outside the loop and kept
+//                                DP memory (as `optimal` calls it): one of the sixteen
+//                                offload DPs of BM_BlockDominatedOptimalSlowLink
 //   BM_SolveOperatorStages/layers/threads  solve() with --solver recompute-only on the
 //                                modeled GPT-2 (C=1600, H=25, bf16, H100, B=8, T=1024) at
 //                                operator granularity with explicit attention, 9 stages
@@ -212,6 +217,24 @@ void BM_BlockDominatedRecomputeOnly(benchmark::State& state) {
 void BM_BlockDominatedOptimalSlowLink(benchmark::State& state) {
   solve_block_dominated(state, SolverKind::Optimal, Link{1e9, 1e9}, static_cast<int>(state.range(1)));
 }
+
+void BM_BlockDominatedOffloadDp(benchmark::State& state) {
+  Problem p = block_dominated_problem(static_cast<int>(state.range(0)));
+  p.chain.link = Link{1e9, 1e9};
+  DpOptions o = dp_options(500);
+  o.num_threads = 1;
+  const RecomputeTable table(p.chain, p.budget_bytes, o);
+  OffloadDpMemory memory;
+  std::optional<std::vector<Op>> ops;
+  for (auto _ : state) {
+    ops = solve_offload(p.chain, p.budget_bytes, o, &memory, &table);
+    benchmark::DoNotOptimize(ops);
+  }
+  state.counters["L"] = p.chain.length();
+  state.counters["predicted_ms"] = ops ? simulate_timeline(p.chain, *ops).time_ms : 0.0;
+}
+
+BENCHMARK(BM_BlockDominatedOffloadDp)->ArgNames({"L"})->Arg(48)->Arg(96)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK(BM_BlockDominatedRecomputeOnly)
     ->ArgNames({"L", "threads"})
