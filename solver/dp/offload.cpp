@@ -247,7 +247,8 @@ struct Forward {
   // a value from each of L - e rows far apart, every state of the start again at a
   // neighbouring m. Before the states of stage e are expanded, the values of the
   // subchains (e, t) are copied into one block by m, then t, so that the C items of a
-  // start read consecutive values. The values are the table's own, so nothing
+  // start read consecutive values, copied only for a stage some state of which is
+  // reached (on operator stages few are). The values are the table's own, so nothing
   // changes but where they are read from. The block, 4 (S + 1) L bytes, is kept with the
   // DP's memory; offload_dp_bytes leaves it out, as it is a few hundred bytes per slot
   // where the states take L²/2 rows of 24 bytes per slot.
@@ -573,12 +574,16 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   f.best[f.row_start(0, kLeftPlain) + static_cast<size_t>(x0)] = 0;
 
   for (int e = 0; e <= L; ++e) {
-    if (e < L) f.table_by_memory(e);
+    bool by_memory = false;  // copied for e yet (only where a state of e is reached)
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;
       const int32_t row = f.row_of_pair[index.pair(e, left)];
       if (row < 0) continue;  // no state of the pair reached
+      if (!by_memory && e < L) {
+        f.table_by_memory(e);
+        by_memory = true;
+      }
       // Items relax only states of later stages, so no row is taken while this one is read.
       const int64_t* costs = f.best + static_cast<size_t>(row) * index.row_length();
       const Previous prev = previous_of(n, e, left);
