@@ -30,6 +30,10 @@ struct DpOptions {
   // that cannot beat the answer] in offload.cpp); false runs it without, as the tests'
   // reference for that the skipping changes no plan.
   bool skip_beaten_states = true;
+  // The offload DP expands the states whose offloaded input has finished copying once
+  // per prefetch size (Note [Rows whose copy has ended] in offload.cpp); false expands
+  // one row per offloaded input, as the tests' reference for that this changes no plan.
+  bool merge_ended_copies = true;
 };
 
 }  // namespace memopt::solver

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 #include <limits>
+#include <tuple>
 
 #include "solver/chain/simulate.h"
 
@@ -39,6 +40,21 @@ enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, Kee
 // writes follows the pairs it reaches, and a pair never reached is skipped whole.
 // The storage for every row is reserved but not written (offload_dp_bytes), so pages
 // of rows never taken are never mapped.
+// Note [Rows whose copy has ended]
+// A pair (e, left >= 0) holds the states whose previous item offloaded a_left. Once
+// that copy has ended by the time e starts, everything e's items read of the previous
+// item (Previous) is its prefetch's slots and units: nothing pending, a plain a_e.
+// Two such pairs with equal prefetch slots and units therefore relax the same states
+// at the same D, each at its own cost plus the same item costs, and only the cheaper
+// state at each D can win a relaxation. So the rows of those pairs are expanded as one
+// row, holding at each D the least cost among them and the left whose state has it
+// (the first left on a tie, as the plain order meets it first); the way back names
+// that left, so the plan prefetches the right input. On a chain of blocks every
+// block input has one size, the copies end within a block or two, and most pairs a
+// stage reaches are of this kind: a stage then expands a handful of rows instead of
+// one per earlier offloaded input. The values are those of the plain expansion, and so
+// are the ways back that any plan's walk back reads (Note [Ties broken as the plain
+// order would]); OffloadDp.MergingRowsWhoseCopyHasEndedChangesNoPlan compares the two.
 struct StateIndex {
   int L;
   int64_t S;
@@ -174,6 +190,44 @@ Previous previous_of(const Numbers& n, int e, int left) {
   return p;
 }
 
+// Note [Ties broken as the plain order would]
+// A state keeps the first of its cheapest relaxations (strict `<`), so in the plain
+// order of the DP's loops -- item start e, left, D, wait, lead, then the items in the
+// order tail, K, KR, C -- the way back of every state is that of the relaxation
+// earliest in that order among those of its least cost. Note [Rows whose copy has
+// ended] expands states out of that order, so where two relaxations of a state cost
+// the same, `earlier` compares their ways back by that order, and the state keeps the
+// earlier one as the plain loops would. From one start (e, left, D, wait, lead) no two
+// items of one rank land in the same state: the K items each land in a left of their
+// own, a KR run [e, k) lands at k either ending there or waiting there, never both
+// (one needs the copy ended by then, the other still running), and a C item's length
+// is its landing stage. Where the rows are expanded in the plain order the
+// relaxations arrive in key order, and the comparison never takes. Merged rows also
+// leave unexpanded some states that the plain order expands: a pair's state that
+// another pair of its row beats at the same D or at fewer slots. Each relaxation of
+// such a state is matched, at no more cost and no more slots, by one of the state that
+// beats it, so it can only be the way back of a state that is itself beaten in its
+// row, and a walk back visits only expanded states, none of them beaten.
+int item_rank(Item item) {
+  switch (item) {
+    case Item::Tail: return 0;
+    case Item::Keep:
+    case Item::KeepOffload:
+    case Item::KeepInput:
+    case Item::KeepOffloadInput: return 1;
+    case Item::KeepRun: return 2;
+    case Item::Ckpt:
+    case Item::CkptRun: return 3;
+  }
+  return 0;
+}
+bool earlier(const Back& a, const Back& b) {
+  const auto key = [](const Back& x) {
+    return std::make_tuple(x.from_e, x.from_left, x.from_device, x.wait, x.lead, item_rank(x.item));
+  };
+  return key(a) < key(b);
+}
+
 }  // namespace
 
 static_assert(sizeof(Back) == 16);
@@ -188,6 +242,10 @@ struct OffloadDpMemory::Tables {
   size_t capacity = 0;
   std::vector<int32_t> row_of_pair;
   std::vector<int32_t> by_memory;  // Note [The table by memory, per item start]
+  // Note [Rows whose copy has ended]: the merged rows of one item start, side by side,
+  // each a cost and the left that holds it per D.
+  std::vector<int64_t> merged_costs;
+  std::vector<int16_t> merged_lefts;
 
   void reserve(size_t states) {
     if (states <= capacity) return;
@@ -304,7 +362,11 @@ struct Forward {
   }
   void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
     const size_t to = row_start(to_e, to_left) + static_cast<size_t>(to_D);
-    if (cost < best[to]) { best[to] = cost; back[to] = b; }
+    // Note [Ties broken as the plain order would]
+    if (cost < best[to] || (cost == best[to] && earlier(b, back[to]))) {
+      best[to] = cost;
+      back[to] = b;
+    }
   }
 };
 
@@ -357,8 +419,11 @@ struct ItemStart {
     inner = table.value(it.e, L, it.m);
     exposed = it.stall(inner);
   }
-  if (inner < RecomputeTable::kInfinity && it.start + inner + exposed < f.answer) {
-    f.answer = it.start + inner + exposed;
+  if (inner >= RecomputeTable::kInfinity) return;
+  const int64_t cost = it.start + inner + exposed;
+  // Note [Ties broken as the plain order would]
+  if (cost < f.answer || (cost == f.answer && f.found && earlier(it.here, f.answer_back))) {
+    f.answer = cost;
     f.answer_back = it.here;
     f.found = true;
   }
@@ -550,6 +615,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   if (known) {
     known->units.reset();
     known->solved_again = false;
+    known->rows_merged = 0;
   }
   if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
@@ -573,20 +639,63 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   if (bounded) f.answer = std::min(kUnreached, *known->at_most_units + 1);
   f.best[f.row_start(0, kLeftPlain) + static_cast<size_t>(x0)] = 0;
 
+  // The rows of one item start, in the order of their (first) left: a reached pair's
+  // own, or a merged one (Note [Rows whose copy has ended]).
+  struct Row {
+    int left;                  // the pair's, or the first merged into it
+    Previous prev;
+    size_t own = 0;            // a pair's own row: where it starts in f.best
+    int merged = -1;           // else: which of the merged rows
+  };
+  std::vector<Row> rows;
+  int64_t rows_merged = 0;
+  const size_t length = index.row_length();
   for (int e = 0; e <= L; ++e) {
-    bool by_memory = false;  // copied for e yet (only where a state of e is reached)
+    rows.clear();
+    int num_merged = 0;
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;
       const int32_t row = f.row_of_pair[index.pair(e, left)];
       if (row < 0) continue;  // no state of the pair reached
-      if (!by_memory && e < L) {
-        f.table_by_memory(e);
-        by_memory = true;
-      }
       // Items relax only states of later stages, so no row is taken while this one is read.
-      const int64_t* costs = f.best + static_cast<size_t>(row) * index.row_length();
+      const size_t own = static_cast<size_t>(row) * length;
       const Previous prev = previous_of(n, e, left);
+      if (!(options.merge_ended_copies && left >= 0 && !prev.pending())) {
+        rows.push_back({left, prev, own});
+        continue;
+      }
+      const auto same = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+        return r.merged >= 0 && r.prev.prefetch_slots == prev.prefetch_slots && r.prev.prefetch_units == prev.prefetch_units;
+      });
+      const int64_t* costs = f.best + own;
+      if (same == rows.end()) {
+        rows.push_back({left, prev, 0, num_merged++});
+        tables.merged_costs.resize(static_cast<size_t>(num_merged) * length);
+        tables.merged_lefts.resize(static_cast<size_t>(num_merged) * length);
+        const size_t at = static_cast<size_t>(rows.back().merged) * length;
+        std::copy_n(costs, length, tables.merged_costs.data() + at);
+        std::fill_n(tables.merged_lefts.data() + at, length, static_cast<int16_t>(left));
+        continue;
+      }
+      // The least cost at each D, and the first left that has it.
+      ++rows_merged;
+      const size_t at = static_cast<size_t>(same->merged) * length;
+      int64_t* into = tables.merged_costs.data() + at;
+      int16_t* lefts = tables.merged_lefts.data() + at;
+      for (size_t D = 0; D < length; ++D)
+        if (costs[D] < into[D]) {
+          into[D] = costs[D];
+          lefts[D] = static_cast<int16_t>(left);
+        }
+    }
+    if (!rows.empty() && e < L) f.table_by_memory(e);
+    for (const Row& r : rows) {
+      const Previous& prev = r.prev;
+      const bool merged = r.merged >= 0;
+      const size_t at = static_cast<size_t>(r.merged) * length;
+      const int64_t* costs = merged ? tables.merged_costs.data() + at : f.best + r.own;
+      const int16_t* lefts = merged ? tables.merged_lefts.data() + at : nullptr;
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated.
       int64_t cheapest_below = kUnreached;
@@ -595,6 +704,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
+        const int left = merged ? lefts[D] : r.left;
         for (const bool wait : {false, true}) {
           // Note [Waiting for the previous offload]: the item may first wait for the
           // previous item's copy; then nothing of it is pending any more.
@@ -626,12 +736,14 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       }
     }
   }
+  if (known) known->rows_merged = rows_merged;
   if (!f.found) {
     if (!bounded) return std::nullopt;
     OffloadAnswer unbounded;  // the bound was wrong: Note [An answer known in advance]
     std::optional<std::vector<Op>> plan = solve_offload(chain, budget_bytes, options, memory, &table, &unbounded);
     known->units = unbounded.units;
     known->solved_again = true;
+    known->rows_merged += unbounded.rows_merged;
     return plan;
   }
   if (known) known->units = f.answer;
