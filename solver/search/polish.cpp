@@ -165,6 +165,7 @@ bool first_round_trip_pass(Search& s, int window) {
 // Note [The best repair first] in polish.h: over the budget, the fastest round trip
 // that makes the plan fit is taken once the whole pass has been tried.
 bool round_trip_pass(Search& s, int window) {
+  if (!s.over_budget()) return false;  // Note [Round trips only repair] in polish.h
   s.best_fitting.reset();
   s.deferring = true;
   const bool any = first_round_trip_pass(s, window);

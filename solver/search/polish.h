@@ -14,10 +14,11 @@
 //  - shift: each copy or wait moved by up to `window_ops` positions either way;
 //  - drop: each wait, and each offload together with its prefetch;
 //  - wait: a wait_offloads put before a compute op while an offload is in flight;
-//  - round trip: data that does not move yet (ā_{k+1} after the fwd_keep k that
-//    its bwd k uses; a_k, if it shares no carried bytes, after any op that reads it)
-//    offloaded right after that op and prefetched at each of the `window_ops`
-//    positions before the op that reads it next;
+//  - round trip, while the plan is over the budget (Note [Round trips only repair]):
+//    data that does not move yet (ā_{k+1} after the fwd_keep k that its bwd k uses;
+//    a_k, if it shares no carried bytes, after any op that reads it) offloaded right
+//    after that op and prefetched at each of the `window_ops` positions before the op
+//    that reads it next;
 //  - recompute: a forward after the loss moved one or two positions earlier, past a
 //    bwd or a copy, so that it runs while a backward would wait for its prefetch
 //    (the one move of a compute op: on the oracle's chains it closes 2 of the 4
@@ -48,6 +49,19 @@
 // nearly always fits after the first pass, and the passes of one that cannot are the
 // polish's dearest. The caller simulates the plan
 // and drops it if it is over (Note [Starts over the budget] in optimal.cpp).
+//
+// Note [Round trips only repair]
+// In the timeline simulator a compute op waits for data, never for memory (docs/
+// formats.md, "Offload: the timeline simulator"), and every time in it is a latest-of
+// and a sum: a compute op starts at the latest of the previous one's end and its data's
+// arrival, a copy at the latest of its issue, its data and the previous copy on its
+// link. A round trip only adds two copies: each later copy on those links starts no
+// earlier, so each prefetch ends no earlier, each compute op starts no earlier, and
+// the plan takes no less time (floating-point sums and maxima are monotone too). It
+// adds two copies to the key's count as well, so for a plan that fits, whose excess
+// cannot fall below 0, no round trip is ever better by the key, and the polish tries
+// them only while the plan is over the budget. The test
+// SimulateTimeline.AddingARoundTripNeverMakesAPlanFaster checks the premise.
 //
 // Note [The best repair first]
 // Every round trip that lowers the excess is a repair, and the first one found

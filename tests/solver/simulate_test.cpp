@@ -475,6 +475,49 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
               num_rebased, static_cast<long long>(num_rejoined));
 }
 
+// Note [Round trips only repair] in solver/search/polish.h: a round trip added to a
+// valid plan -- its offload anywhere from right after the data is made up to its next
+// reader, its prefetch at any place after that before the reader -- never makes the
+// plan take less time, on chains with and without carried bytes, over slow and fast
+// links, from the DPs' plans and offload-all.
+TEST(SimulateTimeline, AddingARoundTripNeverMakesAPlanFaster) {
+  std::mt19937_64 rng(8191);
+  int64_t num_valid = 0, num_slower = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+    std::vector<std::vector<Op>> plans{offload_all_ops(chain), store_all_ops(chain)};
+    for (const int percent : {40, 70}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
+      const DpOptions dp{static_cast<int>(std::min<int64_t>(budget, 300)), false, 1};
+      if (auto plan = solve_offload(chain, budget, dp)) plans.push_back(std::move(*plan));
+    }
+    for (const std::vector<Op>& ops : plans) {
+      const SimResult base = simulate_timeline(chain, ops);
+      if (!base.valid) continue;
+      std::vector<RoundTrip> trips;
+      for (int k = 0; k < chain.length(); ++k) {
+        if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
+        for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) trips.push_back(trip);
+      }
+      for (const RoundTrip& trip : trips)
+        for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
+          const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
+          for (size_t at = off_at + 1; at <= trip.reader + 1; ++at) {
+            const SimResult r = simulate_timeline(chain, inserted(with_out, at, {way_back(trip.out.kind), trip.out.index}));
+            if (!r.valid) continue;
+            ++num_valid;
+            num_slower += r.time_ms > base.time_ms;
+            EXPECT_GE(r.time_ms, base.time_ms) << "off at " << off_at << ", back at " << at;
+          }
+        }
+    }
+  }
+  EXPECT_GT(num_valid, 2000);
+  EXPECT_GT(num_slower, 200);  // not vacuous: many cost time
+}
+
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
   const std::vector<Op> ops = {ckpt(0), offload(0), keep(1), loss(), bwd(1), prefetch(0), keep(0), bwd(0)};
   // Without the offload: a_0 stays, peak 130 at bwd 1 (10+20+40+40+20), time 43.
