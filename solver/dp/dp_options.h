@@ -30,10 +30,10 @@ struct DpOptions {
   // that cannot beat the answer] in offload.cpp); false runs it without, as the tests'
   // reference for that the skipping changes no plan.
   bool skip_beaten_states = true;
-  // The offload DP expands the states whose offloaded input has finished copying once
-  // per prefetch size (Note [Rows whose copy has ended] in offload.cpp); false expands
-  // one row per offloaded input, as the tests' reference for that this changes no plan.
-  bool merge_ended_copies = true;
+  // true: the offload DP expands one row of states per (item start, left) pair and each
+  // state's items in its loops' plain order, as the tests' reference for that Notes
+  // [Rows whose copy has ended] and [C items by row] in offload.cpp change no plan.
+  bool plain_expansion = false;
 };
 
 }  // namespace memopt::solver

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <limits>
 #include <tuple>
 
@@ -54,7 +55,7 @@ enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, Kee
 // stage reaches are of this kind: a stage then expands a handful of rows instead of
 // one per earlier offloaded input. The values are those of the plain expansion, and so
 // are the ways back that any plan's walk back reads (Note [Ties broken as the plain
-// order would]); OffloadDp.MergingRowsWhoseCopyHasEndedChangesNoPlan compares the two.
+// order would]); OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
 struct StateIndex {
   int L;
   int64_t S;
@@ -241,7 +242,6 @@ struct OffloadDpMemory::Tables {
   std::unique_ptr<Back, Free> back;     // Back is trivially copyable: malloc'ed storage holds it
   size_t capacity = 0;
   std::vector<int32_t> row_of_pair;
-  std::vector<int32_t> by_memory;  // Note [The table by memory, per item start]
   // Note [Rows whose copy has ended]: the merged rows of one item start, side by side,
   // each a cost and the left that holds it per D.
   std::vector<int64_t> merged_costs;
@@ -299,20 +299,6 @@ struct Forward {
   // tests compare both ways (OffloadDp.SkippingBeatenStatesChangesNoPlan).
   std::vector<int64_t> rest_units;
   bool skips;
-  // Note [The table by memory, per item start]
-  // A C item [e, next) reads C(m, e, next - 1) for every next at one m, and the
-  // recompute table holds each subchain's values as a row over m: one item start reads
-  // a value from each of L - e rows far apart, every state of the start again at a
-  // neighbouring m. Before the states of stage e are expanded, the values of the
-  // subchains (e, t) are copied into one block by m, then t, so that the C items of a
-  // start read consecutive values, copied only for a stage some state of which is
-  // reached (on operator stages few are). The values are the table's own, so nothing
-  // changes but where they are read from. The block, 4 (S + 1) L bytes, is kept with the
-  // DP's memory; offload_dp_bytes leaves it out, as it is a few hundred bytes per slot
-  // where the states take L²/2 rows of 24 bytes per slot.
-  int32_t* by_memory = nullptr;
-  int by_memory_e = -1;
-  int64_t by_memory_width = 0;  // L - e: the subchains (e, e) .. (e, L - 1)
 
   Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, bool skip,
           OffloadDpMemory::Tables& tables)
@@ -331,23 +317,6 @@ struct Forward {
         skips(skip) {
     for (int k = c.length() - 1; k >= 0; --k)
       rest_units[k] = rest_units[k + 1] + n.uf_units[k] + std::min(n.ub_units[k], n.ub_pair_units[k]);
-    tables.by_memory.resize(static_cast<size_t>(S + 1) * static_cast<size_t>(c.length()));
-    by_memory = tables.by_memory.data();
-  }
-  // Note [The table by memory, per item start]: C(m, e, t) for t < L and 0 <= m <= S,
-  // read as segment_value after this.
-  void table_by_memory(int e) {
-    const int L = chain.length();
-    by_memory_e = e;
-    by_memory_width = L - e;
-    for (int t = e; t < L; ++t) {
-      int32_t* column = by_memory + (t - e);
-      for (int64_t m = 0; m <= S; ++m) column[m * by_memory_width] = static_cast<int32_t>(n.table.value(e, t, m));
-    }
-  }
-  // C(m, e, t) for the stage e of the last table_by_memory, e <= t < L, 0 <= m <= S.
-  int64_t segment_value(int t, int64_t m) const {
-    return by_memory[m * by_memory_width + (t - by_memory_e)];
   }
 
   // Where the row of pair (e, left) starts, taking it, all unreached, on first use.
@@ -361,7 +330,11 @@ struct Forward {
     return static_cast<size_t>(row) * length;
   }
   void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
-    const size_t to = row_start(to_e, to_left) + static_cast<size_t>(to_D);
+    relax_in(row_start(to_e, to_left), to_D, cost, b);
+  }
+  // The same, in the row that starts at `row` (row_start's).
+  void relax_in(size_t row, int64_t to_D, int64_t cost, const Back& b) {
+    const size_t to = row + static_cast<size_t>(to_D);
     // Note [Ties broken as the plain order would]
     if (cost < best[to] || (cost == best[to] && earlier(b, back[to]))) {
       best[to] = cost;
@@ -580,7 +553,7 @@ struct ItemStart {
         run_cost = it.start + fwd_units + run_units - pair_saving + it.stall(run_hidden - pair_saving);
     }
     if (!lands) continue;
-    const int64_t inner = f.segment_value(next - 1, it.m);
+    const int64_t inner = n.table.value(e, next - 1, it.m);
     const int64_t ckpt_cost =
         inner < RecomputeTable::kInfinity ? it.start + fwd_units + inner + it.stall(inner) : kUnreached;
     if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
@@ -597,6 +570,125 @@ struct ItemStart {
     if (fits_offloaded) {
       b.offload = true;
       f.relax(next, D - x_e + n.x_slots[next], e, cost, b);
+    }
+  }
+}
+
+// One state of a row that its item start expands: its slots, its cost so far and
+// the left whose state it is (Note [Rows whose copy has ended]).
+struct Expanded {
+  int64_t D;
+  int64_t so_far;
+  int left;
+};
+
+// Note [C items by row]
+// The C items of one state land in a row per item length, one value each, and read a
+// recompute table row per length, one value each: state by state, every landing and
+// every read is somewhere else in memory. Every check of a C item [e, next) is a
+// bound on D -- D plus sizes that depend only on e, next and the item start's wait and
+// lead, at most S -- and every such bound only falls as next grows, so for one item
+// start (a row, wait and lead) the C items are taken length by length, and for each
+// length every state of the row still alive in turn, in order of D. The landings of
+// one length then walk one row upwards and the reads one table row downwards. The
+// states of a row are on its staircase (cost falling as D grows), so the states
+// still alive at a length are one run of them: those whose D is within the bounds
+// (the first ones), less those whose cost can no longer beat the answer (Note
+// [States that cannot beat the answer]; the last ones). Each relaxation is the one the
+// plain order makes for that state, item and length; only the order differs (Note
+// [Ties broken as the plain order would]). relax_checkpointed is the same item for
+// one state, in the plain order (DpOptions::plain_expansion), and
+// OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
+void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const Previous& prev = start.prev;
+  const int e = start.e, L = chain.length();
+  const int64_t S = f.S, x_e = n.x_slots[e];
+  if (!f.through_recomputation && start.pending && chain.uf_nograd(e) < prev.pending_ms) return;
+  const int64_t wait_units = start.wait ? n.ceil_units(prev.pending_ms) : 0;
+  const int64_t lead_slots = start.lead ? prev.prefetch_slots : 0;
+  // A start needs m = S - D - lead_slots >= 0, and the item's first op its room.
+  int64_t kept_max = std::min(S - lead_slots, S - start.pend - n.x_slots[e + 1] - n.ftmp_slots[e]);
+  const auto still_copying_at = [&](int k) { return start.copy_left_ms(n.nograd_prefix_ms, k) > 0; };
+  const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) && !still_copying_at(e + 1);
+  const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
+  int64_t offloaded_max = may_offload ? kept_max : -1;
+  int64_t fwd_units = n.uf_nograd_units[e];
+  // CR's bounds: its re-forward's and its bwd ops' running maxima, less D.
+  const bool runs = start.lead && f.through_recomputation;
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
+  int64_t run_reach = 0, run_refwd = kNone, run_bwd = kNone, run_units = 0, run_hidden = 0;
+  size_t first = 0;
+  for (int next = e + 1; next <= L; ++next) {
+    if (next > e + 1) {
+      const int k = next - 1;
+      fwd_units += n.uf_nograd_units[k];
+      const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + start.pending_at(n.nograd_prefix_ms, k);
+      kept_max = std::min(kept_max, S - work);
+      const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+      if (may_offload) offloaded_max = std::min(offloaded_max, S - work + (gone ? x_e : 0));
+    }
+    // A state over both bounds is over them for every longer item.
+    const int64_t alive_max = std::max(kept_max, offloaded_max);
+    while (count > first && states[count - 1].D > alive_max) --count;
+    // Costs fall along the row, so those that cannot beat the answer come first.
+    const int64_t most = f.answer - wait_units - fwd_units - f.rest_units[e];
+    while (first < count && f.skips && states[first].so_far > most) ++first;
+    if (first == count) break;
+    const bool copied = !still_copying_at(next);
+    // Where the copy is still running, the item lands only with K next (Note [A copy
+    // through a recomputed segment]).
+    int64_t lands_max = -1;
+    if (!copied && next < L && chain.uf(next) >= start.copy_left_ms(n.nograd_prefix_ms, next)) {
+      const int64_t x_next = n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
+      lands_max = std::min({kept_max, S - x_next - start.pending_at(n.nograd_prefix_ms, next) - xbar_k - n.ftmp_keep_slots[next],
+                            S - x_next - xbar_k - n.x_slots[next + 1] - x_next - n.btmp_slots[next]});
+    }
+    int64_t run_max = -1, run_over_fwd = 0;  // CR: D at most run_max, cost so far + run_over_fwd
+    if (runs) {
+      const int k = next - 1;
+      const int64_t xbar_k = n.xbar_slots[k + 1];
+      run_refwd = std::max(run_refwd, run_reach + xbar_k + n.ftmp_keep_slots[k]);
+      run_bwd = std::max(run_bwd, run_reach + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
+      run_reach += xbar_k;
+      run_units += n.uf_units[k] + n.ub_units[k];
+      run_hidden += n.ub_units[k];
+      const int64_t pair_saving = n.ub_units[k] - n.ub_pair_units[k];
+      run_max = std::min({S - run_refwd, S - run_bwd - prev.prefetch_slots, S - run_refwd - n.x_slots[next]});
+      run_over_fwd = fwd_units + run_units - pair_saving + start.stall(run_hidden - pair_saving);
+    }
+    const int32_t* segment = n.table.row(e, next - 1);
+    const int64_t x_next = n.x_slots[next];
+    size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
+    for (size_t i = first; i < count; ++i) {
+      const Expanded& st = states[i];
+      const int64_t D = st.D;
+      if (!copied && D > lands_max) continue;
+      const int64_t so_far = st.so_far + wait_units;
+      const int64_t run_cost = D <= run_max ? so_far + run_over_fwd : kUnreached;
+      const int64_t inner = segment[S - D - lead_slots];
+      const int64_t ckpt_cost =
+          inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
+      if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
+      Back b{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(st.left), Item::Tail, false,
+             start.lead, start.wait};
+      b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
+      const int64_t cost = std::min(run_cost, ckpt_cost);
+      if (!copied) {
+        b.then_keep = true;
+        f.relax(next + 1, D + x_next + n.xbar_slots[next + 1], kLeftKept, cost + n.uf_units[next] + n.ub_units[next], b);
+        continue;
+      }
+      if (D <= kept_max) {
+        if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
+        f.relax_in(plain_row, D + x_next, cost, b);
+      }
+      if (D <= offloaded_max) {
+        if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
+        b.offload = true;
+        f.relax_in(offloaded_row, D - x_e + x_next, cost, b);
+      }
     }
   }
 }
@@ -648,6 +740,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     int merged = -1;           // else: which of the merged rows
   };
   std::vector<Row> rows;
+  std::vector<Expanded> states;  // one row's, in order of D
   int64_t rows_merged = 0;
   const size_t length = index.row_length();
   for (int e = 0; e <= L; ++e) {
@@ -661,7 +754,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       // Items relax only states of later stages, so no row is taken while this one is read.
       const size_t own = static_cast<size_t>(row) * length;
       const Previous prev = previous_of(n, e, left);
-      if (!(options.merge_ended_copies && left >= 0 && !prev.pending())) {
+      if (!(!options.plain_expansion && left >= 0 && !prev.pending())) {
         rows.push_back({left, prev, own});
         continue;
       }
@@ -689,7 +782,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           lefts[D] = static_cast<int16_t>(left);
         }
     }
-    if (!rows.empty() && e < L) f.table_by_memory(e);
     for (const Row& r : rows) {
       const Previous& prev = r.prev;
       const bool merged = r.merged >= 0;
@@ -697,43 +789,66 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       const int64_t* costs = merged ? tables.merged_costs.data() + at : f.best + r.own;
       const int16_t* lefts = merged ? tables.merged_lefts.data() + at : nullptr;
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
-      // holding more slots at no lower cost than one holding fewer is dominated.
+      // holding more slots at no lower cost than one holding fewer is dominated: the
+      // row's states to expand are its staircase, cost falling as D grows.
+      states.clear();
       int64_t cheapest_below = kUnreached;
       for (int64_t D = 0; D <= S; ++D) {
         const int64_t so_far = costs[D];
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
-        const int left = merged ? lefts[D] : r.left;
-        for (const bool wait : {false, true}) {
-          // Note [Waiting for the previous offload]: the item may first wait for the
-          // previous item's copy; then nothing of it is pending any more.
-          if (wait && !prev.pending()) continue;
-          const bool pending = prev.pending() && !wait;
-          for (const bool lead : {false, true}) {
-            if (lead && !prev.has_prefetch()) continue;
-            const int64_t m = S - D - (lead ? prev.prefetch_slots : 0);
-            if (m < 0) continue;
-            const ItemStart it{e,
-                               D,
-                               prev,
-                               wait,
-                               lead,
-                               pending,
-                               so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
-                               m,
-                               pending ? prev.pending_slots : 0,
-                               Back{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left),
-                                    Item::Tail, false, lead, wait}};
-            // The items in this order, as the ways back record them on a tie.
-            relax_tail(f, it);
-            if (e == L) continue;
-            relax_keep(f, it);
-            relax_kept_runs(f, it);
-            relax_checkpointed(f, it);
-          }
-        }
+        states.push_back({D, so_far, merged ? lefts[D] : r.left});
       }
+      // The item start of a state, after waiting for the previous item's copy or not
+      // (Note [Waiting for the previous offload]: then nothing of it is pending any
+      // more), with that item's prefetch issued ahead or not.
+      const auto item_start = [&](const Expanded& st, bool wait, bool lead) -> std::optional<ItemStart> {
+        if ((wait && !prev.pending()) || (lead && !prev.has_prefetch())) return std::nullopt;
+        const bool pending = prev.pending() && !wait;
+        const int64_t m = S - st.D - (lead ? prev.prefetch_slots : 0);
+        if (m < 0) return std::nullopt;
+        return ItemStart{e,
+                         st.D,
+                         prev,
+                         wait,
+                         lead,
+                         pending,
+                         st.so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
+                         m,
+                         pending ? prev.pending_slots : 0,
+                         Back{static_cast<int32_t>(st.D), static_cast<int16_t>(e), static_cast<int16_t>(st.left),
+                              Item::Tail, false, lead, wait}};
+      };
+      const auto relax_from = [&](const ItemStart& it, bool with_checkpointed) {
+        relax_tail(f, it);
+        if (e == L) return;
+        relax_keep(f, it);
+        relax_kept_runs(f, it);
+        if (with_checkpointed) relax_checkpointed(f, it);
+      };
+      if (options.plain_expansion) {
+        // The items of each state in this order, as the ways back record them on a tie.
+        for (const Expanded& st : states) {
+          if (f.skips && st.so_far + f.rest_units[e] > f.answer) continue;  // beaten since
+          for (const bool wait : {false, true})
+            for (const bool lead : {false, true})
+              if (const auto it = item_start(st, wait, lead)) relax_from(*it, /*with_checkpointed=*/true);
+        }
+        continue;
+      }
+      for (const bool wait : {false, true})
+        for (const bool lead : {false, true}) {
+          std::optional<ItemStart> row_start;  // any state's: the C items read only what is not D's
+          for (const Expanded& st : states) {
+            if (f.skips && st.so_far + f.rest_units[e] > f.answer) continue;
+            if (const auto it = item_start(st, wait, lead)) {
+              relax_from(*it, /*with_checkpointed=*/false);
+              if (!row_start) row_start = it;
+            }
+          }
+          if (row_start && e < L) relax_checkpointed_row(f, *row_start, states.data(), states.size());  // Note [C items by row]
+        }
     }
   }
   if (known) known->rows_merged = rows_merged;

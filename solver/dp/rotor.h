@@ -64,8 +64,12 @@ class RecomputeTable {
   int64_t value(int s, int t, int64_t m) const {
     if (m < 0) return kInfinity;
     if (m > slots_) m = slots_;  // more memory than the table holds never helps here
+    return row(s, t)[m];
+  }
+  // C(m, s, t) for m = 0 .. slots(), in order: the row value() reads.
+  const int32_t* row(int s, int t) const {
     const size_t pair = static_cast<size_t>(s) * (2 * (length_ + 1) - s + 1) / 2 + static_cast<size_t>(t - s);
-    return values_[pair * static_cast<size_t>(slots_ + 1) + static_cast<size_t>(m)];
+    return values_ + pair * static_cast<size_t>(slots_ + 1);
   }
   int64_t finite_from(int s, int t) const;  // smallest m with a finite value, slots+1 if none
   // Appends the ops of the schedule that attains value(s, t, m).

@@ -205,32 +205,35 @@ TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
   EXPECT_GT(num_offloading, 300);  // not vacuous: most of these plans move data
 }
 
-// Note [Rows whose copy has ended] in offload.cpp: expanding the states whose
-// offloaded input has finished copying once per prefetch size, out of the plain loop
-// order, changes no answer and no plan, op for op (Note [Ties broken as the plain
-// order would]), in any class, with and without skipping beaten states, on random
-// chains and on block chains, whose inputs all have one size.
-TEST(OffloadDp, MergingRowsWhoseCopyHasEndedChangesNoPlan) {
+// Notes [Rows whose copy has ended] and [C items by row] in offload.cpp: expanding the
+// states whose offloaded input has finished copying once per prefetch size, and the C
+// items of a row length by length, out of the plain loop order, changes no answer and
+// no plan, op for op (Note [Ties broken as the plain order would]), in any class,
+// with and without skipping beaten states, on random chains and on block chains,
+// whose inputs all have one size.
+TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
   std::mt19937_64 rng(4711);
   int num_plans = 0, num_prefetching = 0;
   int64_t rows_merged = 0;
-  for (int trial = 0; trial < 160; ++trial) {
+  for (int trial = 0; trial < 200; ++trial) {
     Chain chain = trial % 2 ? chain_of_trial(rng, trial) : testing::block_dominated_chain(6 + trial % 14, trial);
     if (trial % 2 == 0) chain.link = Link{trial % 4 ? 1e9 : 1e10, trial % 8 < 4 ? 1e9 : 3e9};
     const int64_t store_all = store_all_peak(chain);
-    for (const int tenths : {3, 5, 8}) {
+    for (const int tenths : {2, 3, 5, 8}) {
       const int64_t budget = std::max<int64_t>(1, store_all * tenths / 10);
       for (const OffloadShapes shapes : {OffloadShapes::Windowed, OffloadShapes::ThroughKeptRuns,
                                          OffloadShapes::MovingKeptInputs}) {
         for (const bool skip : {true, false}) {
           SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget) + ", shapes " +
                        std::to_string(static_cast<int>(shapes)) + ", skipping " + std::to_string(skip));
-          DpOptions merging{trial % 3 ? 200 : 500, false, 1, shapes};
-          merging.skip_beaten_states = skip;
-          DpOptions plain = merging;
-          plain.merge_ended_copies = false;
+          // Slots of one byte on the small random chains, where sizes often sum to exactly the budget.
+          const int slots = trial % 4 == 1 ? static_cast<int>(std::min<int64_t>(budget, 4000)) : trial % 3 ? 200 : 500;
+          DpOptions fast_order{slots, false, 1, shapes};
+          fast_order.skip_beaten_states = skip;
+          DpOptions plain = fast_order;
+          plain.plain_expansion = true;
           OffloadAnswer merged_answer, plain_answer;
-          const auto fast = solve_offload(chain, budget, merging, nullptr, nullptr, &merged_answer);
+          const auto fast = solve_offload(chain, budget, fast_order, nullptr, nullptr, &merged_answer);
           const auto reference = solve_offload(chain, budget, plain, nullptr, nullptr, &plain_answer);
           ASSERT_EQ(fast.has_value(), reference.has_value());
           EXPECT_EQ(plain_answer.rows_merged, 0);
