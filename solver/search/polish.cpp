@@ -107,15 +107,31 @@ bool drop_pass(Search& s) {
   return any;
 }
 
+// Note [A wait that waits for nothing] in polish.h: a wait is tried only before a compute
+// op that some copy to the host issued before it may still be running at.
 bool wait_pass(Search& s) {
-  bool any = false, offloaded = false;
+  bool any = false;
+  std::vector<int> done_before = simulate_timeline(s.chain, s.ops).offload_done_before;
+  // The latest op by whose start every copy to the host before position p has ended
+  // (INT_MAX where one of them ends after every op).
+  int copies_end_by = -1;
+  const auto add_copy = [&](size_t q) {
+    if (is_offload(s.ops[q].kind))
+      copies_end_by = std::max(copies_end_by, done_before[q] < 0 ? std::numeric_limits<int>::max() : done_before[q]);
+  };
   for (size_t p = 0; p < s.ops.size(); ++p) {
     const OpKind kind = s.ops[p].kind;
-    if (is_offload(kind)) offloaded = true;
-    if (!offloaded || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads) ||
+    const bool in_flight = copies_end_by > static_cast<int>(p);
+    add_copy(p);
+    if (!in_flight || !info(kind).is_compute || (p > 0 && s.ops[p - 1].kind == OpKind::WaitOffloads) ||
         !s.in_focus(s.ops[p]))
       continue;
-    if (s.take(inserted(s.ops, p, {OpKind::WaitOffloads, -1}))) { any = true; ++p; }
+    if (!s.take(inserted(s.ops, p, {OpKind::WaitOffloads, -1}))) continue;
+    any = true;
+    ++p;  // the op after the new wait
+    done_before = simulate_timeline(s.chain, s.ops).offload_done_before;
+    copies_end_by = -1;
+    for (size_t q = 0; q <= p; ++q) add_copy(q);
   }
   return any;
 }

@@ -13,7 +13,8 @@
 // from the DP's, so `optimal` tries them on its best candidate:
 //  - shift: each copy or wait moved by up to `window_ops` positions either way;
 //  - drop: each wait, and each offload together with its prefetch;
-//  - wait: a wait_offloads put before a compute op while an offload is in flight;
+//  - wait: a wait_offloads put before a compute op while an offload is in flight
+//    (Note [A wait that waits for nothing]);
 //  - round trip, while the plan is over the budget (Note [Round trips only repair]):
 //    data that does not move yet (ā_{k+1} after the fwd_keep k that its bwd k uses;
 //    a_k, if it shares no carried bytes, after any op that reads it) offloaded right
@@ -62,6 +63,18 @@
 // cannot fall below 0, no round trip is ever better by the key, and the polish tries
 // them only while the plan is over the budget. The test
 // SimulateTimeline.AddingARoundTripNeverMakesAPlanFaster checks the premise.
+//
+// Note [A wait that waits for nothing]
+// A wait_offloads put right before a compute op c ends when the last copy to the host
+// issued before it ends, or at once. Where every such copy has ended by the time c
+// starts in the plan without it, c starts when it did (the latest of the wait's end and
+// what c waited for already), no copy is issued at another time (those before the wait
+// are issued before it, those after c when c ends), and no byte is freed or taken at
+// another time: the plan with the wait simulates to the same time and bytes, so it is
+// no better by the key, and the polish does not try it. The simulator says when each
+// copy to the host ends relative to the ops (SimResult::offload_done_before), and ops
+// start in program order. SimulateTimeline.AWaitAfterEveryCopyHasEndedChangesNothing
+// checks this.
 //
 // Note [The best repair first]
 // Every round trip that lowers the excess is a repair, and the first one found

@@ -475,47 +475,90 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
               num_rebased, static_cast<long long>(num_rejoined));
 }
 
+// Plans to edit on a linked chain: offload-all, store-all and the offload DP's at 40%
+// and 70% of store-all's peak.
+std::vector<std::vector<Op>> plans_to_edit(const Chain& chain) {
+  const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
+  std::vector<std::vector<Op>> plans{offload_all_ops(chain), store_all_ops(chain)};
+  for (const int percent : {40, 70}) {
+    const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
+    if (auto plan = solve_offload(chain, budget, {static_cast<int>(std::min<int64_t>(budget, 300)), false, 1}))
+      plans.push_back(std::move(*plan));
+  }
+  return plans;
+}
+// check(chain, ops, simulation) for each valid plan of plans_to_edit on 40 linked
+// chains of 2 to 10 stages.
+template <typename Check>
+void for_each_plan_to_edit(uint64_t seed, Check check) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    for (const std::vector<Op>& ops : plans_to_edit(chain)) {
+      const SimResult base = simulate_timeline(chain, ops);
+      if (base.valid) check(chain, ops, base);
+    }
+  }
+}
+
 // Note [Round trips only repair] in solver/search/polish.h: a round trip added to a
 // valid plan -- its offload anywhere from right after the data is made up to its next
 // reader, its prefetch at any place after that before the reader -- never makes the
 // plan take less time, on chains with and without carried bytes, over slow and fast
 // links, from the DPs' plans and offload-all.
 TEST(SimulateTimeline, AddingARoundTripNeverMakesAPlanFaster) {
-  std::mt19937_64 rng(8191);
   int64_t num_valid = 0, num_slower = 0;
-  for (int trial = 0; trial < 40; ++trial) {
-    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
-    SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = simulate_sequential(chain, store_all_ops(chain)).peak_bytes;
-    std::vector<std::vector<Op>> plans{offload_all_ops(chain), store_all_ops(chain)};
-    for (const int percent : {40, 70}) {
-      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
-      const DpOptions dp{static_cast<int>(std::min<int64_t>(budget, 300)), false, 1};
-      if (auto plan = solve_offload(chain, budget, dp)) plans.push_back(std::move(*plan));
+  for_each_plan_to_edit(8191, [&](const Chain& chain, const std::vector<Op>& ops, const SimResult& base) {
+    std::vector<RoundTrip> trips;
+    for (int k = 0; k < chain.length(); ++k) {
+      if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
+      for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) trips.push_back(trip);
     }
-    for (const std::vector<Op>& ops : plans) {
-      const SimResult base = simulate_timeline(chain, ops);
-      if (!base.valid) continue;
-      std::vector<RoundTrip> trips;
-      for (int k = 0; k < chain.length(); ++k) {
-        if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
-        for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) trips.push_back(trip);
-      }
-      for (const RoundTrip& trip : trips)
-        for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
-          const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
-          for (size_t at = off_at + 1; at <= trip.reader + 1; ++at) {
-            const SimResult r = simulate_timeline(chain, inserted(with_out, at, {way_back(trip.out.kind), trip.out.index}));
-            if (!r.valid) continue;
-            ++num_valid;
-            num_slower += r.time_ms > base.time_ms;
-            EXPECT_GE(r.time_ms, base.time_ms) << "off at " << off_at << ", back at " << at;
-          }
+    for (const RoundTrip& trip : trips)
+      for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
+        const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
+        for (size_t at = off_at + 1; at <= trip.reader + 1; ++at) {
+          const SimResult r = simulate_timeline(chain, inserted(with_out, at, {way_back(trip.out.kind), trip.out.index}));
+          if (!r.valid) continue;
+          ++num_valid;
+          num_slower += r.time_ms > base.time_ms;
+          EXPECT_GE(r.time_ms, base.time_ms) << "off at " << off_at << ", back at " << at;
         }
-    }
-  }
+      }
+  });
   EXPECT_GT(num_valid, 2000);
   EXPECT_GT(num_slower, 200);  // not vacuous: many cost time
+}
+
+// Note [A wait that waits for nothing] in solver/search/polish.h: a wait_offloads put
+// right before a compute op by whose start every earlier copy to the host has ended
+// (SimResult::offload_done_before) leaves the plan's time and peak exactly as they
+// were; before one that some copy is still running at, it often costs time.
+TEST(SimulateTimeline, AWaitAfterEveryCopyHasEndedChangesNothing) {
+  int num_idle = 0, num_in_flight_slower = 0;
+  for_each_plan_to_edit(524287, [&](const Chain& chain, const std::vector<Op>& ops, const SimResult& base) {
+    int copies_end_by = -1;
+    for (size_t p = 0; p < ops.size(); ++p) {
+      const bool in_flight = copies_end_by > static_cast<int>(p);
+      if (is_offload(ops[p].kind)) {
+        const int done = base.offload_done_before[p];
+        copies_end_by = std::max(copies_end_by, done < 0 ? std::numeric_limits<int>::max() : done);
+      }
+      if (!info(ops[p].kind).is_compute) continue;
+      const SimResult r = simulate_timeline(chain, inserted(ops, p, {OpKind::WaitOffloads, -1}));
+      EXPECT_TRUE(r.valid) << r.error;
+      if (in_flight) {
+        num_in_flight_slower += r.time_ms > base.time_ms;
+        continue;
+      }
+      ++num_idle;
+      EXPECT_EQ(r.time_ms, base.time_ms) << "a wait before op " << p;
+      EXPECT_EQ(r.peak_bytes, base.peak_bytes) << "a wait before op " << p;
+    }
+  });
+  EXPECT_GT(num_idle, 500);
+  EXPECT_GT(num_in_flight_slower, 50);  // not vacuous: where a copy runs, waiting costs
 }
 
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
