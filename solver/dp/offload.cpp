@@ -244,8 +244,38 @@ struct OffloadDpMemory::Tables {
   std::vector<int32_t> row_of_pair;
   // Note [Rows whose copy has ended]: the merged rows of one item start, side by side,
   // each a cost and the left that holds it per D.
-  std::vector<int64_t> merged_costs;
-  std::vector<int16_t> merged_lefts;
+  struct MergedRows {
+    size_t length = 0;  // states per row
+    int count = 0;
+    std::vector<int64_t> costs;
+    std::vector<int16_t> lefts;
+    void clear(size_t row_length) {
+      length = row_length;
+      count = 0;
+    }
+    // A new merged row holding `row`, the states of `left`; returns its number.
+    int start(const int64_t* row, int left) {
+      const size_t at = static_cast<size_t>(count++) * length;
+      costs.resize(at + length);
+      lefts.resize(at + length);
+      std::copy_n(row, length, costs.data() + at);
+      std::fill_n(lefts.data() + at, length, static_cast<int16_t>(left));
+      return count - 1;
+    }
+    // The least cost at each D of merged row `which` and `row`, and the first left that has it.
+    void add(int which, const int64_t* row, int left) {
+      const size_t at = static_cast<size_t>(which) * length;
+      int64_t* into = costs.data() + at;
+      int16_t* from = lefts.data() + at;
+      for (size_t D = 0; D < length; ++D)
+        if (row[D] < into[D]) {
+          into[D] = row[D];
+          from[D] = static_cast<int16_t>(left);
+        }
+    }
+    const int64_t* costs_of(int which) const { return costs.data() + static_cast<size_t>(which) * length; }
+    const int16_t* lefts_of(int which) const { return lefts.data() + static_cast<size_t>(which) * length; }
+  } merged;
 
   void reserve(size_t states) {
     if (states <= capacity) return;
@@ -743,9 +773,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
   std::vector<Expanded> states;  // one row's, in order of D
   int64_t rows_merged = 0;
   const size_t length = index.row_length();
+  OffloadDpMemory::Tables::MergedRows& merged = tables.merged;
   for (int e = 0; e <= L; ++e) {
     rows.clear();
-    int num_merged = 0;
+    merged.clear(length);
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
       if (e == 0 && moved_input(left)) continue;
@@ -754,40 +785,25 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       // Items relax only states of later stages, so no row is taken while this one is read.
       const size_t own = static_cast<size_t>(row) * length;
       const Previous prev = previous_of(n, e, left);
-      if (!(!options.plain_expansion && left >= 0 && !prev.pending())) {
+      const bool copy_ended = left >= 0 && !prev.pending();
+      if (options.plain_expansion || !copy_ended) {
         rows.push_back({left, prev, own});
         continue;
       }
       const auto same = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
         return r.merged >= 0 && r.prev.prefetch_slots == prev.prefetch_slots && r.prev.prefetch_units == prev.prefetch_units;
       });
-      const int64_t* costs = f.best + own;
       if (same == rows.end()) {
-        rows.push_back({left, prev, 0, num_merged++});
-        tables.merged_costs.resize(static_cast<size_t>(num_merged) * length);
-        tables.merged_lefts.resize(static_cast<size_t>(num_merged) * length);
-        const size_t at = static_cast<size_t>(rows.back().merged) * length;
-        std::copy_n(costs, length, tables.merged_costs.data() + at);
-        std::fill_n(tables.merged_lefts.data() + at, length, static_cast<int16_t>(left));
-        continue;
+        rows.push_back({left, prev, 0, merged.start(f.best + own, left)});
+      } else {
+        merged.add(same->merged, f.best + own, left);
+        ++rows_merged;
       }
-      // The least cost at each D, and the first left that has it.
-      ++rows_merged;
-      const size_t at = static_cast<size_t>(same->merged) * length;
-      int64_t* into = tables.merged_costs.data() + at;
-      int16_t* lefts = tables.merged_lefts.data() + at;
-      for (size_t D = 0; D < length; ++D)
-        if (costs[D] < into[D]) {
-          into[D] = costs[D];
-          lefts[D] = static_cast<int16_t>(left);
-        }
     }
     for (const Row& r : rows) {
       const Previous& prev = r.prev;
-      const bool merged = r.merged >= 0;
-      const size_t at = static_cast<size_t>(r.merged) * length;
-      const int64_t* costs = merged ? tables.merged_costs.data() + at : f.best + r.own;
-      const int16_t* lefts = merged ? tables.merged_lefts.data() + at : nullptr;
+      const int64_t* costs = r.merged >= 0 ? merged.costs_of(r.merged) : f.best + r.own;
+      const int16_t* lefts = r.merged >= 0 ? merged.lefts_of(r.merged) : nullptr;
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated: the
       // row's states to expand are its staircase, cost falling as D grows.
@@ -798,7 +814,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
-        states.push_back({D, so_far, merged ? lefts[D] : r.left});
+        states.push_back({D, so_far, lefts ? lefts[D] : r.left});
       }
       // The item start of a state, after waiting for the previous item's copy or not
       // (Note [Waiting for the previous offload]: then nothing of it is pending any
