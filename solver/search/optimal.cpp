@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <functional>
 #include <future>
 #include <map>
@@ -249,8 +250,23 @@ struct Search {
 // over_budget_slot_factor). Each start costs a DP and a polish, so:
 //  - when the best candidate already takes the least time any plan can
 //    (sum_fwd_bwd_ms: every op once, no stall), nothing can beat it: no start runs;
-//  - a start that cannot be repaired ends the series: the next one is further over.
-Plans starts_over_budget(Search& s, const DpOptions& dp) {
+//  - a start that cannot be repaired ends the series: the next one is further over;
+//  - so does a start whose repaired plan is slower than the best plan of its class so
+//    far by more than SearchOptions::over_budget_stop_fraction of that plan's time.
+//    Each later start is further over, and its repair must move more bytes over the
+//    link to fit: where blocks dominate memory, the repaired plans slow by a third or
+//    more from one eighth to the next, and the later starts are the series' dearest
+//    DPs (more slots) and polishes (more to repair). Where a later start does win,
+//    the repairs before it are within a few percent of the best plan, well inside
+//    the fraction: on every committed profile and block-dominated chain that
+//    tools/plan_identity.py solves, the stop changes no plan
+//    (SolveOptimal.StoppingASeriesOfRepairsChangesNoPlanOnBlockChains). Whether the
+//    second class's search runs is read from the DPs the widest class's search ran
+//    (Note [Classes to start from]): where their plans are the second class's too,
+//    its search makes the same repairs and stops where the widest's did, so the
+//    DPs of the starts skipped would tell it nothing.
+// `best_ms`: the time of the class's best plan so far (infinity where there is none).
+Plans starts_over_budget(Search& s, const DpOptions& dp, double best_ms) {
   Plans repaired;
   const Chain& chain = s.chain;
   const int64_t budget_bytes = s.budget_bytes;
@@ -268,7 +284,9 @@ Plans starts_over_budget(Search& s, const DpOptions& dp) {
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
     repaired.push_back(s.polish(*plan));
-    if (!fits(simulate_timeline(chain, *repaired.back()), budget_bytes)) break;  // a larger one is further over
+    const SimResult r = simulate_timeline(chain, *repaired.back());
+    if (!fits(r, budget_bytes)) break;  // a larger one is further over
+    if (r.time_ms > (1 + s.options.over_budget_stop_fraction) * best_ms) break;  // and slower yet
   }
   return repaired;
 }
@@ -372,7 +390,8 @@ Plan best_of_one_class(Search& s, const DpOptions& one_class, Plans candidates) 
   Plan best = s.fastest(std::move(candidates));
   if (best) best = s.polish(*best);
   if (!unbeatable(s.chain, best)) {
-    Plans finalists = starts_over_budget(s, one_class);
+    const double best_ms = best ? simulate_timeline(s.chain, *best).time_ms : std::numeric_limits<double>::infinity();
+    Plans finalists = starts_over_budget(s, one_class, best_ms);
     if (best)
       for (auto& start : starts_keeping_a_stage(s, *best)) finalists.push_back(std::move(start));
     finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties

@@ -29,6 +29,9 @@ struct SearchOptions {
   // at most over_budget_slot_factor times as many, so its slots stay as fine.
   std::vector<int> over_budget_eighths = {1, 2, 3};
   int over_budget_slot_factor = 2;
+  // A repaired start slower than the best plan so far by more than this fraction of
+  // its time ends the series (Note [Starts over the budget]); infinity: never.
+  double over_budget_stop_fraction = 0.10;
 
   // Note [Starts that keep a recomputed stage] in optimal.cpp: the starts that gain
   // the most time per byte over the budget; the first one alone closes as many of the

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -315,6 +316,36 @@ TEST(SolveOptimal, KeepsAStageTheDpRecomputesWhenCopiesMakeRoom) {
   EXPECT_EQ(optimal.predicted.time_ms, 19);
   EXPECT_LE(optimal.predicted.peak_bytes, budget);
   for (const Op& op : optimal.ops) EXPECT_NE(op.kind, OpKind::FwdCkpt) << "every stage is kept";
+}
+
+// Note [Starts over the budget] in optimal.cpp: a repaired start far slower than the
+// best plan so far ends the series of starts. Over a 1 GB/s link the repairs of a
+// block-dominated chain slow sharply from one start to the next, and the stop cuts
+// the series; over 4 GB/s a later start gives the fastest plan, which stopping after
+// the first repaired start that fits (a fraction below -1) would lose. The default
+// stop returns the very plans of the whole series in both.
+TEST(SolveOptimal, StoppingASeriesOfRepairsChangesNoPlanOnBlockChains) {
+  struct Case {
+    int L;
+    double bytes_per_s;
+    int percent;
+    bool a_later_start_wins;
+  };
+  for (const Case c : {Case{16, 1e9, 40, false}, Case{24, 1e9, 30, false}, Case{14, 4e9, 45, true},
+                       Case{18, 4e9, 35, true}, Case{18, 4e9, 60, true}}) {
+    Chain chain = testing::block_dominated_chain(c.L, 3 + c.L);
+    chain.link = Link{c.bytes_per_s, c.bytes_per_s};
+    SolveOptions o = options(SolverKind::Optimal, store_all_peak(chain) * c.percent / 100);
+    o.find_min_budget = false;
+    const Schedule stopped = solve(chain, o);
+    o.search.over_budget_stop_fraction = std::numeric_limits<double>::infinity();
+    const Schedule whole = solve(chain, o);
+    o.search.over_budget_stop_fraction = -2;
+    const Schedule first_only = solve(chain, o);
+    const std::string where = "L = " + std::to_string(c.L) + " at " + std::to_string(c.percent) + "%";
+    EXPECT_EQ(stopped.ops, whole.ops) << where;
+    if (c.a_later_start_wins) EXPECT_GT(first_only.predicted.time_ms, whole.predicted.time_ms) << where;
+  }
 }
 
 // Note [Slot rounding slack]: at coarse slots the plain DP rounds every resident
