@@ -139,6 +139,7 @@ bool wait_pass(Search& s) {
 // Offload `out` right after position `made` and bring it back at one of the
 // `window` positions before position `reader` (in the plan before the insertion).
 bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
+  if (s.sim.peak_op >= 0 && made >= static_cast<size_t>(s.sim.peak_op)) return false;  // Note [Round trips after the peak] in polish.h
   const std::vector<Op> with_out = inserted(s.ops, made + 1, out);
   const Op back{way_back(out.kind), out.index};
   // reader moved one on; the prefetch goes before it, after the offload.

@@ -15,7 +15,8 @@
 //  - drop: each wait, and each offload together with its prefetch;
 //  - wait: a wait_offloads put before a compute op while an offload is in flight
 //    (Note [A wait that waits for nothing]);
-//  - round trip, while the plan is over the budget (Note [Round trips only repair]):
+//  - round trip, while the plan is over the budget (Note [Round trips only repair]),
+//    with its offload before the peak (Note [Round trips after the peak]):
 //    data that does not move yet (ā_{k+1} after the fwd_keep k that its bwd k uses;
 //    a_k, if it shares no carried bytes, after any op that reads it) offloaded right
 //    after that op and prefetched at each of the `window_ops` positions before the op
@@ -63,6 +64,20 @@
 // cannot fall below 0, no round trip is ever better by the key, and the polish tries
 // them only while the plan is over the budget. The test
 // SimulateTimeline.AddingARoundTripNeverMakesAPlanFaster checks the premise.
+//
+// Note [Round trips after the peak]
+// A round trip is tried only while the plan is over the budget (Note [Round trips
+// only repair]), where it is better by the key only if it lowers the peak: it never
+// makes the plan faster. Let p be the op at whose start the plan first reaches its
+// peak (SimResult::peak_op). A round trip whose offload goes in after p leaves every
+// op up to p as it was, and every event they make: the ops and copies before it run
+// as before, and everything the round trip adds or delays -- the offload's copy and
+// its free, the ops after it, the prefetch and any wait -- happens no earlier than
+// the offload's issue, which is after p has started, and comes after p's start in
+// event order. So the plan with it still holds the peak's bytes at p's start: its
+// peak is no lower, and the polish does not try it (a copy of no bytes frees nothing,
+// so its end, which may fall at p's start, changes no total).
+// SimulateTimeline.ARoundTripAfterThePeakNeverLowersIt checks it.
 //
 // Note [A wait that waits for nothing]
 // A wait_offloads put right before a compute op c ends when the last copy to the host

@@ -531,6 +531,46 @@ TEST(SimulateTimeline, AddingARoundTripNeverMakesAPlanFaster) {
   EXPECT_GT(num_slower, 200);  // not vacuous: many cost time
 }
 
+// Note [Round trips after the peak] in solver/search/polish.h: a round trip whose
+// offload comes after the op at whose start the plan first reaches its peak -- its
+// prefetch anywhere after it, a wait_offloads or none after the offload -- never
+// lowers the peak; one whose offload comes before that op often does.
+TEST(SimulateTimeline, ARoundTripAfterThePeakNeverLowersIt) {
+  int64_t num_after = 0, num_before_lower = 0;
+  for_each_plan_to_edit(131071, [&](const Chain& chain, const std::vector<Op>& ops, const SimResult& base) {
+    ASSERT_GE(base.peak_op, 0);
+    const auto peak_op = static_cast<size_t>(base.peak_op);
+    std::vector<RoundTrip> trips;
+    for (int k = 0; k < chain.length(); ++k) {
+      if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
+      for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) trips.push_back(trip);
+    }
+    for (const RoundTrip& trip : trips) {
+      const Op back{way_back(trip.out.kind), trip.out.index};
+      const size_t off_at = trip.made + 1;
+      const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
+      for (size_t at = off_at + 1; at <= trip.reader + 1; ++at) {
+        const std::vector<Op> with_back = inserted(with_out, at, back);
+        std::vector<std::vector<Op>> plans = {with_back};
+        for (size_t w = off_at + 1; w < with_back.size() && w <= off_at + 3; ++w)
+          plans.push_back(inserted(with_back, w, {OpKind::WaitOffloads, -1}));
+        for (const std::vector<Op>& plan : plans) {
+          const SimResult r = simulate_timeline(chain, plan);
+          if (!r.valid) continue;
+          if (off_at > peak_op) {
+            ++num_after;
+            EXPECT_GE(r.peak_bytes, base.peak_bytes) << "off at " << off_at << ", back at " << at;
+          } else {
+            num_before_lower += r.peak_bytes < base.peak_bytes;
+          }
+        }
+      }
+    }
+  });
+  EXPECT_GT(num_after, 500);
+  EXPECT_GT(num_before_lower, 100);  // not vacuous: before the peak, round trips lower it
+}
+
 // Note [A wait that waits for nothing] in solver/search/polish.h: a wait_offloads put
 // right before a compute op by whose start every earlier copy to the host has ended
 // (SimResult::offload_done_before) leaves the plan's time and peak exactly as they
