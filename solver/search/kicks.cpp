@@ -2,6 +2,7 @@
 #include "solver/search/kicks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <set>
@@ -97,6 +98,9 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
       if (polishes_left <= 0) break;
       if (!tried.insert(kick.ops).second || !simulate_timeline(chain, kick.ops).valid) continue;
       --polishes_left;
+      // Note [Kicks that cannot be faster] in kicks.h.
+      if (best.excess_bytes == 0 && compute_only_ms(chain, kick.ops) > best.time_ms + 1e-9 * std::abs(best.time_ms))
+        continue;
       local.focus.assign(chain.length() + 2, 0);
       for (int k = std::max(0, kick.index - options.focus_radius);
            k <= std::min(chain.length() + 1, kick.index + options.focus_radius); ++k)

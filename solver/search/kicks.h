@@ -34,6 +34,17 @@
 // simulator accepted. Each kick costs a whole polish, so `max_kick_polishes` bounds
 // the polishes of one call: the kicks are tried in plan order, so a chain whose
 // kicks run out of that bound gets them at its end first.
+//
+// Note [Kicks that cannot be faster]
+// A kicked plan is kept only if its polish ends better than the plan so far by the
+// key, and where that plan fits the budget, better means no slower. The polish keeps
+// the compute ops, as a multiset (Note [One compute total per search] in polish.h), and
+// no plan with those compute ops takes less than their sum (compute_only_ms). A kick
+// that checkpoints a kept stage and re-runs it adds a forward, and where that sum
+// then passes the plan's time (by more than the billionth rounding may account for),
+// no polish of it can win: it is not polished. It still counts against
+// `max_kick_polishes`, so that the kicks tried are the ones tried without the
+// shortcut. Kicks.APolishedPlanNeverTakesLessThanItsComputeOps checks the premise.
 #pragma once
 
 #include <cstdint>

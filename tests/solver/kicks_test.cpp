@@ -4,6 +4,7 @@
 // around those compute ops; on random chains it never returns a worse plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 #include <string>
@@ -144,6 +145,48 @@ TEST(Kicks, NeverReturnAWorsePlan) {
   std::printf("kicks: %d plans searched, %d improved\n", num_searched, num_better);
   EXPECT_GT(num_searched, 60);
   EXPECT_GT(num_better, 0);
+}
+
+// Note [Kicks that cannot be faster] in solver/search/kicks.h: the polish never makes a
+// plan faster than the sum of its compute ops, so a kick that re-runs a kept stage and
+// whose compute ops already sum past the polished plan's time cannot win; such kicks
+// exist on these chains, so the shortcut is not vacuous.
+TEST(Kicks, APolishedPlanNeverTakesLessThanItsComputeOps) {
+  std::mt19937_64 rng(11);
+  int num_polished = 0, num_hopeless = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 7);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = store_all_peak_bytes(chain);
+    for (const int percent : {45, 65, 85}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
+      const auto dp = solve_offload(chain, budget, {static_cast<int>(std::min<int64_t>(budget, 400)), false, 1});
+      if (!dp) continue;
+      const std::vector<Op> polished = polish_copies(chain, budget, *dp);
+      const double polished_ms = simulate_timeline(chain, polished).time_ms;
+      // Each kept stage checkpointed and re-run with autograd just before its backward.
+      std::vector<std::vector<Op>> starts = {*dp};
+      const auto loss = std::find(polished.begin(), polished.end(), Op{OpKind::Loss, -1});
+      for (auto op = polished.begin(); op < loss; ++op) {
+        if (op->kind != OpKind::FwdKeep) continue;
+        const auto bwd = std::find(op + 1, polished.end(), Op{OpKind::Bwd, op->index});
+        std::vector<Op> kicked(polished.begin(), polished.end());
+        kicked[op - polished.begin()].kind = OpKind::FwdCkpt;
+        kicked.insert(kicked.begin() + (bwd - polished.begin()), *op);
+        if (simulate_timeline(chain, kicked).valid) starts.push_back(std::move(kicked));
+      }
+      for (const std::vector<Op>& start : starts) {
+        const double compute_ms = compute_only_ms(chain, start);
+        const SimResult r = simulate_timeline(chain, polish_copies(chain, budget, start));
+        ASSERT_TRUE(r.valid) << r.error;
+        EXPECT_GE(r.time_ms, compute_ms * (1 - 1e-12));
+        ++num_polished;
+        num_hopeless += compute_ms > polished_ms;
+      }
+    }
+  }
+  EXPECT_GT(num_polished, 200);
+  EXPECT_GT(num_hopeless, 20);
 }
 
 }  // namespace
