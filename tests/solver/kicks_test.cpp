@@ -120,28 +120,36 @@ TEST(Kicks, SwapOneRoundTripForAnother) {
   EXPECT_EQ(r.time_ms, 91.0);
 }
 
-// From the offload DP's plans on random chains: always valid, never over a budget the
-// plan met, never worse by the polish's key, and better somewhere.
-TEST(Kicks, NeverReturnAWorsePlan) {
-  std::mt19937_64 rng(7);
-  int num_searched = 0, num_better = 0;
-  for (int trial = 0; trial < 80; ++trial) {
+// check(chain, budget, plan) for the offload DP's plan, where there is one, on
+// `trials` random linked chains of 2 to 8 stages at 45%, 65% and 85% of store-all.
+template <typename Check>
+void for_each_dp_plan(uint64_t seed, int trials, Check check) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
     const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 7);
     SCOPED_TRACE("trial " + std::to_string(trial));
     const int64_t store_all = store_all_peak_bytes(chain);
     for (const int percent : {45, 65, 85}) {
       const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
       const auto dp = solve_offload(chain, budget, {static_cast<int>(std::min<int64_t>(budget, 400)), false, 1});
-      if (!dp) continue;
-      const std::vector<Op> polished = polish_copies(chain, budget, *dp);
-      const std::vector<Op> kicked = kick_search(chain, budget, polished);
-      const SimResult r = simulate_timeline(chain, kicked);
-      ASSERT_TRUE(fits(r, budget)) << r.error;
-      EXPECT_LE(key_of(chain, kicked, budget), key_of(chain, polished, budget));
-      ++num_searched;
-      num_better += key_of(chain, kicked, budget) < key_of(chain, polished, budget);
+      if (dp) check(chain, budget, *dp);
     }
   }
+}
+
+// From the offload DP's plans on random chains: always valid, never over a budget the
+// plan met, never worse by the polish's key, and better somewhere.
+TEST(Kicks, NeverReturnAWorsePlan) {
+  int num_searched = 0, num_better = 0;
+  for_each_dp_plan(7, 80, [&](const Chain& chain, int64_t budget, const std::vector<Op>& dp) {
+    const std::vector<Op> polished = polish_copies(chain, budget, dp);
+    const std::vector<Op> kicked = kick_search(chain, budget, polished);
+    const SimResult r = simulate_timeline(chain, kicked);
+    ASSERT_TRUE(fits(r, budget)) << r.error;
+    EXPECT_LE(key_of(chain, kicked, budget), key_of(chain, polished, budget));
+    ++num_searched;
+    num_better += key_of(chain, kicked, budget) < key_of(chain, polished, budget);
+  });
   std::printf("kicks: %d plans searched, %d improved\n", num_searched, num_better);
   EXPECT_GT(num_searched, 60);
   EXPECT_GT(num_better, 0);
@@ -152,39 +160,30 @@ TEST(Kicks, NeverReturnAWorsePlan) {
 // whose compute ops already sum past the polished plan's time cannot win; such kicks
 // exist on these chains, so the shortcut is not vacuous.
 TEST(Kicks, APolishedPlanNeverTakesLessThanItsComputeOps) {
-  std::mt19937_64 rng(11);
   int num_polished = 0, num_hopeless = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 7);
-    SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = store_all_peak_bytes(chain);
-    for (const int percent : {45, 65, 85}) {
-      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
-      const auto dp = solve_offload(chain, budget, {static_cast<int>(std::min<int64_t>(budget, 400)), false, 1});
-      if (!dp) continue;
-      const std::vector<Op> polished = polish_copies(chain, budget, *dp);
-      const double polished_ms = simulate_timeline(chain, polished).time_ms;
-      // Each kept stage checkpointed and re-run with autograd just before its backward.
-      std::vector<std::vector<Op>> starts = {*dp};
-      const auto loss = std::find(polished.begin(), polished.end(), Op{OpKind::Loss, -1});
-      for (auto op = polished.begin(); op < loss; ++op) {
-        if (op->kind != OpKind::FwdKeep) continue;
-        const auto bwd = std::find(op + 1, polished.end(), Op{OpKind::Bwd, op->index});
-        std::vector<Op> kicked(polished.begin(), polished.end());
-        kicked[op - polished.begin()].kind = OpKind::FwdCkpt;
-        kicked.insert(kicked.begin() + (bwd - polished.begin()), *op);
-        if (simulate_timeline(chain, kicked).valid) starts.push_back(std::move(kicked));
-      }
-      for (const std::vector<Op>& start : starts) {
-        const double compute_ms = compute_only_ms(chain, start);
-        const SimResult r = simulate_timeline(chain, polish_copies(chain, budget, start));
-        ASSERT_TRUE(r.valid) << r.error;
-        EXPECT_GE(r.time_ms, compute_ms * (1 - 1e-12));
-        ++num_polished;
-        num_hopeless += compute_ms > polished_ms;
-      }
+  for_each_dp_plan(11, 60, [&](const Chain& chain, int64_t budget, const std::vector<Op>& dp) {
+    const std::vector<Op> polished = polish_copies(chain, budget, dp);
+    const double polished_ms = simulate_timeline(chain, polished).time_ms;
+    // Each kept stage checkpointed and re-run with autograd just before its backward.
+    std::vector<std::vector<Op>> starts = {dp};
+    const auto loss = std::find(polished.begin(), polished.end(), Op{OpKind::Loss, -1});
+    for (auto op = polished.begin(); op < loss; ++op) {
+      if (op->kind != OpKind::FwdKeep) continue;
+      const auto bwd = std::find(op + 1, polished.end(), Op{OpKind::Bwd, op->index});
+      std::vector<Op> kicked(polished.begin(), polished.end());
+      kicked[op - polished.begin()].kind = OpKind::FwdCkpt;
+      kicked.insert(kicked.begin() + (bwd - polished.begin()), *op);
+      if (simulate_timeline(chain, kicked).valid) starts.push_back(std::move(kicked));
     }
-  }
+    for (const std::vector<Op>& start : starts) {
+      const double compute_ms = compute_only_ms(chain, start);
+      const SimResult r = simulate_timeline(chain, polish_copies(chain, budget, start));
+      ASSERT_TRUE(r.valid) << r.error;
+      EXPECT_GE(r.time_ms, compute_ms * (1 - 1e-12));
+      ++num_polished;
+      num_hopeless += compute_ms > polished_ms;
+    }
+  });
   EXPECT_GT(num_polished, 200);
   EXPECT_GT(num_hopeless, 20);
 }
