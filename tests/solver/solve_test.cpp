@@ -344,7 +344,9 @@ TEST(SolveOptimal, StoppingASeriesOfRepairsChangesNoPlanOnBlockChains) {
     const Schedule first_only = solve(chain, o);
     const std::string where = "L = " + std::to_string(c.L) + " at " + std::to_string(c.percent) + "%";
     EXPECT_EQ(stopped.ops, whole.ops) << where;
-    if (c.a_later_start_wins) EXPECT_GT(first_only.predicted.time_ms, whole.predicted.time_ms) << where;
+    if (c.a_later_start_wins) {
+      EXPECT_GT(first_only.predicted.time_ms, whole.predicted.time_ms) << where;
+    }
   }
 }
 
