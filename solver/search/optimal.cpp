@@ -163,6 +163,7 @@ struct Search {
   std::shared_ptr<Polisher> polisher;  // shared with the searches beside this one
   OffloadDpMemory dp_memory;
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
+  bool stopped_a_series = false;  // starts_over_budget skipped starts (Note [Starts over the budget])
   mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
   RecomputeTableShelf* shelf = nullptr;  // the caller's, for the table at the budget; may be null
   std::shared_ptr<RecomputeTableShelf> start_tables;  // Note [The starts' tables shared by the classes], while they run
@@ -260,11 +261,13 @@ struct Search {
 //    the repairs before it are within a few percent of the best plan, well inside
 //    the fraction: on every committed profile and block-dominated chain that
 //    tools/plan_identity.py solves, the stop changes no plan
-//    (SolveOptimal.StoppingASeriesOfRepairsChangesNoPlanOnBlockChains). Whether the
-//    second class's search runs is read from the DPs the widest class's search ran
-//    (Note [Classes to start from]): where their plans are the second class's too,
-//    its search makes the same repairs and stops where the widest's did, so the
-//    DPs of the starts skipped would tell it nothing.
+//    (SolveOptimal.StoppingASeriesOfRepairsChangesNoPlanOnBlockChains). The second
+//    class's search runs where a plan of the widest class's DPs ends a kept run
+//    waiting (Note [Classes to start from]), and the DPs of the starts a stop skips
+//    might have: so where the widest class's series stops before its last start, the
+//    second class's search runs as if one had. That costs one more class's search
+//    there, and no plan: the second class's search has given the fastest plan at
+//    points where only a skipped start's DP plan had made it run.
 // `best_ms`: the time of the class's best plan so far (infinity where there is none).
 Plans starts_over_budget(Search& s, const DpOptions& dp, double best_ms) {
   Plans repaired;
@@ -286,7 +289,10 @@ Plans starts_over_budget(Search& s, const DpOptions& dp, double best_ms) {
     repaired.push_back(s.polish(*plan));
     const SimResult r = simulate_timeline(chain, *repaired.back());
     if (!fits(r, budget_bytes)) break;  // a larger one is further over
-    if (r.time_ms > (1 + s.options.over_budget_stop_fraction) * best_ms) break;  // and slower yet
+    if (r.time_ms > (1 + s.options.over_budget_stop_fraction) * best_ms) {  // and slower yet
+      s.stopped_a_series = eighths != s.options.over_budget_eighths.back();
+      break;
+    }
   }
   return repaired;
 }
@@ -447,7 +453,9 @@ constexpr OffloadShapes kWidest = OffloadShapes::MovingKeptInputs;
 // One class's whole search, on a search of its own.
 struct ClassSearch {
   Plan best;
-  bool waited_after_a_kept_run = false;  // a plan of its offload DP did
+  // A plan of its offload DP ended a kept run waiting, or a DP skipped might have
+  // (Note [Starts over the budget]).
+  bool may_wait_after_a_kept_run = false;
 };
 DpOptions class_options(const DpOptions& dp, OffloadShapes shapes) {
   DpOptions one_class = dp;
@@ -462,7 +470,7 @@ ClassSearch search_one_class(Search& s, OffloadShapes shapes, const Candidates& 
   with_dp[candidates.dp_place] = dp_plan ? std::move(*dp_plan) : s.offload_dp(s.budget_bytes, one_class);
   ClassSearch out;
   out.best = best_of_one_class(s, one_class, std::move(with_dp));
-  out.waited_after_a_kept_run = s.dp_waited_after_a_kept_run;
+  out.may_wait_after_a_kept_run = s.dp_waited_after_a_kept_run || s.stopped_a_series;
   return out;
 }
 
@@ -500,7 +508,7 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
   ClassSearch widest = search_one_class(s, kWidest, candidates, std::move(widest_dp));
   if (!unbeatable(s.chain, widest.best)) {
     for (size_t i = 0; i < rest.size(); ++i) {
-      if (i == 0 && !widest.waited_after_a_kept_run) continue;
+      if (i == 0 && !widest.may_wait_after_a_kept_run) continue;
       Search own(s, 1);
       searched[i] = search_one_class(own, rest[i], candidates);
     }
@@ -600,7 +608,7 @@ Plan candidates_and_classes_side_by_side(Search& s) {
       const Candidates all = every_candidate();
       widest_dp_done.future.get();
       widest = search_one_class(s, kWidest, all, std::move(widest_dp));
-      second_runs.set_value(widest.waited_after_a_kept_run && !unbeatable(s.chain, widest.best));
+      second_runs.set_value(widest.may_wait_after_a_kept_run && !unbeatable(s.chain, widest.best));
     } catch (...) {
       second_runs.set_value(false);
       throw;
