@@ -373,7 +373,8 @@ Plans starts_keeping_a_stage(Search& s, const std::vector<Op>& best) {
 // runs that end waiting but no kept item that moves its input, is not a start of its
 // own: on the oracle's small chains the four starts reach its plans' times. The
 // second class's search runs only where a plan of the widest class's search ends a
-// kept run waiting. Where none does and none moves a kept input either, it would
+// kept run waiting, or a start it skipped might have (Note [Starts over the
+// budget]). Where none does and none moves a kept input either, it would
 // return the very same plans (its transitions are the others, in the same order, and
 // none of the widest class's chosen ones is missing; `OffloadDp.WithoutTheWidest
 // ShapesItsPlanIsTheNarrowerClasssPlan` checks it); where plans move kept inputs, it
