@@ -532,6 +532,7 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // On more than one core, stage 1's pieces and the classes' searches run from one
 // queue of pieces, taken in order by the threads as each ends its last (Note
 // [Searches side by side] in side_by_side.h):
+//  0. the plans of the blocks (Note [The blocks' plans first in the queue]);
 //  1. the pipelined family, the dearest candidate on long chains; the widest class's
 //     offload DP at the budget (Note [The widest class's DP beside the candidates]);
 //     the other candidates;
@@ -549,7 +550,21 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // search the sequential order makes; the results are taken in that order, so the plan
 // is the same op for op, and where the widest's plan turns out unbeatable the others'
 // work is dropped.
-Plan candidates_and_classes_side_by_side(Search& s) {
+//
+// Note [The blocks' plans first in the queue]
+// Stage 5's plans of the blocks (Note [Known plans from the blocks]) read nothing of
+// the search: they solve the chain of the blocks, which shares only the polished
+// plans' cache with it. In the sequential order they come after the kick of the best
+// plan, and their own kicks after that, so on two cores the kick of the best ran beside
+// the blocks' solve, the longer of the two, and the kicks of their plans then ran with
+// a core idle. So on more than one core the blocks' plans are made first in the queue
+// of stages 1 to 3: the longest piece that waits for nothing, while the other threads
+// take the DPs and the candidates; and stage 4's kick of the best then runs beside the
+// kicks of the blocks' plans (kicked_beside_the_blocks). Each kick is a pure function
+// of its plan, so the plans are the sequential order's; where the best plan takes the
+// least time any plan can, the blocks' plans are dropped, as that order never made them.
+Plans plans_of_the_blocks(Search& s);
+Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   const std::vector<OffloadShapes>& rest = narrower_classes();
   const int threads = s.dp.num_threads;
   // Made here, before any thread starts, so that only this thread ever fills the table.
@@ -557,6 +572,7 @@ Plan candidates_and_classes_side_by_side(Search& s) {
   const int inner_threads = threads_per_piece(threads, static_cast<int>(rest.size()) + 1);
   std::vector<std::unique_ptr<Search>> own;
   for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
+  Search blocks(s, inner_threads);  // Note [The blocks' plans first in the queue]
 
   // Each piece that others wait for sets its promise, with its error where it threw.
   struct Done {
@@ -593,6 +609,7 @@ Plan candidates_and_classes_side_by_side(Search& s) {
   std::vector<size_t> narrowest_first;
   for (size_t i = rest.size(); i-- > 1;) narrowest_first.push_back(i);
   std::vector<std::function<void()>> pieces;
+  pieces.push_back([&] { block_plans = plans_of_the_blocks(blocks); });  // 0
   pieces.push_back([&] { pipelined_done.run([&] { pipelined = pipelined_candidate(beside); }); });  // 1
   pieces.push_back([&] {
     widest_dp_done.run([&] { widest_dp = s.offload_dp(s.budget_bytes, class_options(s.dp, kWidest)); });
@@ -701,11 +718,26 @@ Plans plans_of_the_blocks(Search& s) {
   return polished;
 }
 
+// Stage 5's kicks, side by side (Note [Searches side by side] in side_by_side.h): of
+// each plan of the blocks that fits and can still be beaten, after `first` where given
+// (the kick of the best plan, where it has not run yet). Then, unless the kicked best
+// takes the least time any plan can, the fastest of the best and the finalists.
+Plan kicked_finalists(Search& s, Plan& best, Plans finalists, const std::function<void()>& first = {}) {
+  std::vector<std::function<void()>> kicks;
+  if (first) kicks.push_back(first);
+  for (auto& plan : finalists)
+    if (plan && fits(simulate_timeline(s.chain, *plan), s.budget_bytes) && !unbeatable(s.chain, plan))
+      kicks.push_back([&s, &plan] { plan = kick_search(s.chain, s.budget_bytes, *plan, s.options.kicks); });
+  run_side_by_side(kicks, s.dp.num_threads);
+  if (unbeatable(s.chain, best)) return best;
+  finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
+  return s.fastest(std::move(finalists));
+}
+
 // Stage 4, the kicks of the best plan (Note [Kicks out of a local optimum] in kicks.h),
 // and stage 5, the plans of the blocks, each that fits kicked, against the kicked best.
-// The blocks' plans are made beside the first kicks and kicked side by side (Note
-// [Searches side by side] in side_by_side.h); where the kicked best takes the least
-// time any plan can, they are dropped, as the sequential search never made them.
+// The blocks' plans are made beside the first kicks; where the kicked best takes the
+// least time any plan can, they are dropped, as the sequential search never made them.
 Plan kicked_then_the_blocks(Search& s, Plan best) {
   if (unbeatable(s.chain, best)) return best;
   Plans finalists;
@@ -716,13 +748,16 @@ Plan kicked_then_the_blocks(Search& s, Plan best) {
                     [&] { finalists = plans_of_the_blocks(own); }},
                    s.dp.num_threads);
   if (unbeatable(s.chain, best)) return best;
-  std::vector<std::function<void()>> kicks;
-  for (auto& plan : finalists)
-    if (plan && fits(simulate_timeline(s.chain, *plan), s.budget_bytes) && !unbeatable(s.chain, plan))
-      kicks.push_back([&s, &plan] { plan = kick_search(s.chain, s.budget_bytes, *plan, s.options.kicks); });
-  run_side_by_side(kicks, s.dp.num_threads);
-  finalists.insert(finalists.begin(), std::move(best));  // first: it wins ties
-  return s.fastest(std::move(finalists));
+  return kicked_finalists(s, best, std::move(finalists));
+}
+
+// The same where the blocks' plans were made in the queue (Note [The blocks' plans
+// first in the queue]): the best plan's kick runs beside theirs.
+Plan kicked_beside_the_blocks(Search& s, Plan best, Plans block_plans) {
+  if (unbeatable(s.chain, best)) return best;
+  return kicked_finalists(s, best, std::move(block_plans), [&] {
+    if (best) best = kick_search(s.chain, s.budget_bytes, *best, s.options.kicks);
+  });
 }
 
 // Stage 6: Note [Known plans]; a known plan that wins is polished.
@@ -751,8 +786,10 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
   const bool offload_dp_runs = chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0;
   Plan best;
   if (offload_dp_runs && threads_per_piece(dp.num_threads, 1) > 1) {
-    best = with_start_tables(s, [&] { return candidates_and_classes_side_by_side(s); });  // 1, 2, 3
-    return with_known_plans(s, kicked_then_the_blocks(s, std::move(best)), known_plans);  // 4, 5, 6
+    Plans block_plans;  // 5, made in the queue of 1 to 3
+    best = with_start_tables(s, [&] { return candidates_and_classes_side_by_side(s, block_plans); });  // 1, 2, 3
+    best = kicked_beside_the_blocks(s, std::move(best), std::move(block_plans));  // 4, 5
+    return with_known_plans(s, std::move(best), known_plans);  // 6
   }
   std::optional<Plan> widest_dp;
   if (offload_dp_runs) widest_dp.emplace(s.offload_dp(budget_bytes, class_options(s.dp, kWidest)));
