@@ -287,6 +287,7 @@ struct OffloadDpMemory::Tables {
 };
 OffloadDpMemory::OffloadDpMemory() : tables_(std::make_unique<Tables>()) {}
 OffloadDpMemory::~OffloadDpMemory() = default;
+void OffloadDpMemory::reserve(int length, int64_t slots) { tables_->reserve(StateIndex{length, slots}.size()); }
 
 int64_t offload_dp_bytes(int length, int64_t slots) {
   const StateIndex index{length, slots};

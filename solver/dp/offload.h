@@ -173,11 +173,18 @@ int64_t offload_dp_bytes(int length, int64_t slots);
 // tenth of `optimal`'s time on the solver bench's slow link. A caller that solves
 // several times passes one OffloadDpMemory to all of them; the tables then keep their
 // pages, and a way back is only ever read where the DP wrote it, so it is not cleared
-// between solves.
+// between solves. A solve that needs more states than the memory holds allocates it
+// again, pages and all; reserve() sizes it for the largest solve first (`optimal`
+// lends its searches' DPs memories so reserved: Note [The DPs' memories lent out] in
+// optimal.cpp). OffloadDp.AMemoryUsedByOtherSolvesChangesNoPlan checks that a used
+// memory gives every solve a fresh one's plan.
 class OffloadDpMemory {
  public:
   OffloadDpMemory();
   ~OffloadDpMemory();
+  // Reserves (without writing) the states of a solve on `length` stages with up to
+  // `slots` slots, so that no solve up to that size allocates its tables again.
+  void reserve(int length, int64_t slots);
   struct Tables;
   Tables& tables() { return *tables_; }
 

@@ -143,9 +143,47 @@ class Polisher {
 // it, and the others, on this thread or beside it, wait for it and read it. The shelf
 // lives until every class's search has ended.
 
+// The most slots of a start over the budget (Note [Starts over the budget]).
+int64_t most_start_slots(const Chain& chain, int slots, const SearchOptions& options) {
+  return std::min(options.over_budget_slot_factor * int64_t{slots}, max_optimal_slots(chain));
+}
+
+// Note [The DPs' memories lent out]
+// The offload DP keeps its tables' pages from one solve to the next in the memory it
+// is given (Note [The DP's memory kept between solves] in offload.h). Each class's
+// search had a memory of its own, so every search had the kernel map and zero pages
+// for its tables afresh, and a start over the budget, with more slots than the DP
+// before it, outgrew the memory and mapped its pages again: on block-dominated chains
+// over a slow link, whose DPs reach most of their rows, those page faults took a
+// large part of `optimal`'s processor time. So the searches of one `optimal` lend memories from one pool instead: a DP
+// takes one that no other DP is using and gives it back when it ends, so there are
+// never more memories than DPs running at once (one per thread), and each keeps its
+// pages from one DP to the next, whichever search runs it. A memory is reserved, when
+// lent, for the most slots any DP of the search may have (the starts', at most
+// SearchOptions::over_budget_slot_factor times the nominal slots), which maps nothing
+// but means no DP of the search outgrows it. The DP's result does not depend on what
+// a memory held before (the same Note), so the plans are the same.
+class DpMemories {
+ public:
+  std::unique_ptr<OffloadDpMemory> take() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (idle_.empty()) return std::make_unique<OffloadDpMemory>();
+    std::unique_ptr<OffloadDpMemory> memory = std::move(idle_.back());  // the one given back last
+    idle_.pop_back();
+    return memory;
+  }
+  void give_back(std::unique_ptr<OffloadDpMemory> memory) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(memory));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<OffloadDpMemory>> idle_;
+};
+
 // What the stages of one search share: the problem, the options, and Notes [Each
-// plan polished once], [Classes to start from] and [The DP's memory kept between
-// solves] in offload.h.
+// plan polished once], [Classes to start from] and [The DPs' memories lent out].
 // Note [One recompute table at the budget]
 // The recompute DP with its slack (Note [Slot rounding slack]), the pipelined family and
 // each class's offload DP at the budget all price subchains with the recompute table
@@ -161,7 +199,7 @@ struct Search {
   DpOptions dp;
   const SearchOptions& options;
   std::shared_ptr<Polisher> polisher;  // shared with the searches beside this one
-  OffloadDpMemory dp_memory;
+  std::shared_ptr<DpMemories> dp_memories;  // likewise
   bool dp_waited_after_a_kept_run = false;  // some plan of the offload DP so far did
   bool stopped_a_series = false;  // starts_over_budget skipped starts (Note [Starts over the budget])
   mutable std::shared_ptr<const RecomputeTable> at_budget;  // Note [One recompute table at the budget]
@@ -185,12 +223,14 @@ struct Search {
         dp(d),
         options(o),
         polisher(std::make_shared<Polisher>(c, budget, o.polish)),
+        dp_memories(std::make_shared<DpMemories>()),
         shelf(tables) {}
   // A search of the same problem for another thread (Note [Searches side by side] in
-  // side_by_side.h): main's polished plans and table (filled there first, if it is not
-  // yet), its own DP memory, and `threads` for the DPs it runs inside.
+  // side_by_side.h): main's polished plans, DP memories and table (filled there first,
+  // if it is not yet), and `threads` for the DPs it runs inside.
   Search(const Search& main, int threads) : Search(main.chain, main.budget_bytes, main.dp, main.options, main.shelf) {
     polisher = main.polisher;
+    dp_memories = main.dp_memories;
     start_tables = main.start_tables;
     dp.num_threads = threads;
     if (budget_bytes > 0 && dp.slots > 0) at_budget = main.table_shared();
@@ -220,12 +260,17 @@ struct Search {
       if (a.shapes == one.offload_shapes && a.rotor_compat == one.rotor_compat &&
           answer_bounds(a.budget_bytes, a.slots, budget, one.slots))
         answer.at_most_units = std::min(answer.at_most_units.value_or(a.units), a.units);
-    Plan plan = solve_offload(chain, budget, one, &dp_memory, same_table ? &table() : start.get(), &answer);
+    std::unique_ptr<OffloadDpMemory> memory = dp_memories->take();  // Note [The DPs' memories lent out]
+    memory->reserve(chain.length(), most_dp_slots());
+    Plan plan = solve_offload(chain, budget, one, memory.get(), same_table ? &table() : start.get(), &answer);
+    dp_memories->give_back(std::move(memory));
     if (answer.units) answered.push_back({budget, one.slots, one.offload_shapes, one.rotor_compat, *answer.units});
     if (plan && has_waiting_kept_run(*plan)) dp_waited_after_a_kept_run = true;
     return plan;
   }
   Plan fastest(Plans plans) const { return fastest_fitting(chain, budget_bytes, std::move(plans)); }
+  // The most slots any offload DP of this search may have.
+  int64_t most_dp_slots() const { return std::max<int64_t>(dp.slots, most_start_slots(chain, dp.slots, options)); }
 };
 
 // Note [Known plans]
@@ -281,8 +326,7 @@ Plans starts_over_budget(Search& s, const DpOptions& dp, double best_ms) {
     if (larger <= budget_bytes) break;
     const auto same_slot_size = static_cast<int64_t>(static_cast<__int128>(dp.slots) * larger / budget_bytes);
     DpOptions wide = dp;
-    wide.slots = static_cast<int>(std::min({same_slot_size, s.options.over_budget_slot_factor * int64_t{dp.slots},
-                                            larger, max_optimal_slots(chain)}));
+    wide.slots = static_cast<int>(std::min({same_slot_size, most_start_slots(chain, dp.slots, s.options), larger}));
     Plan plan = s.offload_dp(larger, wide);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);

@@ -211,6 +211,38 @@ TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
 // no plan, op for op (Note [Ties broken as the plain order would]), in any class,
 // with and without skipping beaten states, on random chains and on block chains,
 // whose inputs all have one size.
+// Note [The DP's memory kept between solves] in offload.h: a memory that other solves
+// used before, on other chains, budgets, slots and classes, reserved for more states
+// than a solve needs or grown by one that needs more, gives every solve the plan and
+// the answer of a fresh one.
+TEST(OffloadDp, AMemoryUsedByOtherSolvesChangesNoPlan) {
+  std::mt19937_64 rng(2718);
+  OffloadDpMemory shared;
+  shared.reserve(12, 300);
+  int num_plans = 0, num_offloading = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    const Chain chain = chain_of_trial(rng, trial);
+    const int64_t store_all = store_all_peak(chain);
+    for (const int tenths : {5, 8}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * tenths / 10);
+      const OffloadShapes shapes = trial % 3 == 0 ? OffloadShapes::Windowed : OffloadShapes::MovingKeptInputs;
+      SCOPED_TRACE("trial " + std::to_string(trial) + ", budget " + std::to_string(budget));
+      const DpOptions options{trial % 5 == 4 ? 700 : 100 + 50 * (trial % 4), false, 1, shapes};
+      OffloadAnswer fresh_answer, shared_answer;
+      const auto fresh = solve_offload(chain, budget, options, nullptr, nullptr, &fresh_answer);
+      const auto reused = solve_offload(chain, budget, options, &shared, nullptr, &shared_answer);
+      ASSERT_EQ(fresh.has_value(), reused.has_value());
+      EXPECT_EQ(shared_answer.units, fresh_answer.units);
+      if (!fresh) continue;
+      EXPECT_EQ(*reused, *fresh);
+      ++num_plans;
+      num_offloading += std::any_of(fresh->begin(), fresh->end(), [](const Op& op) { return is_offload(op.kind); });
+    }
+  }
+  EXPECT_GT(num_plans, 150);
+  EXPECT_GT(num_offloading, 100);  // not vacuous: the DP's ways back, which are never cleared, are read
+}
+
 TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
   std::mt19937_64 rng(4711);
   int num_plans = 0, num_prefetching = 0;
