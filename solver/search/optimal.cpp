@@ -576,13 +576,13 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // On more than one core, stage 1's pieces and the classes' searches run from one
 // queue of pieces, taken in order by the threads as each ends its last (Note
 // [Searches side by side] in side_by_side.h):
-//  0. the plans of the blocks (Note [The blocks' plans first in the queue]);
 //  1. the pipelined family, the dearest candidate on long chains; the widest class's
 //     offload DP at the budget (Note [The widest class's DP beside the candidates]);
 //     the other candidates;
 //  2. the offload DPs at the budget of the two narrowest classes, the narrowest first:
 //     they read nothing but the recompute table at the budget, so they fill the core
-//     that the pipelined family leaves idle once the pieces beside it end;
+//     that the pipelined family leaves idle once the pieces beside it end; then the
+//     plans of the blocks (Note [The blocks' plans in the queue]);
 //  3. the rest of the widest class's search, and of the two narrowest classes'
 //     searches, each from its DP's plan; each waits for the candidates, and for its
 //     DP where that still runs;
@@ -595,18 +595,23 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // is the same op for op, and where the widest's plan turns out unbeatable the others'
 // work is dropped.
 //
-// Note [The blocks' plans first in the queue]
+// Note [The blocks' plans in the queue]
 // Stage 5's plans of the blocks (Note [Known plans from the blocks]) read nothing of
 // the search: they solve the chain of the blocks, which shares only the polished
 // plans' cache with it. In the sequential order they come after the kick of the best
 // plan, and their own kicks after that, so on two cores the kick of the best ran beside
 // the blocks' solve, the longer of the two, and the kicks of their plans then ran with
-// a core idle. So on more than one core the blocks' plans are made first in the queue
-// of stages 1 to 3: the longest piece that waits for nothing, while the other threads
-// take the DPs and the candidates; and stage 4's kick of the best then runs beside the
-// kicks of the blocks' plans (kicked_beside_the_blocks). Each kick is a pure function
-// of its plan, so the plans are the sequential order's; where the best plan takes the
-// least time any plan can, the blocks' plans are dropped, as that order never made them.
+// a core idle. So on more than one core the blocks' plans are a piece of the queue of
+// stages 1 to 3, taken once the classes' DPs at the budget are, before the classes'
+// searches; and stage 4's kick of the best then runs beside the kicks of the blocks'
+// plans (kicked_beside_the_blocks). Each kick is a pure function of its plan, so the
+// plans are the sequential order's. The sequential order makes no plans of the blocks
+// where the best plan takes the least time any plan can (unbeatable), and on short
+// chains over a fast link solving the blocks then cost more than the whole search. The
+// piece cannot know the best plan yet, but where the widest class's DP plan at the
+// budget is unbeatable, so is the best: the piece waits for that DP (placed after the
+// classes' DPs, it is seldom taken before that one has ended) and makes nothing there. Elsewhere, where
+// the best plan still turns out unbeatable, the blocks' plans are dropped.
 Plans plans_of_the_blocks(Search& s);
 Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   const std::vector<OffloadShapes>& rest = narrower_classes();
@@ -616,7 +621,7 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   const int inner_threads = threads_per_piece(threads, static_cast<int>(rest.size()) + 1);
   std::vector<std::unique_ptr<Search>> own;
   for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
-  Search blocks(s, inner_threads);  // Note [The blocks' plans first in the queue]
+  Search blocks(s, inner_threads);  // Note [The blocks' plans in the queue]
 
   // Each piece that others wait for sets its promise, with its error where it threw.
   struct Done {
@@ -635,6 +640,7 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   Done pipelined_done, widest_dp_done, candidates_done;
   std::vector<Done> dp_done(rest.size());
   Plan pipelined, widest_dp;
+  bool widest_dp_unbeatable = false;
   Candidates candidates;
   std::vector<Plan> dp_plans(rest.size());
   ClassSearch widest;
@@ -653,10 +659,12 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   std::vector<size_t> narrowest_first;
   for (size_t i = rest.size(); i-- > 1;) narrowest_first.push_back(i);
   std::vector<std::function<void()>> pieces;
-  pieces.push_back([&] { block_plans = plans_of_the_blocks(blocks); });  // 0
   pieces.push_back([&] { pipelined_done.run([&] { pipelined = pipelined_candidate(beside); }); });  // 1
   pieces.push_back([&] {
-    widest_dp_done.run([&] { widest_dp = s.offload_dp(s.budget_bytes, class_options(s.dp, kWidest)); });
+    widest_dp_done.run([&] {
+      widest_dp = s.offload_dp(s.budget_bytes, class_options(s.dp, kWidest));
+      widest_dp_unbeatable = unbeatable(s.chain, widest_dp);
+    });
   });
   pieces.push_back([&] {
     candidates_done.run([&] { candidates = candidates_of(beside, /*with_offload=*/true, /*pipelined_apart=*/true); });
@@ -665,6 +673,10 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
     pieces.push_back([&, i] {
       dp_done[i].run([&] { dp_plans[i] = own[i]->offload_dp(s.budget_bytes, class_options(s.dp, rest[i])); });
     });
+  pieces.push_back([&] {  // Note [The blocks' plans in the queue]
+    widest_dp_done.future.get();
+    if (!widest_dp_unbeatable) block_plans = plans_of_the_blocks(blocks);
+  });
   pieces.push_back([&] {  // 3
     try {
       const Candidates all = every_candidate();
@@ -795,8 +807,8 @@ Plan kicked_then_the_blocks(Search& s, Plan best) {
   return kicked_finalists(s, best, std::move(finalists));
 }
 
-// The same where the blocks' plans were made in the queue (Note [The blocks' plans
-// first in the queue]): the best plan's kick runs beside theirs.
+// The same where the blocks' plans were made in the queue (Note [The blocks' plans in
+// the queue]): the best plan's kick runs beside theirs.
 Plan kicked_beside_the_blocks(Search& s, Plan best, Plans block_plans) {
   if (unbeatable(s.chain, best)) return best;
   return kicked_finalists(s, best, std::move(block_plans), [&] {
