@@ -32,7 +32,8 @@ struct DpOptions {
   bool skip_beaten_states = true;
   // true: the offload DP expands one row of states per (item start, left) pair and each
   // state's items in its loops' plain order, as the tests' reference for that Notes
-  // [Rows whose copy has ended] and [C items by row] in offload.cpp change no plan.
+  // [Rows whose copy has ended], [KR runs by row] and [C items by row] in offload.cpp
+  // change no plan.
   bool plain_expansion = false;
 };
 

@@ -195,8 +195,9 @@ Previous previous_of(const Numbers& n, int e, int left) {
 // A state keeps the first of its cheapest relaxations (strict `<`), so in the plain
 // order of the DP's loops -- item start e, left, D, wait, lead, then the items in the
 // order tail, K, KR, C -- the way back of every state is that of the relaxation
-// earliest in that order among those of its least cost. Note [Rows whose copy has
-// ended] expands states out of that order, so where two relaxations of a state cost
+// earliest in that order among those of its least cost. Notes [Rows whose copy has
+// ended], [KR runs by row] and [C items by row] expand states out of that order, so
+// where two relaxations of a state cost
 // the same, `earlier` compares their ways back by that order, and the state keeps the
 // earlier one as the plain loops would. From one start (e, left, D, wait, lead) no two
 // items of one rank land in the same state: the K items each land in a left of their
@@ -330,6 +331,10 @@ struct Forward {
   // tests compare both ways (OffloadDp.SkippingBeatenStatesChangesNoPlan).
   std::vector<int64_t> rest_units;
   bool skips;
+  // relax_kept_runs_row's per state: the hidden units and the prefetch's bwd of a run
+  // that no longer holds the prefetch.
+  std::vector<int64_t> run_hidden;
+  std::vector<int16_t> run_prefetch_at;
 
   Forward(const Chain& c, const Numbers& numbers, const StateIndex& i, OffloadShapes shapes, bool skip,
           OffloadDpMemory::Tables& tables)
@@ -724,6 +729,90 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
   }
 }
 
+// Note [KR runs by row]
+// Like the C items (Note [C items by row]), the KR runs of one state land in a row per
+// run length, and every check of a run [e, k) is a bound on D that only falls as k
+// grows: D plus the run's sizes (depending only on e, k and the item start) within S.
+// The prefetch a run with lead hides behind its bwd ops is held while D is within
+// another such bound, falling with k too, and once a run no longer holds it, the run
+// lands once more, at the first stage its copy has ended by, and stops. So for one
+// item start the runs are taken length by length, and for each length every state of
+// the row still alive, in order of D: the states alive are one run of them (the
+// first ones are those that cannot beat the answer, Note [States that cannot beat the
+// answer]; the last ones are over the bounds), those still holding the prefetch are
+// the first of those, and a state that stops holding keeps its hidden units and its
+// prefetch's place. Each relaxation is the one relax_kept_runs makes for that state
+// and length; only the order differs (Note [Ties broken as the plain order would]),
+// and OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
+void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
+  const Numbers& n = f.n;
+  const Previous& prev = start.prev;
+  const int e = start.e, L = f.chain.length();
+  const int64_t S = f.S;
+  if (!(start.lead || start.pending)) return;
+  const int64_t wait_units = start.wait ? n.ceil_units(prev.pending_ms) : 0;
+  const int64_t lead_slots = start.lead ? prev.prefetch_slots : 0;
+  const int64_t keep_fwd = n.xbar_slots[e + 1] + n.ftmp_keep_slots[e];
+  const int64_t keep_bwd = n.xbar_slots[e + 1] + n.x_slots[e + 1] + n.x_slots[e] + n.btmp_slots[e];
+  int64_t alive_max = std::min(S - start.pend - keep_fwd, S - lead_slots - keep_bwd);
+  size_t first = 0, last = count;
+  while (first < last && f.skips && states[first].so_far + f.rest_units[e] > f.answer) ++first;
+  while (last > first && states[last - 1].D > alive_max) --last;
+  if (first == last) return;
+  const auto copying_at = [&](int k) { return start.copy_left_ms(n.keep_prefix_ms, k) > 0; };
+  // The run's reach past D, its units, and, for the states still holding the
+  // prefetch (those before `holding_end`), the hidden units and the prefetch's bwd.
+  int64_t reach = n.xbar_slots[e + 1], units = n.uf_units[e] + n.ub_units[e];
+  int64_t hidden = start.lead ? n.ub_units[e] : 0;
+  int prefetch_at = e;
+  size_t holding_end = start.lead ? last : first;
+  f.run_hidden.resize(count);
+  f.run_prefetch_at.resize(count);
+  for (size_t i = holding_end; i < last; ++i) {
+    f.run_hidden[i] = 0;
+    f.run_prefetch_at[i] = static_cast<int16_t>(e);
+  }
+  const auto land = [&](size_t row, int64_t extra_units, bool then_wait) {
+    for (size_t i = first; i < last; ++i) {
+      const Expanded& st = states[i];
+      const bool holds = i < holding_end;
+      Back b{static_cast<int32_t>(st.D), static_cast<int16_t>(e), static_cast<int16_t>(st.left), Item::KeepRun, false,
+             start.lead, start.wait};
+      b.then_wait = then_wait;
+      b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
+      f.relax_in(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]), b);
+    }
+  };
+  for (int k = e + 1; k <= L; ++k) {
+    if (!f.through_kept_runs && copying_at(k)) break;
+    // The runs [e, k) may end waiting for the copy, and k start without it.
+    if (f.waiting_kept_runs && copying_at(k))
+      land(f.row_start(k, kLeftKept), units + n.ceil_units(start.copy_left_ms(n.keep_prefix_ms, k)), true);
+    if (k == L) break;
+    const int64_t xbar_k = n.xbar_slots[k + 1];
+    const int64_t bwd_k = reach + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k];
+    alive_max = std::min({alive_max, S - reach - xbar_k - n.ftmp_keep_slots[k] - start.pending_at(n.keep_prefix_ms, k),
+                          S - bwd_k});
+    while (last > first && states[last - 1].D > alive_max) --last;
+    holding_end = std::min(holding_end, last);
+    if (first == last) break;
+    // States whose bwd k cannot hold the prefetch keep what they hid so far.
+    while (holding_end > first && states[holding_end - 1].D + bwd_k + prev.prefetch_slots > S) {
+      --holding_end;
+      f.run_hidden[holding_end] = hidden;
+      f.run_prefetch_at[holding_end] = static_cast<int16_t>(prefetch_at);
+    }
+    hidden += n.ub_units[k];
+    prefetch_at = k;
+    reach += xbar_k;
+    units += n.uf_units[k] + n.ub_units[k];
+    if (copying_at(k + 1)) continue;  // the copy outlasts fwd_keep k
+    land(f.row_start(k + 1, kLeftKept), units, false);
+    last = holding_end;  // a run that no longer holds the prefetch stops here
+    if (first == last) break;
+  }
+}
+
 }  // namespace
 
 bool answer_bounds(int64_t budget_bytes, int slots, int64_t to_budget_bytes, int to_slots) {
@@ -837,12 +926,15 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                          Back{static_cast<int32_t>(st.D), static_cast<int16_t>(e), static_cast<int16_t>(st.left),
                               Item::Tail, false, lead, wait}};
       };
-      const auto relax_from = [&](const ItemStart& it, bool with_checkpointed) {
+      // `one_state`: every item of this state, in the plain order; else those that are
+      // not taken by row.
+      const auto relax_from = [&](const ItemStart& it, bool one_state) {
         relax_tail(f, it);
         if (e == L) return;
         relax_keep(f, it);
+        if (!one_state) return;
         relax_kept_runs(f, it);
-        if (with_checkpointed) relax_checkpointed(f, it);
+        relax_checkpointed(f, it);
       };
       if (options.plain_expansion) {
         // The items of each state in this order, as the ways back record them on a tie.
@@ -850,7 +942,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           if (f.skips && st.so_far + f.rest_units[e] > f.answer) continue;  // beaten since
           for (const bool wait : {false, true})
             for (const bool lead : {false, true})
-              if (const auto it = item_start(st, wait, lead)) relax_from(*it, /*with_checkpointed=*/true);
+              if (const auto it = item_start(st, wait, lead)) relax_from(*it, /*one_state=*/true);
         }
         continue;
       }
@@ -860,11 +952,14 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
           for (const Expanded& st : states) {
             if (f.skips && st.so_far + f.rest_units[e] > f.answer) continue;
             if (const auto it = item_start(st, wait, lead)) {
-              relax_from(*it, /*with_checkpointed=*/false);
+              relax_from(*it, /*one_state=*/false);
               if (!row_start) row_start = it;
             }
           }
-          if (row_start && e < L) relax_checkpointed_row(f, *row_start, states.data(), states.size());  // Note [C items by row]
+          if (row_start && e < L) {
+            relax_kept_runs_row(f, *row_start, states.data(), states.size());  // Note [KR runs by row]
+            relax_checkpointed_row(f, *row_start, states.data(), states.size());  // Note [C items by row]
+          }
         }
     }
   }
