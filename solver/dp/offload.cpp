@@ -197,11 +197,11 @@ Previous previous_of(const Numbers& n, int e, int left) {
 // order tail, K, KR, C -- the way back of every state is that of the relaxation
 // earliest in that order among those of its least cost. Notes [Rows whose copy has
 // ended], [KR runs by row] and [C items by row] expand states out of that order, so
-// where two relaxations of a state cost
-// the same, `earlier` compares their ways back by that order, and the state keeps the
-// earlier one as the plain loops would. From one start (e, left, D, wait, lead) no two
-// items of one rank land in the same state: the K items each land in a left of their
-// own, a KR run [e, k) lands at k either ending there or waiting there, never both
+// where two relaxations of a state cost the same, `earlier` compares their ways back
+// by that order, and the state keeps the earlier one as the plain loops would. From
+// one start (e, left, D, wait, lead) no two items of one rank land in the same state:
+// the K items each land in a left of their own, a KR run [e, k) lands at k either
+// ending there or waiting there, never both
 // (one needs the copy ended by then, the other still running), and a C item's length
 // is its landing stage. Where the rows are expanded in the plain order the
 // relaxations arrive in key order, and the comparison never takes. Merged rows also
@@ -233,6 +233,10 @@ bool earlier(const Back& a, const Back& b) {
 }  // namespace
 
 static_assert(sizeof(Back) == 16);
+// The way back to an item start from the state (e, left, D), with its wait and lead.
+Back back_from(int64_t D, int e, int left, bool lead, bool wait, Item item = Item::Tail) {
+  return Back{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(left), item, false, lead, wait};
+}
 
 // Note [Rows for the pairs reached]: storage for `capacity` states, written row by
 // row as the rows are taken; `row_of_pair` is -1 for a pair no state of which has been
@@ -707,9 +711,7 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
       const int64_t ckpt_cost =
           inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
       if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-      Back b{static_cast<int32_t>(D), static_cast<int16_t>(e), static_cast<int16_t>(st.left), Item::Tail, false,
-             start.lead, start.wait};
-      b.item = run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt;
+      Back b = back_from(D, e, st.left, start.lead, start.wait, run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
       const int64_t cost = std::min(run_cost, ckpt_cost);
       if (!copied) {
         b.then_keep = true;
@@ -776,8 +778,7 @@ void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* sta
     for (size_t i = first; i < last; ++i) {
       const Expanded& st = states[i];
       const bool holds = i < holding_end;
-      Back b{static_cast<int32_t>(st.D), static_cast<int16_t>(e), static_cast<int16_t>(st.left), Item::KeepRun, false,
-             start.lead, start.wait};
+      Back b = back_from(st.D, e, st.left, start.lead, start.wait, Item::KeepRun);
       b.then_wait = then_wait;
       b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
       f.relax_in(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]), b);
@@ -923,8 +924,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                          st.so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
                          m,
                          pending ? prev.pending_slots : 0,
-                         Back{static_cast<int32_t>(st.D), static_cast<int16_t>(e), static_cast<int16_t>(st.left),
-                              Item::Tail, false, lead, wait}};
+                         back_from(st.D, e, st.left, lead, wait)};
       };
       // `one_state`: every item of this state, in the plain order; else those that are
       // not taken by row.

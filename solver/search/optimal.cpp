@@ -610,8 +610,9 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // chains over a fast link solving the blocks then cost more than the whole search. The
 // piece cannot know the best plan yet, but where the widest class's DP plan at the
 // budget is unbeatable, so is the best: the piece waits for that DP (placed after the
-// classes' DPs, it is seldom taken before that one has ended) and makes nothing there. Elsewhere, where
-// the best plan still turns out unbeatable, the blocks' plans are dropped.
+// classes' DPs, it is seldom taken before that one has ended) and makes nothing there.
+// Elsewhere, where the best plan still turns out unbeatable, the blocks' plans are
+// dropped.
 Plans plans_of_the_blocks(Search& s);
 Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   const std::vector<OffloadShapes>& rest = narrower_classes();

@@ -205,12 +205,6 @@ TEST(OffloadDp, SkippingBeatenStatesChangesNoPlan) {
   EXPECT_GT(num_offloading, 300);  // not vacuous: most of these plans move data
 }
 
-// Notes [Rows whose copy has ended] and [C items by row] in offload.cpp: expanding the
-// states whose offloaded input has finished copying once per prefetch size, and the C
-// items of a row length by length, out of the plain loop order, changes no answer and
-// no plan, op for op (Note [Ties broken as the plain order would]), in any class,
-// with and without skipping beaten states, on random chains and on block chains,
-// whose inputs all have one size.
 // Note [The DP's memory kept between solves] in offload.h: a memory that other solves
 // used before, on other chains, budgets, slots and classes, reserved for more states
 // than a solve needs or grown by one that needs more, gives every solve the plan and
@@ -243,6 +237,13 @@ TEST(OffloadDp, AMemoryUsedByOtherSolvesChangesNoPlan) {
   EXPECT_GT(num_offloading, 100);  // not vacuous: the DP's ways back, which are never cleared, are read
 }
 
+// Notes [Rows whose copy has ended], [KR runs by row] and [C items by row] in
+// offload.cpp: expanding the states whose offloaded input has finished copying once
+// per prefetch size, and the KR runs and C items of a row length by length, out of the
+// plain loop order, changes no answer and
+// no plan, op for op (Note [Ties broken as the plain order would]), in any class,
+// with and without skipping beaten states, on random chains and on block chains,
+// whose inputs all have one size.
 TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
   std::mt19937_64 rng(4711);
   int num_plans = 0, num_prefetching = 0;
