@@ -1084,9 +1084,42 @@ void start_for_search(TimelineState& s, const Chain& chain, double compute_ms) {
 
 }  // namespace
 
+// Note [Going back along the base]
+// The polish's passes scan the plan left to right, but not every candidate of one
+// position differs from the base where the one before it did: a copy moved two places
+// back differs two ops earlier than one moved one place on, so the state, already past
+// that op, went back to the first op and ran up to it again: each such candidate paid
+// for the whole prefix, a large share of all the steps a polish ran. So the state
+// is also kept, settled (Note [The walk's settled start]), every kPrefixStateEvery ops
+// of the base, and going back starts from the last kept state at or before the first
+// op that differs. A state after k ops of the base depends only on those ops (and the
+// compute total, the same for every plan: Note [One compute total per search] in
+// polish.h), so a new base keeps the states up to its first changed op. Settling
+// changes no result (the same Note), so the result is the same, bit for bit.
+constexpr int kPrefixStateEvery = 16;
+
 struct TimelinePrefix::State {
   TimelineState at;  // after at.ran ops of base
+  std::vector<TimelineState> kept;  // kept[i]: after (i + 1) * kPrefixStateEvery ops of base
   std::optional<Rejoin> rejoin;  // Note [Runs that rejoin the base], when asked for
+  int64_t back_to_kept = 0;  // times `at` went back to a kept state rather than the first op
+
+  // Puts `at` back to the last kept state after at most `ops` ops of the base.
+  void back_to(int ops, const Chain& chain, double compute_ms) {
+    const size_t usable = std::min(kept.size(), static_cast<size_t>(ops / kPrefixStateEvery));
+    if (usable == 0) {
+      start_for_search(at, chain, compute_ms);
+    } else {
+      at = kept[usable - 1];
+      ++back_to_kept;
+    }
+  }
+  // Keeps `at` where it has just reached the next state to keep.
+  void keep_at() {
+    if (at.ran % kPrefixStateEvery != 0 || at.ran / kPrefixStateEvery != static_cast<int>(kept.size()) + 1) return;
+    settle(at);
+    kept.push_back(at);
+  }
 };
 
 TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double compute_ms, bool rejoin)
@@ -1097,12 +1130,15 @@ TimelinePrefix::TimelinePrefix(const Chain& chain, std::vector<Op> base, double 
 TimelinePrefix::~TimelinePrefix() = default;
 
 int64_t TimelinePrefix::rejoins() const { return state_->rejoin ? state_->rejoin->rejoins : 0; }
+int64_t TimelinePrefix::back_to_kept() const { return state_->back_to_kept; }
 
 void TimelinePrefix::rebase(std::vector<Op> base) {
   const auto differ = std::mismatch(base_.begin(), base_.end(), base.begin(), base.end());
   const auto same = static_cast<int>(differ.first - base_.begin());
   base_ = std::move(base);
-  if (same < state_->at.ran) start_for_search(state_->at, chain_, compute_ms_);
+  // Note [Going back along the base]: the states after the ops both bases share stay.
+  state_->kept.resize(std::min(state_->kept.size(), static_cast<size_t>(same / kPrefixStateEvery)));
+  if (same < state_->at.ran) state_->back_to(same, chain_, compute_ms_);
   if (state_->rejoin) state_->rejoin->base_run.reset();
 }
 
@@ -1118,7 +1154,7 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
   const auto same = static_cast<int>(differ.first - base_.begin());
   TimelineState& at = state_->at;
   if (same < kShortestPrefixOps) return from_the_start();
-  if (same < at.ran) start_for_search(at, chain_, compute_ms_);
+  if (same < at.ran) state_->back_to(same, chain_, compute_ms_);  // Note [Going back along the base]
   // Whether the candidate stops inside the ops run so far: then it is simulated from
   // the first op, which stops no later than here.
   const auto stops_inside = [&] {
@@ -1129,11 +1165,14 @@ SimResult TimelinePrefix::simulate(const std::vector<Op>& ops, int64_t stop_abov
     const Stops none;
     Timeline timeline(chain_, base_, none, at);
     SimResult failed;
-    while (at.ran < same && !stops_inside())
+    while (at.ran < same && !stops_inside()) {
       if (!timeline.step(failed)) {  // an invalid base: nothing to resume from
         start_for_search(at, chain_, compute_ms_);
+        state_->kept.clear();
         return from_the_start();
       }
+      state_->keep_at();
+    }
   }
   if (stops_inside()) return from_the_start();
   settle(at);  // Note [The walk's settled start]: what `run` copies is what is still to come

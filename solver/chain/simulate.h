@@ -177,6 +177,9 @@ class TimelinePrefix {
 
   // How many runs so far ended by rejoining the base.
   int64_t rejoins() const;
+  // How many times the state went back along the base to a state it had kept rather
+  // than to the first op (Note [Going back along the base] in simulate.cpp).
+  int64_t back_to_kept() const;
 
  private:
   static constexpr int kShortestPrefixOps = 32;  // shorter: simulated from the first op

@@ -402,11 +402,12 @@ void expect_same_result(const SimResult& a, const SimResult& b, bool resumed = f
 // simulate_timeline's, field for field and bit for bit, for plans that differ from its
 // base anywhere (copies and waits moved, dropped or added, valid or not), under byte
 // and time bounds that cut inside the shared prefix and after it, as the base moves
-// on to candidates it accepts, forward and back.
+// on to candidates it accepts, forward and back (Note [Going back along the base]: to the
+// states it keeps along the way).
 TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
   std::mt19937_64 rng(83);
   int num_compared = 0, num_valid = 0, num_stopped = 0, num_rebased = 0;
-  int64_t num_rejoined = 0;
+  int64_t num_rejoined = 0, num_back_to_kept = 0;
   for (int trial = 0; trial < 60; ++trial) {
     testing::RandomChainOptions o;
     o.length = 12 + trial % 30;
@@ -466,13 +467,16 @@ TEST(TimelinePrefix, GivesTheWholeSimulationsResultBitForBit) {
       }
     }
     num_rejoined += rejoining.rejoins();
+    num_back_to_kept += prefix.back_to_kept() + rejoining.back_to_kept();
   }
   EXPECT_GT(num_rejoined, 2000);
+  EXPECT_GT(num_back_to_kept, 2000);
   EXPECT_GT(num_valid, 2000);  // not vacuous: valid candidates, stopped ones, new bases
   EXPECT_GT(num_stopped, 2000);
   EXPECT_GT(num_rebased, 200);
-  std::printf("compared %d, valid %d, stopped %d, rebased %d, rejoined %lld\n", num_compared, num_valid, num_stopped,
-              num_rebased, static_cast<long long>(num_rejoined));
+  std::printf("compared %d, valid %d, stopped %d, rebased %d, rejoined %lld, back to a kept state %lld\n",
+              num_compared, num_valid, num_stopped, num_rebased, static_cast<long long>(num_rejoined),
+              static_cast<long long>(num_back_to_kept));
 }
 
 // Plans to edit on a linked chain: offload-all, store-all and the offload DP's at 40%
