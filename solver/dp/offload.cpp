@@ -201,9 +201,8 @@ Previous previous_of(const Numbers& n, int e, int left) {
 // by that order, and the state keeps the earlier one as the plain loops would. From
 // one start (e, left, D, wait, lead) no two items of one rank land in the same state:
 // the K items each land in a left of their own, a KR run [e, k) lands at k either
-// ending there or waiting there, never both
-// (one needs the copy ended by then, the other still running), and a C item's length
-// is its landing stage. Where the rows are expanded in the plain order the
+// ending there or waiting there, never both (one needs the copy ended by then, the
+// other still running), and a C item's length is its landing stage. Where the rows are expanded in the plain order the
 // relaxations arrive in key order, and the comparison never takes. Merged rows also
 // leave unexpanded some states that the plain order expands: a pair's state that
 // another pair of its row beats at the same D or at fewer slots. Each relaxation of

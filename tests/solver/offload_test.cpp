@@ -240,10 +240,9 @@ TEST(OffloadDp, AMemoryUsedByOtherSolvesChangesNoPlan) {
 // Notes [Rows whose copy has ended], [KR runs by row] and [C items by row] in
 // offload.cpp: expanding the states whose offloaded input has finished copying once
 // per prefetch size, and the KR runs and C items of a row length by length, out of the
-// plain loop order, changes no answer and
-// no plan, op for op (Note [Ties broken as the plain order would]), in any class,
-// with and without skipping beaten states, on random chains and on block chains,
-// whose inputs all have one size.
+// plain loop order, changes no answer and no plan, op for op (Note [Ties broken as the
+// plain order would]), in any class, with and without skipping beaten states, on
+// random chains and on block chains, whose inputs all have one size.
 TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
   std::mt19937_64 rng(4711);
   int num_plans = 0, num_prefetching = 0;
