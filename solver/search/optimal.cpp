@@ -313,21 +313,33 @@ struct Search {
 //    second class's search runs as if one had. That costs one more class's search
 //    there, and no plan: the second class's search has given the fastest plan at
 //    points where only a skipped start's DP plan had made it run.
+// A start's budget, `eighths` of the way from the budget to the store-all peak, and
+// its DP's options, `dp`'s with that budget's slots; nullopt where it is no larger.
+struct StartBudget {
+  int64_t budget_bytes;
+  DpOptions dp;
+};
+std::optional<StartBudget> start_over_budget(const Search& s, const DpOptions& dp, int eighths) {
+  const int64_t budget_bytes = s.budget_bytes;
+  const int64_t larger = budget_bytes + (store_all_peak_bytes(s.chain) - budget_bytes) * eighths / 8;
+  if (larger <= budget_bytes) return std::nullopt;
+  const auto same_slot_size = static_cast<int64_t>(static_cast<__int128>(dp.slots) * larger / budget_bytes);
+  DpOptions wide = dp;
+  wide.slots = static_cast<int>(std::min({same_slot_size, most_start_slots(s.chain, dp.slots, s.options), larger}));
+  return StartBudget{larger, wide};
+}
+
 // `best_ms`: the time of the class's best plan so far (infinity where there is none).
 Plans starts_over_budget(Search& s, const DpOptions& dp, double best_ms) {
   Plans repaired;
   const Chain& chain = s.chain;
   const int64_t budget_bytes = s.budget_bytes;
   if (!chain.has_usable_link() || budget_bytes <= 0 || dp.slots <= 0) return repaired;
-  const int64_t store_all = store_all_peak_bytes(chain);
   std::vector<std::vector<Op>> seen;
   for (const int eighths : s.options.over_budget_eighths) {
-    const int64_t larger = budget_bytes + (store_all - budget_bytes) * eighths / 8;
-    if (larger <= budget_bytes) break;
-    const auto same_slot_size = static_cast<int64_t>(static_cast<__int128>(dp.slots) * larger / budget_bytes);
-    DpOptions wide = dp;
-    wide.slots = static_cast<int>(std::min({same_slot_size, most_start_slots(chain, dp.slots, s.options), larger}));
-    Plan plan = s.offload_dp(larger, wide);
+    const std::optional<StartBudget> start = start_over_budget(s, dp, eighths);
+    if (!start) break;
+    Plan plan = s.offload_dp(start->budget_bytes, start->dp);
     if (!plan || std::find(seen.begin(), seen.end(), *plan) != seen.end()) continue;
     seen.push_back(*plan);
     repaired.push_back(s.polish(*plan));
@@ -582,7 +594,9 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 //  2. the offload DPs at the budget of the two narrowest classes, the narrowest first:
 //     they read nothing but the recompute table at the budget, so they fill the core
 //     that the pipelined family leaves idle once the pieces beside it end; then the
-//     plans of the blocks (Note [The blocks' plans in the queue]);
+//     plans of the blocks (Note [The blocks' plans in the queue]), and the recompute
+//     table of the first start over the budget (Note [The first start's table in the
+//     queue]);
 //  3. the rest of the widest class's search, and of the two narrowest classes'
 //     searches, each from its DP's plan; each waits for the candidates, and for its
 //     DP where that still runs;
@@ -613,7 +627,31 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // classes' DPs, it is seldom taken before that one has ended) and makes nothing there.
 // Elsewhere, where the best plan still turns out unbeatable, the blocks' plans are
 // dropped.
+//
+// Note [The first start's table in the queue]
+// Every class's search that gets past its polished plan at the budget begins its
+// starts over the budget (Note [Starts over the budget]) with the DP at the first
+// start's budget, and that DP prices subchains with the recompute table of that budget
+// and its slots (Note [The starts' tables shared by the classes]), the same for every
+// class. The first search to reach it filled it, on its own thread, while the others
+// waited for it; and every search waits for the pipelined family, the dearest
+// candidate at operator granularity, before it starts. So at operator granularity one
+// core ran the pipelined family, the other ran out of pieces and idled, and then one
+// core filled the start's table while the other idled again. The table reads nothing
+// of the search, so it is a piece of the queue after the plans of the blocks: it fills
+// the core the pipelined family leaves idle, and the searches read it from the shelf.
+// As for the blocks, the piece waits for the widest class's DP at the budget and fills
+// nothing where that plan is unbeatable, as no start then runs. A table is a pure
+// function of its budget, slots and variant, whoever fills it, so the plans are the
+// same; where every class's plan turns out unbeatable it is filled for nothing.
 Plans plans_of_the_blocks(Search& s);
+// Fills the first start's table on `s`'s shelf of start tables (Note [The first
+// start's table in the queue]), with `s`'s threads.
+void fill_first_start_table(const Search& s) {
+  if (!s.start_tables || s.options.over_budget_eighths.empty()) return;
+  const std::optional<StartBudget> start = start_over_budget(s, s.dp, s.options.over_budget_eighths.front());
+  if (start && start->dp.slots > 0) s.start_tables->get(s.chain, start->budget_bytes, start->dp);
+}
 Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   const std::vector<OffloadShapes>& rest = narrower_classes();
   const int threads = s.dp.num_threads;
@@ -623,6 +661,7 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   std::vector<std::unique_ptr<Search>> own;
   for (size_t i = 0; i < rest.size(); ++i) own.push_back(std::make_unique<Search>(s, inner_threads));
   Search blocks(s, inner_threads);  // Note [The blocks' plans in the queue]
+  const Search first_start(s, inner_threads);  // Note [The first start's table in the queue]
 
   // Each piece that others wait for sets its promise, with its error where it threw.
   struct Done {
@@ -677,6 +716,10 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
   pieces.push_back([&] {  // Note [The blocks' plans in the queue]
     widest_dp_done.future.get();
     if (!widest_dp_unbeatable) block_plans = plans_of_the_blocks(blocks);
+  });
+  pieces.push_back([&] {  // Note [The first start's table in the queue]
+    widest_dp_done.future.get();
+    if (!widest_dp_unbeatable) fill_first_start_table(first_start);
   });
   pieces.push_back([&] {  // 3
     try {
