@@ -59,12 +59,12 @@ bool stops_by_the_loss(const Chain& chain, const std::vector<Op>& ops, int64_t b
   return r.stopped_over && r.error_op <= static_cast<int>(loss - ops.begin());
 }
 
-// The least q in p+1 .. L whose plan does not stop by its loss, or L + 1.
-int least_middle_end(const Chain& chain, int64_t budget_bytes, int p, const std::vector<Op>& prefix, bool inputs) {
-  const int L = chain.length();
+// The least q in p+1 .. most_q whose plan does not stop by its loss, or most_q + 1.
+int least_middle_end(const Chain& chain, int64_t budget_bytes, int p, int most_q, const std::vector<Op>& prefix,
+                     bool inputs) {
   const auto stops = [&](int q) { return stops_by_the_loss(chain, pipelined_offload_ops(chain, p, q, 1, prefix, inputs), budget_bytes); };
-  if (stops(L)) return L + 1;
-  int lo = p + 1, hi = L;  // the answer is in lo .. hi, and q = hi does not stop
+  if (stops(most_q)) return most_q + 1;
+  int lo = p + 1, hi = most_q;  // the answer is in lo .. hi, and q = hi does not stop
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
     if (stops(mid)) lo = mid + 1;
@@ -73,10 +73,76 @@ int least_middle_end(const Chain& chain, int64_t budget_bytes, int p, const std:
   return lo;
 }
 
+// Note [Middles too slow to win]
+// Every copy of a plan of (p, q) belongs to its middle, and each offload is issued
+// after fwd_keep p. The prefetches are issued after the loss, in the reverse order of
+// the offloads, the first of them bringing back what the last offload took out: so
+// the first cannot start before the loss has run, nor before every offload has ended,
+// and the h2d link then carries every byte the middle moves before the last prefetch
+// ends. The bwd of that prefetch's stage (p or later) waits for it, and bwd p and the
+// prefix's schedule run after it. So no plan of (p, q), at any prefetch distance,
+// with or without the inputs, ends before
+//   max(compute up to the loss, compute up to fwd_keep p + the middle's d2h time)
+//   + the middle's h2d time + bwd p (at its back-to-back price where that is less)
+//   + the prefix's compute,
+// the middle's times those of its saved states' hollow bytes (the inputs only add to
+// them). That bound grows with q, so once it passes the best time so far by more than
+// a billionth (for the sums' rounding), no later q of that p can beat or tie the best
+// plan: its middles end there, and Note [Middles too short to fit]'s bisection runs
+// only below.
+//
+// Note [The longest prefix first]
+// The search returns the first fastest plan in the plain order (p rising, then q, the
+// inputs, d as the bisection tries them), as the plain search of the header does.
+// Where this family matters, at operator granularity over a link slow beside the
+// saved bytes, only plans with a long prefix fit at all: rising from p = 0, the search
+// simulated every middle of every short prefix before any plan could bound anything.
+// So it first visits the longest prefix, p = L - 1: its plans recompute the most and
+// keep the least, its one middle is a single stage, and a plan of it that fits bounds
+// every later p by Note [Middles too slow to win]. Then p rises from 0 as before. A
+// plan of a shorter prefix than the best's wins a tie in time (within one p, the
+// first one found does), so the plan returned is the plain order's. A prefix is
+// skipped where its compute alone (compute_only_ms, simulate.h) exceeds the best
+// time, or equals it and the best plan's prefix is shorter: none of its plans could
+// then come first.
+
+// The bound of Note [Middles too slow to win] for the plans of one p, q by q.
+class MiddleBound {
+ public:
+  MiddleBound(const Chain& chain, int p, const std::vector<Op>& prefix) : chain_(chain), end_(p) {
+    const int L = chain.length();
+    for (int k = 0; k < p; ++k) to_keep_ms_ += chain.uf_nograd(k);
+    to_keep_ms_ += chain.uf(p);
+    to_loss_ms_ = to_keep_ms_;
+    for (int k = p + 1; k < L; ++k) to_loss_ms_ += chain.uf(k);
+    to_loss_ms_ += chain.ub(L);
+    after_ms_ = std::min(chain.ub(p), chain.ub_after_keep(p)) + compute_only_ms(chain, prefix);
+  }
+  // The bound for the middle p .. q-1; q never falls from one call to the next.
+  double at(int q) {
+    for (; end_ < q; ++end_) {
+      const int64_t bytes = chain_.xbar(end_ + 1) - chain_.x(end_ + 1);
+      if (bytes <= 0) continue;
+      d2h_ms_ += 1000.0 * static_cast<double>(bytes) / chain_.link->d2h_bytes_per_s;
+      h2d_ms_ += 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
+    }
+    return std::max(to_loss_ms_, to_keep_ms_ + d2h_ms_) + h2d_ms_ + after_ms_;
+  }
+
+ private:
+  const Chain& chain_;
+  int end_;  // the middle's copies summed: p .. end_-1
+  double to_keep_ms_ = 0;  // the compute up to fwd_keep p
+  double to_loss_ms_ = 0;  // up to the loss
+  double after_ms_ = 0;    // bwd p and the prefix's schedule
+  double d2h_ms_ = 0, h2d_ms_ = 0;
+};
+
 }  // namespace
 
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
-                                                      const DpOptions& options, const RecomputeTable* given_table) {
+                                                      const DpOptions& options, const RecomputeTable* given_table,
+                                                      PipelineSearchCounts* counts) {
   if (!chain.has_usable_link()) return std::nullopt;
   if (budget_bytes <= 0 || options.slots <= 0) return std::nullopt;
   const int L = chain.length();
@@ -85,32 +151,55 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
   const int64_t m = options.slots - table.x_slots(0);  // a given table may hold more
   std::optional<std::vector<Op>> best;
   double best_ms = 0;
+  int best_p = L;
+  PipelineSearchCounts counted;
   // The plans of one p share their compute ops and, one after the next, long prefixes
   // (Note [Resuming from a shared prefix] in simulate.cpp).
   std::optional<TimelinePrefix> resumed;
+  int p = 0;
   const auto consider = [&](std::vector<Op> ops) {
+    ++counted.plans_simulated;
     const SimResult r = resumed->simulate(ops, budget_bytes);  // Note [Stopping over the budget]
     resumed->rebase(ops);
     if (!fits(r, budget_bytes)) return false;
-    if (!best || r.time_ms < best_ms) { best = std::move(ops); best_ms = r.time_ms; }
+    // Note [The longest prefix first]: a shorter prefix's plan wins a tie.
+    if (!best || r.time_ms < best_ms || (r.time_ms == best_ms && p < best_p)) {
+      best = std::move(ops);
+      best_ms = r.time_ms;
+      best_p = p;
+    }
     return true;
   };
-  for (int p = 0; p < L; ++p) {
+  for (int visit = 0; visit < L; ++visit) {
+    p = visit == 0 ? L - 1 : visit - 1;  // Note [The longest prefix first]
     std::vector<Op> prefix;
     if (p > 0) {
       if (table.value(0, p - 1, m) >= RecomputeTable::kInfinity) continue;
       table.emit(0, p - 1, m, prefix);
     }
-    // Every plan of this p has the same compute ops: where they alone take as long as
+    // Every plan of this p has the same compute ops: where they alone take longer than
     // the best plan so far, none of them can replace it (compute_only_ms, simulate.h).
     std::vector<Op> first = pipelined_offload_ops(chain, p, p + 1, 1, prefix, false);
     const double compute_ms = compute_only_ms(chain, first);
-    if (best && compute_ms >= best_ms) continue;
+    if (best && (compute_ms > best_ms || (compute_ms == best_ms && p > best_p))) continue;
+    // Note [Middles too slow to win]: the last q whose plans may still win.
+    MiddleBound bound(chain, p, prefix);
+    int most_q = L;
+    if (best) {
+      const double to_beat_ms = best_ms * (1 + 1e-9);
+      for (int q = p + 1; q <= L; ++q)
+        if (bound.at(q) >= to_beat_ms) {
+          most_q = q - 1;
+          break;
+        }
+      counted.middles_cut += L - most_q;
+      if (most_q <= p) continue;
+    }
     resumed.emplace(chain, std::move(first), compute_ms);
     // Note [Middles too short to fit]: below these q, the plans surely do not fit.
-    const int least_q[2] = {least_middle_end(chain, budget_bytes, p, prefix, false),
-                            least_middle_end(chain, budget_bytes, p, prefix, true)};
-    for (int q = std::min(least_q[0], least_q[1]); q <= L; ++q) {
+    const int least_q[2] = {least_middle_end(chain, budget_bytes, p, most_q, prefix, false),
+                            least_middle_end(chain, budget_bytes, p, most_q, prefix, true)};
+    for (int q = std::min(least_q[0], least_q[1]); q <= most_q; ++q) {
       const int farthest = L - p + 1;  // beyond L - p every prefetch follows the loss
       for (const bool inputs : {false, true}) {
         // Bisection for the largest fitting distance: d = 1 first, which holds least.
@@ -127,6 +216,7 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
       }
     }
   }
+  if (counts) *counts = counted;
   return best;
 }
 

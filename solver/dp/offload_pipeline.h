@@ -46,11 +46,20 @@ namespace memopt::solver {
 std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, const std::vector<Op>& prefix,
                                       bool inputs = false);
 
-// The fastest fitting plan of the family, or nullopt (also without a link). `table`,
-// if given, is the recompute table of this chain, budget and options, as for
-// solve_offload.
+// What one search did: the plans it simulated (Note [Middles too short to fit]'s
+// bisection aside) and the middles its bound cut (Note [Middles too slow to win] in
+// offload_pipeline.cpp), for the tests.
+struct PipelineSearchCounts {
+  int64_t plans_simulated = 0;
+  int64_t middles_cut = 0;
+};
+
+// The fastest fitting plan of the family, the first in the order p, q, the inputs, d
+// on a tie, or nullopt (also without a link). `table`, if given, is the recompute table
+// of this chain, budget and options, as for solve_offload.
 std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_t budget_bytes,
                                                       const DpOptions& options = {},
-                                                      const RecomputeTable* table = nullptr);
+                                                      const RecomputeTable* table = nullptr,
+                                                      PipelineSearchCounts* counts = nullptr);
 
 }  // namespace memopt::solver
