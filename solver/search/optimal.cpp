@@ -589,14 +589,13 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // queue of pieces, taken in order by the threads as each ends its last (Note
 // [Searches side by side] in side_by_side.h):
 //  1. the pipelined family, the dearest candidate on long chains; the widest class's
-//     offload DP at the budget (Note [The widest class's DP beside the candidates]);
-//     the other candidates;
-//  2. the recompute table of the first start over the budget, which every class's
-//     search reads (Note [The first start's table in the queue]); the offload DPs at
-//     the budget of the two narrowest classes, the narrowest first: they read nothing
-//     but the recompute table at the budget, so they fill the core that the pipelined
-//     family leaves idle once the pieces beside it end; then the plans of the blocks
-//     (Note [The blocks' plans in the queue]);
+//     offload DP at the budget (Note [The widest class's DP beside the candidates]),
+//     then, on the same thread, the recompute table of the first start over the
+//     budget (Note [The first start's table in the queue]); the other candidates;
+//  2. the offload DPs at the budget of the two narrowest classes, the narrowest first:
+//     they read nothing but the recompute table at the budget, so they fill the core
+//     that the pipelined family leaves idle once the pieces beside it end; then the
+//     plans of the blocks (Note [The blocks' plans in the queue]);
 //  3. the rest of the widest class's search, and of the two narrowest classes'
 //     searches, each from its DP's plan; each waits for the candidates, and for its
 //     DP where that still runs;
@@ -638,12 +637,15 @@ Plan best_over_each_class(Search& s, const Candidates& candidates, std::optional
 // candidate at operator granularity, before it starts. So at operator granularity one
 // core ran the pipelined family, the other ran out of pieces and idled, and then one
 // core filled the start's table while the other idled again. The table reads nothing
-// of the search, so it is a piece of the queue, before the pieces that only one class's
-// search reads (its DP at the budget) or only the kicks after the searches (the plans
-// of the blocks): it fills the core the pipelined family leaves idle, and the searches
-// read it from the shelf.
-// As for the blocks, the piece waits for the widest class's DP at the budget and fills
-// nothing where that plan is unbeatable, as no start then runs. A table is a pure
+// of the search, so it is filled in the queue, by the thread that ran the widest
+// class's DP at the budget, right after that DP: it fills the core the pipelined
+// family leaves idle, while the other core runs the narrower classes' DPs and the
+// plans of the blocks, and the searches read it from the shelf. Placed as a piece of
+// its own after the pipelined family, it made that core wait for the widest class's
+// DP (below) on chains where the pipelined family ends first; placed after the
+// narrower classes' DPs, it began only once they had ended, and the searches waited.
+// As for the blocks, nothing is filled where the widest class's DP plan at the budget
+// is unbeatable, as no start then runs. A table is a pure
 // function of its budget, slots and variant, whoever fills it, so the plans are the
 // same; where every class's plan turns out unbeatable it is filled for nothing.
 Plans plans_of_the_blocks(Search& s);
@@ -707,15 +709,12 @@ Plan candidates_and_classes_side_by_side(Search& s, Plans& block_plans) {
       widest_dp = s.offload_dp(s.budget_bytes, class_options(s.dp, kWidest));
       widest_dp_unbeatable = unbeatable(s.chain, widest_dp);
     });
+    if (!widest_dp_unbeatable) fill_first_start_table(first_start);  // Note [The first start's table in the queue]
   });
   pieces.push_back([&] {
     candidates_done.run([&] { candidates = candidates_of(beside, /*with_offload=*/true, /*pipelined_apart=*/true); });
   });
-  pieces.push_back([&] {  // 2: Note [The first start's table in the queue]
-    widest_dp_done.future.get();
-    if (!widest_dp_unbeatable) fill_first_start_table(first_start);
-  });
-  for (const size_t i : narrowest_first)
+  for (const size_t i : narrowest_first)  // 2
     pieces.push_back([&, i] {
       dp_done[i].run([&] { dp_plans[i] = own[i]->offload_dp(s.budget_bytes, class_options(s.dp, rest[i])); });
     });
