@@ -117,6 +117,10 @@ struct LossStage {
 struct Link {
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
+  // How long a copy of `bytes` lasts each way: the one formula the simulator, the
+  // offload DP and the searches' bounds all use.
+  double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / d2h_bytes_per_s; }
+  double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / h2d_bytes_per_s; }
 };
 
 // Stages 0..L-1 plus the loss, which the DP treats as stage L with no forward.
@@ -139,6 +143,9 @@ struct Chain {
     if (k >= 1 && k <= length()) return stages[k - 1].saved_bytes;
     return 0;
   }
+  // The bytes of ā_k beyond a_k, k in 1..L: what `offload_saved k` moves (none where
+  // it is 0).
+  int64_t hollow_bytes(int k) const { return xbar(k) - x(k); }
   double uf(int i) const { return i < length() ? stages[i].fwd_ms : 0.0; }
   // The time of `fwd_ckpt i` / `fwd_drop i` (Note [Two forward temporaries]).
   double uf_nograd(int i) const { return i < length() ? stages[i].fwd_nograd_ms.value_or(stages[i].fwd_ms) : 0.0; }

@@ -178,7 +178,7 @@ std::vector<Op> write_out(const Chain& fine, const Coarsening& coarse, const std
     for (int k = first[g]; k < first[g + 1]; ++k) {
       if (k != first[g] && fine.own_bytes(k) > 0) out.push_back({OpKind::OffloadInput, k});
       if (ending_carry(g, k) == Goes::WithSaved) out.push_back({OpKind::OffloadCarried, k});
-      if (fine.xbar(k + 1) > fine.x(k + 1)) out.push_back({OpKind::OffloadSaved, k + 1});
+      if (fine.hollow_bytes(k + 1) > 0) out.push_back({OpKind::OffloadSaved, k + 1});
     }
     return out;
   };

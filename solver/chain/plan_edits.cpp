@@ -13,7 +13,7 @@ bool has(const std::vector<Op>& ops, Op op) { return std::find(ops.begin(), ops.
 }  // namespace
 
 std::optional<RoundTrip> saved_state_round_trip(const Chain& chain, const std::vector<Op>& ops, int k) {
-  if (chain.xbar(k + 1) <= chain.x(k + 1) || has(ops, {OpKind::OffloadSaved, k + 1})) return std::nullopt;
+  if (chain.hollow_bytes(k + 1) <= 0 || has(ops, {OpKind::OffloadSaved, k + 1})) return std::nullopt;
   const auto bwd = std::find(ops.begin(), ops.end(), Op{OpKind::Bwd, k});
   const auto keep = std::find(std::make_reverse_iterator(bwd), ops.rend(), Op{OpKind::FwdKeep, k});
   if (bwd == ops.end() || keep == ops.rend()) return std::nullopt;

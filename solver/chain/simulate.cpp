@@ -363,7 +363,7 @@ class Timeline {
   // host, and frees them when the copy ends (returned).
   double offload_copy(int p, double data_ms, int64_t bytes) {
     const double start = std::max({s_.compute_end, data_ms, s_.d2h_free});
-    const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->d2h_bytes_per_s;
+    const double end = start + chain_.link->d2h_ms(bytes);
     s_.d2h_free = end;
     s_.last_copy_end = std::max(s_.last_copy_end, end);
     s_.copy_added = end - start;
@@ -379,7 +379,7 @@ class Timeline {
     s_.over = record_event({s_.compute_end, 2 * static_cast<int64_t>(p), bytes, p}) || s_.over;
     if (s_.keeps_op_times) s_.op_start_ms[p] = s_.compute_end;  // it allocates at issue
     const double start = std::max({s_.compute_end, s_.h2d_free, on_host_ms});
-    const double end = start + 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
+    const double end = start + chain_.link->h2d_ms(bytes);
     s_.h2d_free = end;
     s_.last_copy_end = std::max(s_.last_copy_end, end);
     s_.copy_added = end - start;
@@ -434,7 +434,7 @@ std::string Timeline::copy(int p) {
     if (std::string e = need_link(p); !e.empty()) return e;
     if (i < 1 || i > L)
       return op_label(ops_, p) + ": ā_" + std::to_string(i) + " does not exist; saved states are ā_1..ā_" + std::to_string(L);
-    const int64_t bytes = chain_.xbar(i) - chain_.x(i);
+    const int64_t bytes = chain_.hollow_bytes(i);
     if (op.kind == OpKind::OffloadSaved) {
       if (!r.saved[i] || s.hollow[i])
         return op_label(ops_, p) + ": ā_" + std::to_string(i) + (r.saved[i] ? " is already on the host" : " is not resident (stage " + std::to_string(i - 1) + " must run fwd_keep first)");

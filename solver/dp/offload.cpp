@@ -132,9 +132,9 @@ struct Numbers {
   int64_t sl(int64_t bytes) const { return bytes_to_slots(bytes, budget_bytes, slots); }
   int64_t units(double ms) const { return q.units(ms); }
   int64_t ceil_units(double ms) const { return ms > 0 ? static_cast<int64_t>(std::ceil(ms / q.unit_ms)) : 0; }
-  double d2h_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->d2h_bytes_per_s; }
-  double h2d_ms(int64_t bytes) const { return 1000.0 * static_cast<double>(bytes) / chain.link->h2d_bytes_per_s; }
-  int64_t hollow_bytes(int k) const { return chain.xbar(k) - chain.x(k); }
+  double d2h_ms(int64_t bytes) const { return chain.link->d2h_ms(bytes); }
+  double h2d_ms(int64_t bytes) const { return chain.link->h2d_ms(bytes); }
+  int64_t hollow_bytes(int k) const { return chain.hollow_bytes(k); }
   // Note [Hollow slots]: ā_k is sl(x̄_k) slots; hollowing it leaves exactly sl(x_k)
   // behind, so that D stays a sum of rounded-up sizes (never below the bytes it
   // stands for), and the part that moves is the difference.
@@ -202,10 +202,11 @@ Previous previous_of(const Numbers& n, int e, int left) {
 // one start (e, left, D, wait, lead) no two items of one rank land in the same state:
 // the K items each land in a left of their own, a KR run [e, k) lands at k either
 // ending there or waiting there, never both (one needs the copy ended by then, the
-// other still running), and a C item's length is its landing stage. Where the rows are expanded in the plain order the
-// relaxations arrive in key order, and the comparison never takes. Merged rows also
-// leave unexpanded some states that the plain order expands: a pair's state that
-// another pair of its row beats at the same D or at fewer slots. Each relaxation of
+// other still running), and a C item's length is its landing stage. Where the rows
+// are expanded in the plain order the relaxations arrive in key order, and the
+// comparison never takes. Merged rows also leave unexpanded some states that the
+// plain order expands: a pair's state that another pair of its row beats at the same
+// D or at fewer slots. Each relaxation of
 // such a state is matched, at no more cost and no more slots, by one of the state that
 // beats it, so it can only be the way back of a state that is itself beaten in its
 // row, and a walk back visits only expanded states, none of them beaten.
@@ -456,7 +457,7 @@ struct ItemStart {
   Back b = it.here;
   b.item = Item::Keep;
   f.relax(e + 1, D + xbar_next, kLeftKept, cost, b);
-  const bool hollows = chain.xbar(e + 1) > chain.x(e + 1);
+  const bool hollows = chain.hollow_bytes(e + 1) > 0;
   if (hollows) {
     b.item = Item::KeepOffload;
     f.relax(e + 1, D + x_next, kLeftHollow, cost, b);

@@ -19,13 +19,13 @@ std::vector<Op> pipelined_offload_ops(const Chain& chain, int p, int q, int d, c
   for (int k = p; k < L; ++k) {
     ops.push_back({OpKind::FwdKeep, k});
     if (k < q && inputs && chain.own_bytes(k) > 0) ops.push_back({OpKind::OffloadInput, k});
-    if (k < q && chain.xbar(k + 1) > chain.x(k + 1)) ops.push_back({OpKind::OffloadSaved, k + 1});
+    if (k < q && chain.hollow_bytes(k + 1) > 0) ops.push_back({OpKind::OffloadSaved, k + 1});
   }
   ops.push_back({OpKind::Loss, -1});
   int next = std::min(q, L) - 1;  // the highest stage whose saved state is still on the host
   for (int i = L - 1; i >= p; --i) {
     for (; next >= p && next + d >= i; --next) {
-      if (chain.xbar(next + 1) > chain.x(next + 1)) ops.push_back({OpKind::PrefetchSaved, next + 1});
+      if (chain.hollow_bytes(next + 1) > 0) ops.push_back({OpKind::PrefetchSaved, next + 1});
       if (inputs && chain.own_bytes(next) > 0) ops.push_back({OpKind::PrefetchInput, next});
     }
     ops.push_back({OpKind::Bwd, i});
@@ -121,10 +121,10 @@ class MiddleBound {
   // The bound for the middle p .. q-1; q never falls from one call to the next.
   double at(int q) {
     for (; end_ < q; ++end_) {
-      const int64_t bytes = chain_.xbar(end_ + 1) - chain_.x(end_ + 1);
+      const int64_t bytes = chain_.hollow_bytes(end_ + 1);
       if (bytes <= 0) continue;
-      d2h_ms_ += 1000.0 * static_cast<double>(bytes) / chain_.link->d2h_bytes_per_s;
-      h2d_ms_ += 1000.0 * static_cast<double>(bytes) / chain_.link->h2d_bytes_per_s;
+      d2h_ms_ += chain_.link->d2h_ms(bytes);
+      h2d_ms_ += chain_.link->h2d_ms(bytes);
     }
     return std::max(to_loss_ms_, to_keep_ms_ + d2h_ms_) + h2d_ms_ + after_ms_;
   }
@@ -183,9 +183,9 @@ std::optional<std::vector<Op>> solve_offload_pipeline(const Chain& chain, int64_
     const double compute_ms = compute_only_ms(chain, first);
     if (best && (compute_ms > best_ms || (compute_ms == best_ms && p > best_p))) continue;
     // Note [Middles too slow to win]: the last q whose plans may still win.
-    MiddleBound bound(chain, p, prefix);
     int most_q = L;
     if (best) {
+      MiddleBound bound(chain, p, prefix);
       const double to_beat_ms = best_ms * (1 + 1e-9);
       for (int q = p + 1; q <= L; ++q)
         if (bound.at(q) >= to_beat_ms) {
