@@ -21,9 +21,17 @@ struct Kick {
   int index = 0;
 };
 
-// The perturbed plans the search tries from `ops`, in the order it tries them; the
-// simulator has checked only the round trips added.
-std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::vector<Op>& ops, int window_ops) {
+// Note [Round trips added only when reached]
+// The search tries the kicks of its plan in one order: first those that change one op
+// of it (one_op_kicks_of), then the round trips added (round_trip_kicks_of). Making a
+// round trip's kick costs a simulation per place tried, and the search seldom reaches
+// them: a kick that wins ends the list, and the wins are nearly always changes of one
+// op, which come first. So the round trips' kicks are made only once every change of
+// one op has been tried without a win, from the same plan: the same kicks, tried in
+// the same order.
+
+// The kicks that change one op of `ops`, in the order the search tries them.
+std::vector<Kick> one_op_kicks_of(const Chain& chain, const std::vector<Op>& ops) {
   std::vector<Kick> out;
   const auto loss = std::find(ops.begin(), ops.end(), Op{OpKind::Loss, -1});
   const size_t after_loss = loss == ops.end() ? ops.size() : static_cast<size_t>(loss - ops.begin()) + 1;
@@ -54,6 +62,14 @@ std::vector<Kick> kicks_of(const Chain& chain, int64_t budget_bytes, const std::
       out.push_back({std::move(c), op.index});
     }
   }
+  return out;
+}
+
+// The kicks that add a round trip to `ops`, each checked by the simulator, in the order
+// the search tries them.
+std::vector<Kick> round_trip_kicks_of(const Chain& chain, int64_t budget_bytes, const std::vector<Op>& ops,
+                                      int window_ops) {
+  std::vector<Kick> out;
   // A round trip added: data that does not move yet goes out in the gap after the op
   // that made it or last read it and comes back in one of the `window_ops` places
   // before the op that reads it next; of these, the plan best by the key is the kick
@@ -92,10 +108,10 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
   std::set<std::vector<Op>> tried;  // kicked plans already polished (the polish is deterministic)
   int polishes_left = options.max_kick_polishes;
   PolishOptions local = options.polish;
-  for (bool improved = true; improved && polishes_left > 0;) {
-    improved = false;
-    for (Kick& kick : kicks_of(chain, budget_bytes, ops, options.polish.window_ops)) {
-      if (polishes_left <= 0) break;
+  // Tries `kicks` in turn; true where one ends better (`ops` and `best` are then its).
+  const auto try_kicks = [&](std::vector<Kick>& kicks) {
+    for (Kick& kick : kicks) {
+      if (polishes_left <= 0) return false;
       if (!tried.insert(kick.ops).second || !simulate_timeline(chain, kick.ops).valid) continue;
       --polishes_left;
       // Note [Kicks that cannot be faster] in kicks.h.
@@ -111,9 +127,16 @@ std::vector<Op> kick_search(const Chain& chain, int64_t budget_bytes, std::vecto
       // Better: the whole plan is polished again, then kicked again.
       ops = polish_copies(chain, budget_bytes, std::move(polished), options.polish);
       best = plan_key(simulate_timeline(chain, ops), ops, budget_bytes);
-      improved = true;
-      break;
+      return true;
     }
+    return false;
+  };
+  for (bool improved = true; improved && polishes_left > 0;) {
+    std::vector<Kick> kicks = one_op_kicks_of(chain, ops);
+    improved = try_kicks(kicks);
+    if (improved || polishes_left <= 0) continue;
+    kicks = round_trip_kicks_of(chain, budget_bytes, ops, options.polish.window_ops);  // Note [Round trips added only when reached]
+    improved = try_kicks(kicks);
   }
   return ops;
 }
