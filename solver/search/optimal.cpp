@@ -161,8 +161,11 @@ int64_t most_start_slots(const Chain& chain, int slots, const SearchOptions& opt
 // pages from one DP to the next, whichever search runs it. A memory is reserved, when
 // lent, for the most slots any DP of the search may have (the starts', at most
 // SearchOptions::over_budget_slot_factor times the nominal slots), which maps nothing
-// but means no DP of the search outgrows it. The DP's result does not depend on what
-// a memory held before (the same Note), so the plans are the same.
+// but means no DP of the search outgrows it. The solve of the chain of blocks (Note
+// [Known plans from the blocks]) lends its DPs memories from the same pool: its
+// chain is shorter, so a memory of the stages' search holds its tables in pages
+// already mapped. The DP's result does not depend on what a memory held before (the
+// same Note), so the plans are the same.
 class DpMemories {
  public:
   std::unique_ptr<OffloadDpMemory> take() {
@@ -217,13 +220,13 @@ struct Search {
   std::vector<Answered> answered;
 
   Search(const Chain& c, int64_t budget, const DpOptions& d, const SearchOptions& o,
-         RecomputeTableShelf* tables = nullptr)
+         RecomputeTableShelf* tables = nullptr, std::shared_ptr<DpMemories> memories = nullptr)
       : chain(c),
         budget_bytes(budget),
         dp(d),
         options(o),
         polisher(std::make_shared<Polisher>(c, budget, o.polish)),
-        dp_memories(std::make_shared<DpMemories>()),
+        dp_memories(memories ? std::move(memories) : std::make_shared<DpMemories>()),
         shelf(tables) {}
   // A search of the same problem for another thread (Note [Searches side by side] in
   // side_by_side.h): main's polished plans, DP memories and table (filled there first,
@@ -786,6 +789,9 @@ Plan with_start_tables(Search& s, ClassSearches search) {
 // where the link is the bottleneck the searches can find a faster plan from the one
 // that leaves the carries in place (the op-granularity link reports,
 // tools/make_op_granularity_report.sh, hold such points).
+Plan optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp, const SearchOptions& options,
+             const std::vector<std::vector<Op>>& known_plans, RecomputeTableShelf* tables,
+             std::shared_ptr<DpMemories> memories);
 Plans plans_of_the_blocks(Search& s) {
   const Chain& chain = s.chain;
   const int64_t budget_bytes = s.budget_bytes;
@@ -795,7 +801,7 @@ Plans plans_of_the_blocks(Search& s) {
   if (!blocks) return polished;
   int64_t blocks_budget = budget_bytes;
   for (int attempt = 0; attempt < s.options.block_budgets && blocks_budget > 0; ++attempt) {
-    const Plan plan = plan_optimal(blocks->chain, blocks_budget, s.dp, s.options, {});
+    const Plan plan = optimal(blocks->chain, blocks_budget, s.dp, s.options, {}, nullptr, s.dp_memories);
     if (!plan) break;
     std::vector<Op> ops = write_out(chain, *blocks, *plan);
     const SimResult r = simulate_timeline(chain, ops);
@@ -879,11 +885,11 @@ int64_t max_optimal_slots(const Chain& chain) {
   return most;
 }
 
-std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
-                                            const SearchOptions& options,
-                                            const std::vector<std::vector<Op>>& known_plans,
-                                            RecomputeTableShelf* tables) {
-  Search s(chain, budget_bytes, dp, options, tables);
+namespace {
+Plan optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp, const SearchOptions& options,
+             const std::vector<std::vector<Op>>& known_plans, RecomputeTableShelf* tables,
+             std::shared_ptr<DpMemories> memories) {
+  Search s(chain, budget_bytes, dp, options, tables, std::move(memories));
   const bool offload_dp_runs = chain.has_usable_link() && !options.any_fitting_plan && budget_bytes > 0 && dp.slots > 0;
   Plan best;
   if (offload_dp_runs && threads_per_piece(dp.num_threads, 1) > 1) {
@@ -911,6 +917,14 @@ std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_b
     best = best_of_one_class(s, dp, candidates.plans);  // the recompute DP's, polished
   }
   return with_known_plans(s, std::move(best), known_plans);  // 6
+}
+}  // namespace
+
+std::optional<std::vector<Op>> plan_optimal(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
+                                            const SearchOptions& options,
+                                            const std::vector<std::vector<Op>>& known_plans,
+                                            RecomputeTableShelf* tables) {
+  return optimal(chain, budget_bytes, dp, options, known_plans, tables, nullptr);
 }
 
 std::optional<std::vector<Op>> plan_recompute_only(const Chain& chain, int64_t budget_bytes, const DpOptions& dp,
