@@ -53,7 +53,8 @@ enum class Item : uint8_t { Tail, Keep, KeepOffload, Ckpt, KeepRun, CkptRun, Kee
 // that left, so the plan prefetches the right input. On a chain of blocks every
 // block input has one size, the copies end within a block or two, and most pairs a
 // stage reaches are of this kind: a stage then expands a handful of rows instead of
-// one per earlier offloaded input. The values are those of the plain expansion, and so
+// one per earlier offloaded input. The starts of a pair whose copy still runs that
+// wait for it join these rows too (Note [Waited rows merged]). The values are those of the plain expansion, and so
 // are the ways back that any plan's walk back reads (Note [Ties broken as the plain
 // order would]); OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
 struct StateIndex {
@@ -191,14 +192,46 @@ Previous previous_of(const Numbers& n, int e, int left) {
   return p;
 }
 
+// Note [Waited rows merged]
+// An item that starts by waiting for the previous item's copy (Note [Waiting for the
+// previous offload]) reads nothing of that copy any more: of Previous, only the
+// prefetch's slots and units, whether a_e is plain and whether the previous item
+// offloaded. So a pair whose copy still runs as e starts has two kinds of starts:
+// those that do not wait, which depend on its copy and are expanded from its own row,
+// and those that wait, which are the starts of a pair whose copy has ended, at the
+// pair's cost plus the wait's units. These join the merged row of the pairs whose
+// copy has ended (Note [Rows whose copy has ended]) with the same prefetch, plainness
+// and offload, each state marked as waiting, so that its way back says so; the
+// argument is that Note's: at each D only the cheapest of them can win a relaxation,
+// and on a tie the first left, as the plain order meets it first (a pair is in one
+// merged row at most once). Where blocks repeat, many pairs of one stage still copy
+// as it starts, and most of their waited starts are then expanded once per prefetch
+// size instead of once per pair.
+// The Previous of `prev`'s starts that wait.
+Previous waited(const Previous& prev) {
+  Previous after = prev;
+  after.pending_slots = 0;
+  after.pending_ms = 0;
+  after.first_slots = 0;
+  after.first_ms = 0;
+  return after;
+}
+// Whether the starts of two pairs whose copy has ended, or that wait for it, read the
+// same of the previous item.
+bool same_after_the_copy(const Previous& a, const Previous& b) {
+  return a.prefetch_slots == b.prefetch_slots && a.prefetch_units == b.prefetch_units &&
+         a.input_plain == b.input_plain && a.offloaded == b.offloaded;
+}
+
 // Note [Ties broken as the plain order would]
 // A state keeps the first of its cheapest relaxations (strict `<`), so in the plain
 // order of the DP's loops -- item start e, left, D, wait, lead, then the items in the
 // order tail, K, KR, C -- the way back of every state is that of the relaxation
 // earliest in that order among those of its least cost. Notes [Rows whose copy has
-// ended], [KR runs by row] and [C items by row] expand states out of that order, so
-// where two relaxations of a state cost the same, `earlier` compares their ways back
-// by that order, and the state keeps the earlier one as the plain loops would. From
+// ended], [Waited rows merged], [KR runs by row] and [C items by row] expand states
+// out of that order, so where two relaxations of a state cost the same, `earlier`
+// compares their ways back by that order, and the state keeps the earlier one as the
+// plain loops would. From
 // one start (e, left, D, wait, lead) no two items of one rank land in the same state:
 // the K items each land in a left of their own, a KR run [e, k) lands at k either
 // ending there or waiting there, never both (one needs the copy ended by then, the
@@ -248,38 +281,44 @@ struct OffloadDpMemory::Tables {
   size_t capacity = 0;
   std::vector<int32_t> row_of_pair;
   // Note [Rows whose copy has ended]: the merged rows of one item start, side by side,
-  // each a cost and the left that holds it per D.
+  // each a cost, the left that holds it and whether its start waits, per D.
   struct MergedRows {
     size_t length = 0;  // states per row
     int count = 0;
     std::vector<int64_t> costs;
     std::vector<int16_t> lefts;
+    std::vector<char> waits;
     void clear(size_t row_length) {
       length = row_length;
       count = 0;
     }
-    // A new merged row holding `row`, the states of `left`; returns its number.
-    int start(const int64_t* row, int left) {
+    // A new merged row, empty; returns its number.
+    int start() {
       const size_t at = static_cast<size_t>(count++) * length;
       costs.resize(at + length);
       lefts.resize(at + length);
-      std::copy_n(row, length, costs.data() + at);
-      std::fill_n(lefts.data() + at, length, static_cast<int16_t>(left));
+      waits.resize(at + length);
+      std::fill_n(costs.data() + at, length, kUnreached);
       return count - 1;
     }
-    // The least cost at each D of merged row `which` and `row`, and the first left that has it.
-    void add(int which, const int64_t* row, int left) {
+    // The least cost at each D of merged row `which` and `row`, the states of `left`
+    // whose start waits `wait_units` for the previous item's copy (Note [Waited rows
+    // merged]), and the first left that has it. Lefts are added in increasing order.
+    void add(int which, const int64_t* row, int left, bool wait, int64_t wait_units) {
       const size_t at = static_cast<size_t>(which) * length;
       int64_t* into = costs.data() + at;
       int16_t* from = lefts.data() + at;
+      char* waited = waits.data() + at;
       for (size_t D = 0; D < length; ++D)
-        if (row[D] < into[D]) {
-          into[D] = row[D];
+        if (row[D] < kUnreached && row[D] + wait_units < into[D]) {
+          into[D] = row[D] + wait_units;
           from[D] = static_cast<int16_t>(left);
+          waited[D] = wait;
         }
     }
     const int64_t* costs_of(int which) const { return costs.data() + static_cast<size_t>(which) * length; }
     const int16_t* lefts_of(int which) const { return lefts.data() + static_cast<size_t>(which) * length; }
+    const char* waits_of(int which) const { return waits.data() + static_cast<size_t>(which) * length; }
   } merged;
 
   void reserve(size_t states) {
@@ -620,6 +659,7 @@ struct Expanded {
   int64_t D;
   int64_t so_far;
   int left;
+  bool wait;  // its start waits for the previous item's copy (Note [Waited rows merged])
 };
 
 // Note [C items by row]
@@ -711,7 +751,7 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
       const int64_t ckpt_cost =
           inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
       if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-      Back b = back_from(D, e, st.left, start.lead, start.wait, run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
+      Back b = back_from(D, e, st.left, start.lead, start.wait || st.wait, run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
       const int64_t cost = std::min(run_cost, ckpt_cost);
       if (!copied) {
         b.then_keep = true;
@@ -778,7 +818,7 @@ void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* sta
     for (size_t i = first; i < last; ++i) {
       const Expanded& st = states[i];
       const bool holds = i < holding_end;
-      Back b = back_from(st.D, e, st.left, start.lead, start.wait, Item::KeepRun);
+      Back b = back_from(st.D, e, st.left, start.lead, start.wait || st.wait, Item::KeepRun);
       b.then_wait = then_wait;
       b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
       f.relax_in(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]), b);
@@ -829,6 +869,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     known->units.reset();
     known->solved_again = false;
     known->rows_merged = 0;
+    known->waits_merged = 0;
   }
   if (!chain.has_usable_link())
     return solve_recompute(chain, budget_bytes, options);
@@ -859,10 +900,11 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     Previous prev;
     size_t own = 0;            // a pair's own row: where it starts in f.best
     int merged = -1;           // else: which of the merged rows
+    bool waits_merged = false;  // its starts that wait are a merged row's (Note [Waited rows merged])
   };
   std::vector<Row> rows;
   std::vector<Expanded> states;  // one row's, in order of D
-  int64_t rows_merged = 0;
+  int64_t rows_merged = 0, waits_merged = 0;
   const size_t length = index.row_length();
   OffloadDpMemory::Tables::MergedRows& merged = tables.merged;
   for (int e = 0; e <= L; ++e) {
@@ -877,24 +919,31 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       const size_t own = static_cast<size_t>(row) * length;
       const Previous prev = previous_of(n, e, left);
       const bool copy_ended = left >= 0 && !prev.pending();
-      if (options.plain_expansion || !copy_ended) {
+      if (options.plain_expansion || !(copy_ended || prev.pending())) {
         rows.push_back({left, prev, own});
         continue;
       }
+      if (prev.pending()) rows.push_back({left, prev, own, -1, true});
+      // Note [Waited rows merged]: what the starts that wait read of the previous item.
+      const Previous after = copy_ended ? prev : waited(prev);
       const auto same = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
-        return r.merged >= 0 && r.prev.prefetch_slots == prev.prefetch_slots && r.prev.prefetch_units == prev.prefetch_units;
+        return r.merged >= 0 && same_after_the_copy(r.prev, after);
       });
+      const int64_t wait_units = copy_ended ? 0 : n.ceil_units(prev.pending_ms);
       if (same == rows.end()) {
-        rows.push_back({left, prev, 0, merged.start(f.best + own, left)});
+        rows.push_back({left, after, 0, merged.start()});
+        merged.add(rows.back().merged, f.best + own, left, !copy_ended, wait_units);
       } else {
-        merged.add(same->merged, f.best + own, left);
+        merged.add(same->merged, f.best + own, left, !copy_ended, wait_units);
         ++rows_merged;
+        if (!copy_ended) ++waits_merged;
       }
     }
     for (const Row& r : rows) {
       const Previous& prev = r.prev;
       const int64_t* costs = r.merged >= 0 ? merged.costs_of(r.merged) : f.best + r.own;
       const int16_t* lefts = r.merged >= 0 ? merged.lefts_of(r.merged) : nullptr;
+      const char* waits = r.merged >= 0 ? merged.waits_of(r.merged) : nullptr;
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated: the
       // row's states to expand are its staircase, cost falling as D grows.
@@ -905,13 +954,13 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
-        states.push_back({D, so_far, lefts ? lefts[D] : r.left});
+        states.push_back({D, so_far, lefts ? lefts[D] : r.left, waits ? waits[D] != 0 : false});
       }
       // The item start of a state, after waiting for the previous item's copy or not
       // (Note [Waiting for the previous offload]: then nothing of it is pending any
       // more), with that item's prefetch issued ahead or not.
       const auto item_start = [&](const Expanded& st, bool wait, bool lead) -> std::optional<ItemStart> {
-        if ((wait && !prev.pending()) || (lead && !prev.has_prefetch())) return std::nullopt;
+        if ((wait && (!prev.pending() || r.waits_merged)) || (lead && !prev.has_prefetch())) return std::nullopt;
         const bool pending = prev.pending() && !wait;
         const int64_t m = S - st.D - (lead ? prev.prefetch_slots : 0);
         if (m < 0) return std::nullopt;
@@ -924,7 +973,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
                          st.so_far + (wait ? n.ceil_units(prev.pending_ms) : 0),
                          m,
                          pending ? prev.pending_slots : 0,
-                         back_from(st.D, e, st.left, lead, wait)};
+                         back_from(st.D, e, st.left, lead, wait || st.wait)};
       };
       // `one_state`: every item of this state, in the plain order; else those that are
       // not taken by row.
@@ -963,7 +1012,10 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         }
     }
   }
-  if (known) known->rows_merged = rows_merged;
+  if (known) {
+    known->rows_merged = rows_merged;
+    known->waits_merged = waits_merged;
+  }
   if (!f.found) {
     if (!bounded) return std::nullopt;
     OffloadAnswer unbounded;  // the bound was wrong: Note [An answer known in advance]
@@ -971,6 +1023,7 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     known->units = unbounded.units;
     known->solved_again = true;
     known->rows_merged += unbounded.rows_merged;
+    known->waits_merged += unbounded.waits_merged;
     return plan;
   }
   if (known) known->units = f.answer;

@@ -212,6 +212,7 @@ struct OffloadAnswer {
   std::optional<int64_t> units;          // out: the answer's cost; unset where no plan fits
   bool solved_again = false;             // out: the bound was below the answer, and the DP ran again
   int64_t rows_merged = 0;               // out: rows expanded as part of another's (Note [Rows whose copy has ended] in offload.cpp)
+  int64_t waits_merged = 0;              // out: of those, rows whose starts that wait were (Note [Waited rows merged] in offload.cpp)
 };
 // Whether the class's answer at (budget_bytes, slots) bounds its answer at
 // (to_budget_bytes, to_slots) from above (Note [An answer known in advance]).

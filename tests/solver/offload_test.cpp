@@ -237,16 +237,17 @@ TEST(OffloadDp, AMemoryUsedByOtherSolvesChangesNoPlan) {
   EXPECT_GT(num_offloading, 100);  // not vacuous: the DP's ways back, which are never cleared, are read
 }
 
-// Notes [Rows whose copy has ended], [KR runs by row] and [C items by row] in
-// offload.cpp: expanding the states whose offloaded input has finished copying once
-// per prefetch size, and the KR runs and C items of a row length by length, out of the
-// plain loop order, changes no answer and no plan, op for op (Note [Ties broken as the
-// plain order would]), in any class, with and without skipping beaten states, on
-// random chains and on block chains, whose inputs all have one size.
+// Notes [Rows whose copy has ended], [Waited rows merged], [KR runs by row] and [C
+// items by row] in offload.cpp: expanding the states whose offloaded input has
+// finished copying, or whose start waits for that copy, once per prefetch size, and
+// the KR runs and C items of a row length by length, out of the plain loop order,
+// changes no answer and no plan, op for op (Note [Ties broken as the plain order
+// would]), in any class, with and without skipping beaten states, on random chains
+// and on block chains, whose inputs all have one size.
 TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
   std::mt19937_64 rng(4711);
-  int num_plans = 0, num_prefetching = 0;
-  int64_t rows_merged = 0;
+  int num_plans = 0, num_prefetching = 0, num_waiting = 0;
+  int64_t rows_merged = 0, waits_merged = 0;
   for (int trial = 0; trial < 200; ++trial) {
     Chain chain = trial % 2 ? chain_of_trial(rng, trial) : testing::block_dominated_chain(6 + trial % 14, trial);
     if (trial % 2 == 0) chain.link = Link{trial % 4 ? 1e9 : 1e10, trial % 8 < 4 ? 1e9 : 3e9};
@@ -270,19 +271,26 @@ TEST(OffloadDp, ExpandingOutOfThePlainOrderChangesNoPlan) {
           ASSERT_EQ(fast.has_value(), reference.has_value());
           EXPECT_EQ(plain_answer.rows_merged, 0);
           rows_merged += merged_answer.rows_merged;
+          waits_merged += merged_answer.waits_merged;
           if (!fast) continue;
           EXPECT_EQ(merged_answer.units, plain_answer.units);
           EXPECT_EQ(*fast, *reference);
           ++num_plans;
           num_prefetching +=
               std::any_of(fast->begin(), fast->end(), [](const Op& op) { return op.kind == OpKind::Prefetch; });
+          num_waiting +=
+              std::any_of(fast->begin(), fast->end(), [](const Op& op) { return op.kind == OpKind::WaitOffloads; });
         }
       }
     }
   }
   EXPECT_GT(num_plans, 1500);
   EXPECT_GT(num_prefetching, 200);  // not vacuous: many plans bring an offloaded input back
-  EXPECT_GT(rows_merged, 10000);    // and many rows were merged on the way
+  EXPECT_GT(rows_merged, 10000);    // and many rows were merged on the way,
+  EXPECT_GT(waits_merged, 1000);     // many of them for their starts that wait,
+  EXPECT_GT(num_waiting, 50);        // and many plans wait for a copy
+  std::printf("%d plans, %d prefetch, %d wait; %lld rows merged, %lld for their waits\n", num_plans, num_prefetching,
+              num_waiting, static_cast<long long>(rows_merged), static_cast<long long>(waits_merged));
 }
 
 // Note [An answer known in advance] in offload.h: the class's answer at a smaller
