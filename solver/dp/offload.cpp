@@ -679,6 +679,9 @@ struct Expanded {
 // [Ties broken as the plain order would]). relax_checkpointed is the same item for
 // one state, in the plain order (DpOptions::plain_expansion), and
 // OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
+// `kStatesMayWait`: some state's start waits (Note [Waited rows merged]); without,
+// the inner loop reads no state's flag.
+template <bool kStatesMayWait>
 void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
   const Chain& chain = f.chain;
   const Numbers& n = f.n;
@@ -751,7 +754,7 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
       const int64_t ckpt_cost =
           inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
       if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-      Back b = back_from(D, e, st.left, start.lead, start.wait || st.wait, run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
+      Back b = back_from(D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait), run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
       const int64_t cost = std::min(run_cost, ckpt_cost);
       if (!copied) {
         b.then_keep = true;
@@ -786,6 +789,7 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
 // prefetch's place. Each relaxation is the one relax_kept_runs makes for that state
 // and length; only the order differs (Note [Ties broken as the plain order would]),
 // and OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
+template <bool kStatesMayWait>  // as for relax_checkpointed_row
 void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
   const Numbers& n = f.n;
   const Previous& prev = start.prev;
@@ -818,7 +822,7 @@ void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* sta
     for (size_t i = first; i < last; ++i) {
       const Expanded& st = states[i];
       const bool holds = i < holding_end;
-      Back b = back_from(st.D, e, st.left, start.lead, start.wait || st.wait, Item::KeepRun);
+      Back b = back_from(st.D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait), Item::KeepRun);
       b.then_wait = then_wait;
       b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
       f.relax_in(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]), b);
@@ -956,6 +960,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
         states.push_back({D, so_far, lefts ? lefts[D] : r.left, waits ? waits[D] != 0 : false});
       }
+      const bool states_may_wait =
+          std::any_of(states.begin(), states.end(), [](const Expanded& st) { return st.wait; });
       // The item start of a state, after waiting for the previous item's copy or not
       // (Note [Waiting for the previous offload]: then nothing of it is pending any
       // more), with that item's prefetch issued ahead or not.
@@ -1006,8 +1012,13 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             }
           }
           if (row_start && e < L) {
-            relax_kept_runs_row(f, *row_start, states.data(), states.size());  // Note [KR runs by row]
-            relax_checkpointed_row(f, *row_start, states.data(), states.size());  // Note [C items by row]
+            if (states_may_wait) {
+              relax_kept_runs_row<true>(f, *row_start, states.data(), states.size());  // Note [KR runs by row]
+              relax_checkpointed_row<true>(f, *row_start, states.data(), states.size());  // Note [C items by row]
+            } else {
+              relax_kept_runs_row<false>(f, *row_start, states.data(), states.size());
+              relax_checkpointed_row<false>(f, *row_start, states.data(), states.size());
+            }
           }
         }
     }
