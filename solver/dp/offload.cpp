@@ -904,7 +904,6 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     Previous prev;
     size_t own = 0;            // a pair's own row: where it starts in f.best
     int merged = -1;           // else: which of the merged rows
-    bool waits_merged = false;  // its starts that wait are a merged row's (Note [Waited rows merged])
   };
   std::vector<Row> rows;
   std::vector<Expanded> states;  // one row's, in order of D
@@ -927,21 +926,20 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
         rows.push_back({left, prev, own});
         continue;
       }
-      if (prev.pending()) rows.push_back({left, prev, own, -1, true});
+      // A pair whose copy still runs keeps its own row for its starts that do not wait.
+      if (prev.pending()) rows.push_back({left, prev, own});
       // Note [Waited rows merged]: what the starts that wait read of the previous item.
       const Previous after = copy_ended ? prev : waited(prev);
       const auto same = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
         return r.merged >= 0 && same_after_the_copy(r.prev, after);
       });
-      const int64_t wait_units = copy_ended ? 0 : n.ceil_units(prev.pending_ms);
-      if (same == rows.end()) {
-        rows.push_back({left, after, 0, merged.start()});
-        merged.add(rows.back().merged, f.best + own, left, !copy_ended, wait_units);
-      } else {
-        merged.add(same->merged, f.best + own, left, !copy_ended, wait_units);
+      if (same != rows.end()) {
         ++rows_merged;
         if (!copy_ended) ++waits_merged;
       }
+      const int into = same != rows.end() ? same->merged : merged.start();
+      if (same == rows.end()) rows.push_back({left, after, 0, into});
+      merged.add(into, f.best + own, left, !copy_ended, copy_ended ? 0 : n.ceil_units(prev.pending_ms));
     }
     for (const Row& r : rows) {
       const Previous& prev = r.prev;
@@ -966,7 +964,8 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       // (Note [Waiting for the previous offload]: then nothing of it is pending any
       // more), with that item's prefetch issued ahead or not.
       const auto item_start = [&](const Expanded& st, bool wait, bool lead) -> std::optional<ItemStart> {
-        if ((wait && (!prev.pending() || r.waits_merged)) || (lead && !prev.has_prefetch())) return std::nullopt;
+        // A pending pair's starts that wait are its merged row's, except in the plain expansion.
+        if ((wait && (!prev.pending() || !options.plain_expansion)) || (lead && !prev.has_prefetch())) return std::nullopt;
         const bool pending = prev.pending() && !wait;
         const int64_t m = S - st.D - (lead ? prev.prefetch_slots : 0);
         if (m < 0) return std::nullopt;
