@@ -195,4 +195,18 @@ inline bool fits(const SimResult& r, int64_t budget_bytes) {
   return r.valid && r.peak_bytes <= budget_bytes;
 }
 
+// Note [What the simulator refuses]
+// simulate_timeline refuses a plan (SimResult::error, at error_op) for what its ops
+// hold and in which order: an op that reads data not resident, copies data that is
+// not where the copy needs it, or leaves data behind at the end. None of those checks
+// reads the clock, so a wait_offloads put in anywhere, which only moves the clock,
+// leaves the plan refused at the same op (one place on where the wait comes before
+// it), or accepted. And it runs the ops in order and stops at the first refused one,
+// so every plan that agrees with a refused one up to and including that op is refused
+// there too.
+// A stopped simulation (Note [Stopping over the budget] in simulate.cpp) is not a
+// refusal: it says nothing about the ops after it.
+// SimulateTimeline.AWaitNeverChangesWhatIsRefused checks the first part.
+inline bool refused(const SimResult& r) { return !r.valid && !r.stopped_over && !r.stopped_late; }
+
 }  // namespace memopt::solver

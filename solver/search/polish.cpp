@@ -31,8 +31,11 @@ struct Search {
 
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
-  bool take(std::vector<Op> candidate) {
+  // `refused_at`, where given: the op at which the simulator refused the candidate
+  // (Note [Refused round trips] in polish.h), or -1.
+  bool take(std::vector<Op> candidate, int* refused_at = nullptr) {
     SimResult r = simulate_to_beat(*prefix, candidate, sim_key, budget_bytes);
+    if (refused_at) *refused_at = refused(r) ? r.error_op : -1;
     if (!r.valid) return false;
     const PlanKey candidate_key = key(r, candidate);
     if (!(candidate_key < sim_key)) return false;
@@ -142,14 +145,22 @@ bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
   if (s.sim.peak_op >= 0 && made >= static_cast<size_t>(s.sim.peak_op)) return false;  // Note [Round trips after the peak] in polish.h
   const std::vector<Op> with_out = inserted(s.ops, made + 1, out);
   const Op back{way_back(out.kind), out.index};
-  // reader moved one on; the prefetch goes before it, after the offload.
-  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n)
-    if (s.take(inserted(with_out, at, back))) return true;
+  // reader moved one on; the prefetch goes before it, after the offload. Note [Refused
+  // round trips] in polish.h: a refused offload ends the trip, and a refused prefetch
+  // position is refused with every wait too.
+  std::vector<char> refused_position(static_cast<size_t>(std::max(window, 0)), 0);
+  for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
+    int refused_at = -1;
+    if (s.take(inserted(with_out, at, back), &refused_at)) return true;
+    if (refused_at >= 0 && static_cast<size_t>(refused_at) <= made + 1) return false;
+    refused_position[n] = refused_at >= 0;
+  }
   if (!s.over_budget()) return false;
   // Over the budget, the offload frees its bytes only when its copy has ended: also
   // try each prefetch position with a wait before one of the `window` compute ops
   // that follow the offload.
   for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
+    if (refused_position[n]) continue;
     const std::vector<Op> with_back = inserted(with_out, at, back);
     for (size_t w = made + 2, m = 0; w < with_back.size() && m < static_cast<size_t>(window); ++w) {
       if (!info(with_back[w].kind).is_compute) continue;

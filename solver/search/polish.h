@@ -79,6 +79,19 @@
 // so its end, which may fall at p's start, changes no total).
 // SimulateTimeline.ARoundTripAfterThePeakNeverLowersIt checks it.
 //
+// Note [Refused round trips]
+// Every candidate of one round trip has the plan's ops up to the offload, then the
+// offload; the prefetch positions differ only after it, and the waits tried with a
+// position only add a wait_offloads to it. So by Note [What the simulator refuses]
+// (simulate.h), where the simulator refuses the offload itself (the data is held as a
+// saved state, is not on the device, or is a kept stage's input), it refuses every
+// candidate of the trip at that op, and where it refuses a prefetch position, it
+// refuses every wait tried with it. Such a candidate is never taken, so the polish
+// stops the trip at the first refusal of its offload and skips the waits of a refused
+// position: the same moves, and on block-dominated chains over a slow link most of
+// the round trips the repair tried were refused at their offload, each after a
+// simulation per prefetch position and per wait.
+//
 // Note [A wait that waits for nothing]
 // A wait_offloads put right before a compute op c ends when the last copy to the host
 // issued before it ends, or at once. Where every such copy has ended by the time c

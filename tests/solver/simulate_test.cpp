@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -603,6 +604,52 @@ TEST(SimulateTimeline, AWaitAfterEveryCopyHasEndedChangesNothing) {
   });
   EXPECT_GT(num_idle, 500);
   EXPECT_GT(num_in_flight_slower, 50);  // not vacuous: where a copy runs, waiting costs
+}
+
+// Note [What the simulator refuses] in solver/chain/simulate.h: a wait_offloads put
+// anywhere into a plan the simulator refuses leaves it refused at the same op (one
+// place on where the wait comes before it), and into one it accepts leaves it
+// accepted; and a round trip refused at its offload is refused there at every
+// prefetch position. The plans are the polish's round trips (Note [Refused round
+// trips] in solver/search/polish.h), their prefetch also placed up to two ops past
+// the data's reader, which then reads it from the host: many are refused, at the
+// offload and after it.
+TEST(SimulateTimeline, AWaitNeverChangesWhatIsRefused) {
+  int64_t num_refused = 0, num_refused_later = 0, num_accepted = 0;
+  for_each_plan_to_edit(2147483647, [&](const Chain& chain, const std::vector<Op>& ops, const SimResult&) {
+    std::vector<RoundTrip> trips;
+    for (int k = 0; k < chain.length(); ++k) {
+      if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
+      for (const RoundTrip& trip : activation_round_trips(chain, ops, k)) trips.push_back(trip);
+    }
+    for (const RoundTrip& trip : trips) {
+      const size_t off_at = trip.made + 1;
+      const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
+      std::optional<bool> offload_refused;
+      for (size_t at = off_at + 1; at <= std::min(trip.reader + 3, with_out.size()); ++at) {
+        const std::vector<Op> with_back = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
+        const SimResult r = simulate_timeline(chain, with_back);
+        ASSERT_TRUE(r.valid || refused(r));
+        const bool at_offload = refused(r) && r.error_op == static_cast<int>(off_at);
+        if (!offload_refused) offload_refused = at_offload;
+        EXPECT_EQ(at_offload, *offload_refused) << "the offload at " << off_at << ", back at " << at;
+        if (r.valid) ++num_accepted;
+        else if (at_offload) ++num_refused;
+        else ++num_refused_later;
+        for (size_t w = 0; w <= with_back.size(); ++w) {
+          const SimResult waited = simulate_timeline(chain, inserted(with_back, w, {OpKind::WaitOffloads, -1}));
+          ASSERT_EQ(waited.valid, r.valid) << "a wait at " << w << ": " << waited.error;
+          if (r.valid) continue;
+          EXPECT_TRUE(refused(waited));
+          EXPECT_EQ(waited.error_op, r.error_op + (w <= static_cast<size_t>(r.error_op) ? 1 : 0)) << "a wait at " << w;
+        }
+      }
+    }
+  });
+  // Not vacuous: each kind is common.
+  EXPECT_GT(num_refused, 200);
+  EXPECT_GT(num_refused_later, 200);
+  EXPECT_GT(num_accepted, 1500);
 }
 
 TEST(SimulateTimeline, OffloadFreesTheDeviceCopyWhenTheCopyEnds) {
