@@ -231,24 +231,24 @@ void plus_into(int32_t* __restrict row, const int32_t* __restrict a, int32_t add
 // schedule of each of its two parts takes, keep_all(j, t) + keep_all(s, j - 1), at
 // every m of its band [lo, kept_from); where the row already holds at most that, the
 // branch cannot lower it. Those m are the top of the band, from the first such m on,
-// which the row's order lets a bisection find, so the branch runs only below it. On
+// so the branch runs only below it, or a few values past it (lowered_until). On
 // long chains most branches recompute a long forward and beat the row only where
 // memory is tight, so their band shrinks to its low end. The bound is made of prefix
 // sums, not of the parts' own rows: reading one value of a row far away in the table
 // cost more than the values it saved. The values are the very ones the whole band
 // gives (the min there changes nothing), and the reconstruction reads only values.
-// The first m in [lo, end) with row[m] <= bound (end where none): the row below it is
-// what a branch worth at least `bound` everywhere may still lower.
-// Branch-free: which way each step goes is as good as random.
+//
+// Where in [lo, end) a branch worth at least `bound` everywhere stops lowering the row:
+// the first of lo, lo + kUntilStride, ... at which row[m] <= bound (end where none).
+// The row is already at most `bound` from the first such m on, so the min over the
+// values between it and that point changes none of them. A bisection for the first
+// such m itself waits for each read before the next, and the bands are a few hundred
+// values wide: it cost more than the min over the stride's values that it saved.
+constexpr int64_t kUntilStride = 64;
 int64_t lowered_until(const int32_t* row, int64_t lo, int64_t end, int64_t bound) {
-  if (lo >= end) return end;
-  const int32_t* base = row + lo;
-  for (int64_t n = end - lo; n > 1;) {
-    const int64_t half = n / 2;
-    base = base[half] > bound ? base + half : base;
-    n -= half;
-  }
-  return (base - row) + (*base > bound ? 1 : 0);
+  int64_t m = lo;
+  while (m < end && row[m] > bound) m += kUntilStride;
+  return std::min(m, end);
 }
 
 void fill_row(const Discrete& d, Table& tab, int s, int t) {
