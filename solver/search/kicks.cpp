@@ -83,6 +83,8 @@ std::vector<Kick> round_trip_kicks_of(const Chain& chain, int64_t budget_bytes, 
       for (size_t at = trip.reader + 1, n = 0; at > off_at && n < static_cast<size_t>(window_ops); --at, ++n) {
         std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
         const SimResult r = best ? simulate_to_beat(prefix, c, best->first, budget_bytes) : prefix.simulate(c);
+        // Note [Refused round trips] in polish.h: refused at the offload, so is every place back.
+        if (refused(r) && r.error_op == static_cast<int>(off_at)) break;
         if (!r.valid) continue;
         const PlanKey key = plan_key(r, c, budget_bytes);
         if (!best || key < best->first) best.emplace(key, std::move(c));

@@ -90,7 +90,8 @@
 // stops the trip at the first refusal of its offload and skips the waits of a refused
 // position: the same moves, and on block-dominated chains over a slow link most of
 // the round trips the repair tried were refused at their offload, each after a
-// simulation per prefetch position and per wait.
+// simulation per prefetch position and per wait. The kicks that add a round trip
+// (kicks.h) likewise try no more prefetch positions of an offload place refused.
 //
 // Note [A wait that waits for nothing]
 // A wait_offloads put right before a compute op c ends when the last copy to the host
