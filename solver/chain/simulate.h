@@ -206,7 +206,7 @@ inline bool fits(const SimResult& r, int64_t budget_bytes) {
 // there too.
 // A stopped simulation (Note [Stopping over the budget] in simulate.cpp) is not a
 // refusal: it says nothing about the ops after it.
-// SimulateTimeline.AWaitNeverChangesWhatIsRefused checks the first part.
+// SimulateTimeline.AWaitNeverChangesWhatIsRefused checks both on round trips.
 inline bool refused(const SimResult& r) { return !r.valid && !r.stopped_over && !r.stopped_late; }
 
 }  // namespace memopt::solver
