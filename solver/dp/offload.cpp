@@ -933,12 +933,15 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       const auto same = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
         return r.merged >= 0 && same_after_the_copy(r.prev, after);
       });
-      if (same != rows.end()) {
+      int into;
+      if (same == rows.end()) {
+        into = merged.start();
+        rows.push_back({left, after, 0, into});
+      } else {
+        into = same->merged;
         ++rows_merged;
         if (!copy_ended) ++waits_merged;
       }
-      const int into = same != rows.end() ? same->merged : merged.start();
-      if (same == rows.end()) rows.push_back({left, after, 0, into});
       merged.add(into, f.best + own, left, !copy_ended, copy_ended ? 0 : n.ceil_units(prev.pending_ms));
     }
     for (const Row& r : rows) {
