@@ -681,6 +681,18 @@ struct Expanded {
 // OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
 // `kStatesMayWait`: some state's start waits (Note [Waited rows merged]); without,
 // the inner loop reads no state's flag.
+// Note [Landings a cheaper one of the same length dominates]
+// For one item start and length, the states land in one row each (plain, offloaded,
+// or with K next), at D plus a size that depends only on the item: in order of D, so
+// each landing holds more slots than the ones before it in that row. A landing that
+// costs no less than one of those is dominated in its row, and a state so dominated
+// is never expanded: the expansion takes only a row's staircase, cost falling as D
+// grows, and a merged row's value at D is the least of its rows' values, each plus its
+// start's own wait, so a dominated value is dominated there too. The answer and the ways
+// back read only states that are expanded. So such a landing is skipped: cells off the
+// staircase may then keep a dearer value, and no state the DP expands, no value it
+// reads and no plan changes (OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan
+// compares the plans and answers with the plain order's, which skips nothing).
 template <bool kStatesMayWait>
 void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
   const Chain& chain = f.chain;
@@ -744,6 +756,9 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
     const int32_t* segment = n.table.row(e, next - 1);
     const int64_t x_next = n.x_slots[next];
     size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
+    // The least cost landed so far in each of the three rows (Note [Landings a cheaper
+    // one of the same length dominates]).
+    int64_t least_kept = kUnreached, least_plain = kUnreached, least_offloaded = kUnreached;
     for (size_t i = first; i < count; ++i) {
       const Expanded& st = states[i];
       const int64_t D = st.D;
@@ -758,14 +773,18 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
       const int64_t cost = std::min(run_cost, ckpt_cost);
       if (!copied) {
         b.then_keep = true;
+        if (cost >= least_kept) continue;
+        least_kept = cost;
         f.relax(next + 1, D + x_next + n.xbar_slots[next + 1], kLeftKept, cost + n.uf_units[next] + n.ub_units[next], b);
         continue;
       }
-      if (D <= kept_max) {
+      if (D <= kept_max && cost < least_plain) {
+        least_plain = cost;
         if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
         f.relax_in(plain_row, D + x_next, cost, b);
       }
-      if (D <= offloaded_max) {
+      if (D <= offloaded_max && cost < least_offloaded) {
+        least_offloaded = cost;
         if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
         b.offload = true;
         f.relax_in(offloaded_row, D - x_e + x_next, cost, b);
