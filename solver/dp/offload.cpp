@@ -411,6 +411,19 @@ struct Forward {
   void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
     relax_in(row_start(to_e, to_left), to_D, cost, b);
   }
+  // relax_in where making the way back costs more than the compare: it is made only
+  // where the cost ties or wins.
+  template <typename WayBack>
+  [[gnu::always_inline]] void relax_lazily(size_t row, int64_t to_D, int64_t cost, const WayBack& way_back) {
+    const size_t to = row + static_cast<size_t>(to_D);
+    if (cost > best[to]) return;
+    const Back b = way_back();
+    // Note [Ties broken as the plain order would]
+    if (cost < best[to] || earlier(b, back[to])) {
+      best[to] = cost;
+      back[to] = b;
+    }
+  }
   // The same, in the row that starts at `row` (row_start's).
   void relax_in(size_t row, int64_t to_D, int64_t cost, const Back& b) {
     const size_t to = row + static_cast<size_t>(to_D);
@@ -769,25 +782,35 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
       const int64_t ckpt_cost =
           inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
       if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-      Back b = back_from(D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait), run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
       const int64_t cost = std::min(run_cost, ckpt_cost);
+      const auto way_back = [&] {
+        return back_from(D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait),
+                         run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
+      };
       if (!copied) {
-        b.then_keep = true;
         if (cost >= least_kept) continue;
         least_kept = cost;
-        f.relax(next + 1, D + x_next + n.xbar_slots[next + 1], kLeftKept, cost + n.uf_units[next] + n.ub_units[next], b);
+        f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
+                       cost + n.uf_units[next] + n.ub_units[next], [&] {
+                         Back b = way_back();
+                         b.then_keep = true;
+                         return b;
+                       });
         continue;
       }
       if (D <= kept_max && cost < least_plain) {
         least_plain = cost;
         if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
-        f.relax_in(plain_row, D + x_next, cost, b);
+        f.relax_lazily(plain_row, D + x_next, cost, way_back);
       }
       if (D <= offloaded_max && cost < least_offloaded) {
         least_offloaded = cost;
         if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
-        b.offload = true;
-        f.relax_in(offloaded_row, D - x_e + x_next, cost, b);
+        f.relax_lazily(offloaded_row, D - x_e + x_next, cost, [&] {
+          Back b = way_back();
+          b.offload = true;
+          return b;
+        });
       }
     }
   }
@@ -841,10 +864,14 @@ void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* sta
     for (size_t i = first; i < last; ++i) {
       const Expanded& st = states[i];
       const bool holds = i < holding_end;
-      Back b = back_from(st.D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait), Item::KeepRun);
-      b.then_wait = then_wait;
-      b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
-      f.relax_in(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]), b);
+      f.relax_lazily(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]),
+                     [&] {
+                       Back b = back_from(st.D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait),
+                                          Item::KeepRun);
+                       b.then_wait = then_wait;
+                       b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
+                       return b;
+                     });
     }
   };
   for (int k = e + 1; k <= L; ++k) {
