@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 #include <optional>
+#include <span>
 #include <limits>
 #include <tuple>
 
@@ -692,8 +693,19 @@ struct Expanded {
 // [Ties broken as the plain order would]). relax_checkpointed is the same item for
 // one state, in the plain order (DpOptions::plain_expansion), and
 // OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
-// `kStatesMayWait`: some state's start waits (Note [Waited rows merged]); without,
-// the inner loop reads no state's flag.
+//
+// Note [C items of one stage by length]
+// Every item start of stage e reads, for its C items [e, next), the same recompute
+// table row, (e, next - 1), and lands in the same rows: next's plain row, next's row
+// that offloads a_e, and next + 1's kept row. Taken one item start after another, each
+// start walks every length, and the rows of a length have left the cache by the time
+// the next start reads them. So the stage's item starts are taken length by length
+// once every row of the stage has been expanded otherwise, each start doing its C items
+// of that length (relax_checkpointed_length; what a start keeps from one length to the
+// next is in CheckpointedItems). Only the order of the relaxations changes (Note [Ties
+// broken as the plain order would]); the answer that skips states (Note [States that
+// cannot beat the answer]) may then be found earlier, which changes no plan either.
+//
 // Note [Landings a cheaper one of the same length dominates]
 // For one item start and length, the states land in one row each (plain, offloaded,
 // or with K next), at D plus a size that depends only on the item: in order of D, so
@@ -706,114 +718,147 @@ struct Expanded {
 // staircase may then keep a dearer value, and no state the DP expands, no value it
 // reads and no plan changes (OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan
 // compares the plans and answers with the plain order's, which skips nothing).
-template <bool kStatesMayWait>
-void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
+// One item start's C items, taken length by length (Note [C items by row]): what
+// stays from one length to the next, and the states still alive, [first, count) of
+// its row's, which lie in a buffer of every row's states of the stage (`at`).
+struct CheckpointedItems {
+  ItemStart start;
+  size_t at = 0, first = 0, count = 0;
+  int64_t wait_units = 0, lead_slots = 0;
+  int64_t kept_max = 0, offloaded_max = -1, fwd_units = 0;
+  bool may_offload = false, runs = false;
+  double own_ms = 0;
+  // CR's bounds: its re-forward's and its bwd ops' running maxima, less D.
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
+  int64_t run_reach = 0, run_refwd = kNone, run_bwd = kNone, run_units = 0, run_hidden = 0;
+};
+
+// The C items of `start` from the states [at, at + count) of `all`; none where its
+// start can have none.
+std::optional<CheckpointedItems> checkpointed_items(const Forward& f, const ItemStart& start, size_t at, size_t count) {
   const Chain& chain = f.chain;
   const Numbers& n = f.n;
   const Previous& prev = start.prev;
+  const int e = start.e;
+  const int64_t S = f.S;
+  if (!f.through_recomputation && start.pending && chain.uf_nograd(e) < prev.pending_ms) return std::nullopt;
+  CheckpointedItems c;
+  c.start = start;
+  c.at = at;
+  c.count = count;
+  c.wait_units = start.wait ? n.ceil_units(prev.pending_ms) : 0;
+  c.lead_slots = start.lead ? prev.prefetch_slots : 0;
+  // A start needs m = S - D - lead_slots >= 0, and the item's first op its room.
+  c.kept_max = std::min(S - c.lead_slots, S - start.pend - n.x_slots[e + 1] - n.ftmp_slots[e]);
+  c.may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) &&
+                  !(start.copy_left_ms(n.nograd_prefix_ms, e + 1) > 0);
+  c.own_ms = c.may_offload ? n.d2h_ms(chain.x(e)) : 0;
+  c.offloaded_max = c.may_offload ? c.kept_max : -1;
+  c.fwd_units = n.uf_nograd_units[e];
+  c.runs = start.lead && f.through_recomputation;
+  return c;
+}
+
+// The C items [e, next) of `c`, its states in `all`; false once no longer item of it
+// can land.
+bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded* all, int next) {
+  const Chain& chain = f.chain;
+  const Numbers& n = f.n;
+  const ItemStart& start = c.start;
+  const Previous& prev = start.prev;
   const int e = start.e, L = chain.length();
   const int64_t S = f.S, x_e = n.x_slots[e];
-  if (!f.through_recomputation && start.pending && chain.uf_nograd(e) < prev.pending_ms) return;
-  const int64_t wait_units = start.wait ? n.ceil_units(prev.pending_ms) : 0;
-  const int64_t lead_slots = start.lead ? prev.prefetch_slots : 0;
-  // A start needs m = S - D - lead_slots >= 0, and the item's first op its room.
-  int64_t kept_max = std::min(S - lead_slots, S - start.pend - n.x_slots[e + 1] - n.ftmp_slots[e]);
-  const auto still_copying_at = [&](int k) { return start.copy_left_ms(n.nograd_prefix_ms, k) > 0; };
-  const bool may_offload = prev.input_plain && chain.x(e) > 0 && chain.stands_alone(e) && !still_copying_at(e + 1);
-  const double own_ms = may_offload ? n.d2h_ms(chain.x(e)) : 0;
-  int64_t offloaded_max = may_offload ? kept_max : -1;
-  int64_t fwd_units = n.uf_nograd_units[e];
-  // CR's bounds: its re-forward's and its bwd ops' running maxima, less D.
-  const bool runs = start.lead && f.through_recomputation;
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
-  int64_t run_reach = 0, run_refwd = kNone, run_bwd = kNone, run_units = 0, run_hidden = 0;
-  size_t first = 0;
-  for (int next = e + 1; next <= L; ++next) {
-    if (next > e + 1) {
-      const int k = next - 1;
-      fwd_units += n.uf_nograd_units[k];
-      const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + start.pending_at(n.nograd_prefix_ms, k);
-      kept_max = std::min(kept_max, S - work);
-      const bool gone = own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
-      if (may_offload) offloaded_max = std::min(offloaded_max, S - work + (gone ? x_e : 0));
+  const Expanded* states = all + c.at;
+  if (next > e + 1) {
+    const int k = next - 1;
+    c.fwd_units += n.uf_nograd_units[k];
+    const int64_t work = n.x_slots[k] + n.x_slots[k + 1] + n.ftmp_slots[k] + start.pending_at(n.nograd_prefix_ms, k);
+    c.kept_max = std::min(c.kept_max, S - work);
+    const bool gone = c.own_ms <= n.nograd_prefix_ms[k] - n.nograd_prefix_ms[e + 1];
+    if (c.may_offload) c.offloaded_max = std::min(c.offloaded_max, S - work + (gone ? x_e : 0));
+  }
+  const int64_t kept_max = c.kept_max, offloaded_max = c.offloaded_max, fwd_units = c.fwd_units;
+  const int64_t wait_units = c.wait_units, lead_slots = c.lead_slots;
+  // A state over both bounds is over them for every longer item.
+  const int64_t alive_max = std::max(kept_max, offloaded_max);
+  size_t first = c.first, count = c.count;
+  while (count > first && states[count - 1].D > alive_max) --count;
+  // Costs fall along the row, so those that cannot beat the answer come first.
+  const int64_t most = f.answer - wait_units - fwd_units - f.rest_units[e];
+  while (first < count && f.skips && states[first].so_far > most) ++first;
+  c.first = first;
+  c.count = count;
+  if (first == count) return false;
+  const bool copied = !(start.copy_left_ms(n.nograd_prefix_ms, next) > 0);
+  // Where the copy is still running, the item lands only with K next (Note [A copy
+  // through a recomputed segment]).
+  int64_t lands_max = -1;
+  if (!copied && next < L && chain.uf(next) >= start.copy_left_ms(n.nograd_prefix_ms, next)) {
+    const int64_t x_next = n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
+    lands_max = std::min({kept_max, S - x_next - start.pending_at(n.nograd_prefix_ms, next) - xbar_k - n.ftmp_keep_slots[next],
+                          S - x_next - xbar_k - n.x_slots[next + 1] - x_next - n.btmp_slots[next]});
+  }
+  int64_t run_max = -1, run_over_fwd = 0;  // CR: D at most run_max, cost so far + run_over_fwd
+  if (c.runs) {
+    const int k = next - 1;
+    const int64_t xbar_k = n.xbar_slots[k + 1];
+    c.run_refwd = std::max(c.run_refwd, c.run_reach + xbar_k + n.ftmp_keep_slots[k]);
+    c.run_bwd = std::max(c.run_bwd, c.run_reach + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
+    c.run_reach += xbar_k;
+    c.run_units += n.uf_units[k] + n.ub_units[k];
+    c.run_hidden += n.ub_units[k];
+    const int64_t pair_saving = n.ub_units[k] - n.ub_pair_units[k];
+    run_max = std::min({S - c.run_refwd, S - c.run_bwd - prev.prefetch_slots, S - c.run_refwd - n.x_slots[next]});
+    run_over_fwd = fwd_units + c.run_units - pair_saving + start.stall(c.run_hidden - pair_saving);
+  }
+  const int32_t* segment = n.table.row(e, next - 1);
+  const int64_t x_next = n.x_slots[next];
+  size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
+  // The least cost landed so far in each of the three rows (Note [Landings a cheaper
+  // one of the same length dominates]).
+  int64_t least_kept = kUnreached, least_plain = kUnreached, least_offloaded = kUnreached;
+  for (size_t i = first; i < count; ++i) {
+    const Expanded& st = states[i];
+    const int64_t D = st.D;
+    if (!copied && D > lands_max) continue;
+    const int64_t so_far = st.so_far + wait_units;
+    const int64_t run_cost = D <= run_max ? so_far + run_over_fwd : kUnreached;
+    const int64_t inner = segment[S - D - lead_slots];
+    const int64_t ckpt_cost =
+        inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
+    if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
+    const int64_t cost = std::min(run_cost, ckpt_cost);
+    const auto way_back = [&] {
+      return back_from(D, e, st.left, start.lead, start.wait || st.wait,
+                       run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
+    };
+    if (!copied) {
+      if (cost >= least_kept) continue;
+      least_kept = cost;
+      f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
+                     cost + n.uf_units[next] + n.ub_units[next], [&] {
+                       Back b = way_back();
+                       b.then_keep = true;
+                       return b;
+                     });
+      continue;
     }
-    // A state over both bounds is over them for every longer item.
-    const int64_t alive_max = std::max(kept_max, offloaded_max);
-    while (count > first && states[count - 1].D > alive_max) --count;
-    // Costs fall along the row, so those that cannot beat the answer come first.
-    const int64_t most = f.answer - wait_units - fwd_units - f.rest_units[e];
-    while (first < count && f.skips && states[first].so_far > most) ++first;
-    if (first == count) break;
-    const bool copied = !still_copying_at(next);
-    // Where the copy is still running, the item lands only with K next (Note [A copy
-    // through a recomputed segment]).
-    int64_t lands_max = -1;
-    if (!copied && next < L && chain.uf(next) >= start.copy_left_ms(n.nograd_prefix_ms, next)) {
-      const int64_t x_next = n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
-      lands_max = std::min({kept_max, S - x_next - start.pending_at(n.nograd_prefix_ms, next) - xbar_k - n.ftmp_keep_slots[next],
-                            S - x_next - xbar_k - n.x_slots[next + 1] - x_next - n.btmp_slots[next]});
+    if (D <= kept_max && cost < least_plain) {
+      least_plain = cost;
+      if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
+      f.relax_lazily(plain_row, D + x_next, cost, way_back);
     }
-    int64_t run_max = -1, run_over_fwd = 0;  // CR: D at most run_max, cost so far + run_over_fwd
-    if (runs) {
-      const int k = next - 1;
-      const int64_t xbar_k = n.xbar_slots[k + 1];
-      run_refwd = std::max(run_refwd, run_reach + xbar_k + n.ftmp_keep_slots[k]);
-      run_bwd = std::max(run_bwd, run_reach + xbar_k + n.x_slots[k + 1] + n.x_slots[k] + n.btmp_slots[k]);
-      run_reach += xbar_k;
-      run_units += n.uf_units[k] + n.ub_units[k];
-      run_hidden += n.ub_units[k];
-      const int64_t pair_saving = n.ub_units[k] - n.ub_pair_units[k];
-      run_max = std::min({S - run_refwd, S - run_bwd - prev.prefetch_slots, S - run_refwd - n.x_slots[next]});
-      run_over_fwd = fwd_units + run_units - pair_saving + start.stall(run_hidden - pair_saving);
-    }
-    const int32_t* segment = n.table.row(e, next - 1);
-    const int64_t x_next = n.x_slots[next];
-    size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
-    // The least cost landed so far in each of the three rows (Note [Landings a cheaper
-    // one of the same length dominates]).
-    int64_t least_kept = kUnreached, least_plain = kUnreached, least_offloaded = kUnreached;
-    for (size_t i = first; i < count; ++i) {
-      const Expanded& st = states[i];
-      const int64_t D = st.D;
-      if (!copied && D > lands_max) continue;
-      const int64_t so_far = st.so_far + wait_units;
-      const int64_t run_cost = D <= run_max ? so_far + run_over_fwd : kUnreached;
-      const int64_t inner = segment[S - D - lead_slots];
-      const int64_t ckpt_cost =
-          inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
-      if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-      const int64_t cost = std::min(run_cost, ckpt_cost);
-      const auto way_back = [&] {
-        return back_from(D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait),
-                         run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
-      };
-      if (!copied) {
-        if (cost >= least_kept) continue;
-        least_kept = cost;
-        f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
-                       cost + n.uf_units[next] + n.ub_units[next], [&] {
-                         Back b = way_back();
-                         b.then_keep = true;
-                         return b;
-                       });
-        continue;
-      }
-      if (D <= kept_max && cost < least_plain) {
-        least_plain = cost;
-        if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
-        f.relax_lazily(plain_row, D + x_next, cost, way_back);
-      }
-      if (D <= offloaded_max && cost < least_offloaded) {
-        least_offloaded = cost;
-        if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
-        f.relax_lazily(offloaded_row, D - x_e + x_next, cost, [&] {
-          Back b = way_back();
-          b.offload = true;
-          return b;
-        });
-      }
+    if (D <= offloaded_max && cost < least_offloaded) {
+      least_offloaded = cost;
+      if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
+      f.relax_lazily(offloaded_row, D - x_e + x_next, cost, [&] {
+        Back b = way_back();
+        b.offload = true;
+        return b;
+      });
     }
   }
+  return true;
 }
 
 // Note [KR runs by row]
@@ -831,7 +876,6 @@ void relax_checkpointed_row(Forward& f, const ItemStart& start, const Expanded* 
 // prefetch's place. Each relaxation is the one relax_kept_runs makes for that state
 // and length; only the order differs (Note [Ties broken as the plain order would]),
 // and OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan compares the two.
-template <bool kStatesMayWait>  // as for relax_checkpointed_row
 void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* states, size_t count) {
   const Numbers& n = f.n;
   const Previous& prev = start.prev;
@@ -866,7 +910,7 @@ void relax_kept_runs_row(Forward& f, const ItemStart& start, const Expanded* sta
       const bool holds = i < holding_end;
       f.relax_lazily(row, st.D + reach, st.so_far + wait_units + extra_units + start.stall(holds ? hidden : f.run_hidden[i]),
                      [&] {
-                       Back b = back_from(st.D, e, st.left, start.lead, start.wait || (kStatesMayWait && st.wait),
+                       Back b = back_from(st.D, e, st.left, start.lead, start.wait || st.wait,
                                           Item::KeepRun);
                        b.then_wait = then_wait;
                        b.prefetch_at = holds ? static_cast<int16_t>(prefetch_at) : f.run_prefetch_at[i];
@@ -952,12 +996,15 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
     int merged = -1;           // else: which of the merged rows
   };
   std::vector<Row> rows;
-  std::vector<Expanded> states;  // one row's, in order of D
+  std::vector<Expanded> all_states;  // every row's of the stage, each row's in order of D
+  std::vector<CheckpointedItems> checkpointed;  // the stage's item starts' C items
   int64_t rows_merged = 0, waits_merged = 0;
   const size_t length = index.row_length();
   OffloadDpMemory::Tables::MergedRows& merged = tables.merged;
   for (int e = 0; e <= L; ++e) {
     rows.clear();
+    all_states.clear();
+    checkpointed.clear();
     merged.clear(length);
     for (int left = kFirstLeft; left < e; ++left) {
       // An input moved by the item before e needs a stage before e.
@@ -998,17 +1045,16 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
       // Every check is D + (...) <= S and C(m, ...) only falls as m grows, so a state
       // holding more slots at no lower cost than one holding fewer is dominated: the
       // row's states to expand are its staircase, cost falling as D grows.
-      states.clear();
+      const size_t at = all_states.size();
       int64_t cheapest_below = kUnreached;
       for (int64_t D = 0; D <= S; ++D) {
         const int64_t so_far = costs[D];
         if (so_far >= cheapest_below) continue;
         cheapest_below = so_far;
         if (f.skips && so_far + f.rest_units[e] > f.answer) continue;  // Note [States that cannot beat the answer]
-        states.push_back({D, so_far, lefts ? lefts[D] : r.left, waits ? waits[D] != 0 : false});
+        all_states.push_back({D, so_far, lefts ? lefts[D] : r.left, waits ? waits[D] != 0 : false});
       }
-      const bool states_may_wait =
-          std::any_of(states.begin(), states.end(), [](const Expanded& st) { return st.wait; });
+      const std::span<const Expanded> states(all_states.data() + at, all_states.size() - at);
       // The item start of a state, after waiting for the previous item's copy or not
       // (Note [Waiting for the previous offload]: then nothing of it is pending any
       // more), with that item's prefetch issued ahead or not.
@@ -1060,15 +1106,18 @@ std::optional<std::vector<Op>> solve_offload(const Chain& chain, int64_t budget_
             }
           }
           if (row_start && e < L) {
-            if (states_may_wait) {
-              relax_kept_runs_row<true>(f, *row_start, states.data(), states.size());  // Note [KR runs by row]
-              relax_checkpointed_row<true>(f, *row_start, states.data(), states.size());  // Note [C items by row]
-            } else {
-              relax_kept_runs_row<false>(f, *row_start, states.data(), states.size());
-              relax_checkpointed_row<false>(f, *row_start, states.data(), states.size());
-            }
+            relax_kept_runs_row(f, *row_start, states.data(), states.size());  // Note [KR runs by row]
+            // Note [C items by row]: taken below, with every other row's of the stage.
+            if (auto items = checkpointed_items(f, *row_start, at, states.size())) checkpointed.push_back(*items);
           }
         }
+    }
+    // Note [C items of one stage by length]
+    for (int next = e + 1; next <= L && !checkpointed.empty(); ++next) {
+      size_t still = 0;
+      for (CheckpointedItems& c : checkpointed)
+        if (relax_checkpointed_length(f, c, all_states.data(), next)) checkpointed[still++] = c;
+      checkpointed.resize(still);
     }
   }
   if (known) {
