@@ -412,8 +412,12 @@ struct Forward {
   void relax(int to_e, int64_t to_D, int to_left, int64_t cost, const Back& b) {
     relax_in(row_start(to_e, to_left), to_D, cost, b);
   }
-  // relax_in where making the way back costs more than the compare: it is made only
-  // where the cost ties or wins.
+  // The same, in the row that starts at `row` (row_start's).
+  void relax_in(size_t row, int64_t to_D, int64_t cost, const Back& b) {
+    relax_lazily(row, to_D, cost, [&] { return b; });
+  }
+  // relax_in, the way back made only where the cost ties or wins: most landings lose,
+  // and making one costs more than the compare.
   template <typename WayBack>
   [[gnu::always_inline]] void relax_lazily(size_t row, int64_t to_D, int64_t cost, const WayBack& way_back) {
     const size_t to = row + static_cast<size_t>(to_D);
@@ -421,15 +425,6 @@ struct Forward {
     const Back b = way_back();
     // Note [Ties broken as the plain order would]
     if (cost < best[to] || earlier(b, back[to])) {
-      best[to] = cost;
-      back[to] = b;
-    }
-  }
-  // The same, in the row that starts at `row` (row_start's).
-  void relax_in(size_t row, int64_t to_D, int64_t cost, const Back& b) {
-    const size_t to = row + static_cast<size_t>(to_D);
-    // Note [Ties broken as the plain order would]
-    if (cost < best[to] || (cost == best[to] && earlier(b, back[to]))) {
       best[to] = cost;
       back[to] = b;
     }
