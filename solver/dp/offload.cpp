@@ -806,52 +806,70 @@ bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded*
     run_max = std::min({S - c.run_refwd, S - c.run_bwd - prev.prefetch_slots, S - c.run_refwd - n.x_slots[next]});
     run_over_fwd = fwd_units + c.run_units - pair_saving + start.stall(c.run_hidden - pair_saving);
   }
-  const int32_t* segment = n.table.row(e, next - 1);
+  const int32_t* segment = n.table.row(e, next - 1) + (S - lead_slots);  // segment[-D]: m = S - D - lead_slots
   const int64_t x_next = n.x_slots[next];
+  // inner + stall(inner) without its branches: with lead, inner + max(0, units - inner)
+  // is max(inner, units); else inner + units (units 0 where there is no prefetch).
+  const int64_t prefetch_units = prev.has_prefetch() ? prev.prefetch_units : 0;
+  const bool lead = start.lead;
   size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
   // The least cost landed so far in each of the three rows (Note [Landings a cheaper
   // one of the same length dominates]).
   int64_t least_kept = kUnreached, least_plain = kUnreached, least_offloaded = kUnreached;
-  for (size_t i = first; i < count; ++i) {
-    const Expanded& st = states[i];
-    const int64_t D = st.D;
-    if (!copied && D > lands_max) continue;
-    const int64_t so_far = st.so_far + wait_units;
-    const int64_t run_cost = D <= run_max ? so_far + run_over_fwd : kUnreached;
-    const int64_t inner = segment[S - D - lead_slots];
-    const int64_t ckpt_cost =
-        inner < RecomputeTable::kInfinity ? so_far + fwd_units + inner + start.stall(inner) : kUnreached;
-    if (run_cost == kUnreached && ckpt_cost == kUnreached) continue;
-    const int64_t cost = std::min(run_cost, ckpt_cost);
-    const auto way_back = [&] {
-      return back_from(D, e, st.left, start.lead, start.wait || st.wait,
-                       run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
-    };
-    if (!copied) {
-      if (cost >= least_kept) continue;
-      least_kept = cost;
-      f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
-                     cost + n.uf_units[next] + n.ub_units[next], [&] {
-                       Back b = way_back();
-                       b.then_keep = true;
-                       return b;
-                     });
-      continue;
+  // Every state of the length in turn, the loop made once for each of whether the copy
+  // has ended and whether a CR item may land, so that neither is tested per state.
+  const auto land_all = [&]<bool kCopied, bool kRuns>() {
+    for (size_t i = first; i < count; ++i) {
+      const Expanded& st = states[i];
+      const int64_t D = st.D;
+      if (!kCopied && D > lands_max) continue;
+      const int64_t so_far = st.so_far + wait_units;
+      const int64_t run_cost = kRuns && D <= run_max ? so_far + run_over_fwd : kUnreached;
+      const int64_t inner = segment[-D];
+      const int64_t ckpt_cost =
+          inner < RecomputeTable::kInfinity
+              ? so_far + fwd_units + (lead ? std::max(inner, prefetch_units) : inner + prefetch_units)
+              : kUnreached;
+      if (kRuns && run_cost == kUnreached && ckpt_cost == kUnreached) continue;
+      if (!kRuns && ckpt_cost == kUnreached) continue;
+      const int64_t cost = kRuns ? std::min(run_cost, ckpt_cost) : ckpt_cost;
+      const auto way_back = [&] {
+        return back_from(D, e, st.left, start.lead, start.wait || st.wait,
+                         run_cost <= ckpt_cost ? Item::CkptRun : Item::Ckpt);
+      };
+      if (!kCopied) {
+        if (cost >= least_kept) continue;
+        least_kept = cost;
+        f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
+                       cost + n.uf_units[next] + n.ub_units[next], [&] {
+                         Back b = way_back();
+                         b.then_keep = true;
+                         return b;
+                       });
+        continue;
+      }
+      if (D <= kept_max && cost < least_plain) {
+        least_plain = cost;
+        if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
+        f.relax_lazily(plain_row, D + x_next, cost, way_back);
+      }
+      if (D <= offloaded_max && cost < least_offloaded) {
+        least_offloaded = cost;
+        if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
+        f.relax_lazily(offloaded_row, D - x_e + x_next, cost, [&] {
+          Back b = way_back();
+          b.offload = true;
+          return b;
+        });
+      }
     }
-    if (D <= kept_max && cost < least_plain) {
-      least_plain = cost;
-      if (plain_row == SIZE_MAX) plain_row = f.row_start(next, kLeftPlain);
-      f.relax_lazily(plain_row, D + x_next, cost, way_back);
-    }
-    if (D <= offloaded_max && cost < least_offloaded) {
-      least_offloaded = cost;
-      if (offloaded_row == SIZE_MAX) offloaded_row = f.row_start(next, e);
-      f.relax_lazily(offloaded_row, D - x_e + x_next, cost, [&] {
-        Back b = way_back();
-        b.offload = true;
-        return b;
-      });
-    }
+  };
+  if (copied) {
+    if (run_max >= 0) land_all.template operator()<true, true>();
+    else land_all.template operator()<true, false>();
+  } else {
+    if (run_max >= 0) land_all.template operator()<false, true>();
+    else land_all.template operator()<false, false>();
   }
   return true;
 }
