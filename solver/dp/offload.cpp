@@ -713,6 +713,7 @@ struct Expanded {
 // staircase may then keep a dearer value, and no state the DP expands, no value it
 // reads and no plan changes (OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan
 // compares the plans and answers with the plain order's, which skips nothing).
+
 // One item start's C items, taken length by length (Note [C items by row]): what
 // stays from one length to the next, and the states still alive, [first, count) of
 // its row's, which lie in a buffer of every row's states of the stage (`at`).
@@ -728,8 +729,8 @@ struct CheckpointedItems {
   int64_t run_reach = 0, run_refwd = kNone, run_bwd = kNone, run_units = 0, run_hidden = 0;
 };
 
-// The C items of `start` from the states [at, at + count) of `all`; none where its
-// start can have none.
+// The C items of `start`, its row's states being the `count` from `at` in the stage's
+// buffer of states; none where its start can have none.
 std::optional<CheckpointedItems> checkpointed_items(const Forward& f, const ItemStart& start, size_t at, size_t count) {
   const Chain& chain = f.chain;
   const Numbers& n = f.n;
@@ -754,8 +755,8 @@ std::optional<CheckpointedItems> checkpointed_items(const Forward& f, const Item
   return c;
 }
 
-// The C items [e, next) of `c`, its states in `all`; false once no longer item of it
-// can land.
+// The C items [e, next) of `c`, the stage's buffer of states at `all`; false once no
+// longer item of it can land.
 bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded* all, int next) {
   const Chain& chain = f.chain;
   const Numbers& n = f.n;
