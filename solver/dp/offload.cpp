@@ -714,7 +714,8 @@ struct Expanded {
 // reads and no plan changes (OffloadDp.ExpandingOutOfThePlainOrderChangesNoPlan
 // compares the plans and answers with the plain order's, which skips nothing).
 
-// One item start's C items, taken length by length (Note [C items by row]): what
+// One item start's C items, taken length by length (Notes [C items by row] and [C
+// items of one stage by length]): what
 // stays from one length to the next, and the states still alive, [first, count) of
 // its row's, which lie in a buffer of every row's states of the stage (`at`).
 struct CheckpointedItems {
@@ -785,11 +786,12 @@ bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded*
   c.first = first;
   c.count = count;
   if (first == count) return false;
-  const bool copied = !(start.copy_left_ms(n.nograd_prefix_ms, next) > 0);
+  const double copy_left_ms = start.copy_left_ms(n.nograd_prefix_ms, next);
+  const bool copied = !(copy_left_ms > 0);
   // Where the copy is still running, the item lands only with K next (Note [A copy
   // through a recomputed segment]).
   int64_t lands_max = -1;
-  if (!copied && next < L && chain.uf(next) >= start.copy_left_ms(n.nograd_prefix_ms, next)) {
+  if (!copied && next < L && chain.uf(next) >= copy_left_ms) {
     const int64_t x_next = n.x_slots[next], xbar_k = n.xbar_slots[next + 1];
     lands_max = std::min({kept_max, S - x_next - start.pending_at(n.nograd_prefix_ms, next) - xbar_k - n.ftmp_keep_slots[next],
                           S - x_next - xbar_k - n.x_slots[next + 1] - x_next - n.btmp_slots[next]});
@@ -813,7 +815,7 @@ bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded*
   // is max(inner, units); else inner + units (units 0 where there is no prefetch).
   const int64_t prefetch_units = prev.has_prefetch() ? prev.prefetch_units : 0;
   const bool lead = start.lead;
-  size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX;  // taken on their first landing
+  size_t plain_row = SIZE_MAX, offloaded_row = SIZE_MAX, kept_row = SIZE_MAX;  // taken on their first landing
   // The least cost landed so far in each of the three rows (Note [Landings a cheaper
   // one of the same length dominates]).
   int64_t least_kept = kUnreached, least_plain = kUnreached, least_offloaded = kUnreached;
@@ -841,12 +843,12 @@ bool relax_checkpointed_length(Forward& f, CheckpointedItems& c, const Expanded*
       if (!kCopied) {
         if (cost >= least_kept) continue;
         least_kept = cost;
-        f.relax_lazily(f.row_start(next + 1, kLeftKept), D + x_next + n.xbar_slots[next + 1],
-                       cost + n.uf_units[next] + n.ub_units[next], [&] {
-                         Back b = way_back();
-                         b.then_keep = true;
-                         return b;
-                       });
+        if (kept_row == SIZE_MAX) kept_row = f.row_start(next + 1, kLeftKept);
+        f.relax_lazily(kept_row, D + x_next + n.xbar_slots[next + 1], cost + n.uf_units[next] + n.ub_units[next], [&] {
+          Back b = way_back();
+          b.then_keep = true;
+          return b;
+        });
         continue;
       }
       if (D <= kept_max && cost < least_plain) {
