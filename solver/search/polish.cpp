@@ -27,21 +27,30 @@ struct Search {
   // taken at once: the fastest one is remembered (Note [The best repair first] in
   // polish.h).
   bool deferring = false;
-  std::optional<std::pair<std::vector<Op>, SimResult>> best_fitting;
+  struct Fitting {
+    std::vector<Op> ops;
+    SimResult sim;
+    PlanKey key;
+  };
+  std::optional<Fitting> best_fitting;
 
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   // `refused_at`, where given: the op at which the simulator refused the candidate
   // (Note [Refused round trips] in polish.h), or -1.
   bool take(std::vector<Op> candidate, int* refused_at = nullptr) {
-    SimResult r = simulate_to_beat(*prefix, candidate, sim_key, budget_bytes);
+    const bool repairing = deferring && over_budget();
+    // Note [Repairs that end after the best one] in polish.h.
+    const double not_after_ms = repairing && best_fitting ? std::max(best_fitting->key.time_ms, sim_key.time_ms)
+                                                          : std::numeric_limits<double>::infinity();
+    SimResult r = simulate_to_beat(*prefix, candidate, sim_key, budget_bytes, not_after_ms);
     if (refused_at) *refused_at = refused(r) ? r.error_op : -1;
     if (!r.valid) return false;
     const PlanKey candidate_key = key(r, candidate);
     if (!(candidate_key < sim_key)) return false;
-    if (deferring && over_budget() && r.peak_bytes <= budget_bytes) {
-      if (!best_fitting || candidate_key < key(best_fitting->second, best_fitting->first))
-        best_fitting.emplace(std::move(candidate), std::move(r));
+    if (repairing && r.peak_bytes <= budget_bytes) {
+      if (!best_fitting || candidate_key < best_fitting->key)
+        best_fitting = Fitting{std::move(candidate), std::move(r), candidate_key};
       return false;
     }
     set(std::move(candidate), std::move(r));
@@ -199,7 +208,7 @@ bool round_trip_pass(Search& s, int window) {
   const bool any = first_round_trip_pass(s, window);
   s.deferring = false;
   if (!s.best_fitting) return any;
-  s.set(std::move(s.best_fitting->first), std::move(s.best_fitting->second));
+  s.set(std::move(s.best_fitting->ops), std::move(s.best_fitting->sim));
   s.best_fitting.reset();
   return true;
 }
@@ -212,26 +221,28 @@ PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budge
 }
 
 namespace {
-// simulate_to_beat's bounds: none while to_beat is over the budget.
+// simulate_to_beat's bounds: to_beat's peak while it is over the budget (a candidate
+// holding more is over by more), else the budget and to_beat's time; and not after
+// `not_after_ms`.
 struct BeatBounds {
-  int64_t above_bytes = std::numeric_limits<int64_t>::max();
-  double after_ms = std::numeric_limits<double>::infinity();
+  int64_t above_bytes;
+  double after_ms;
 };
-BeatBounds bounds_to_beat(const PlanKey& to_beat, int64_t budget_bytes) {
-  if (to_beat.excess_bytes > 0) return {};
-  return {budget_bytes, to_beat.time_ms};
+BeatBounds bounds_to_beat(const PlanKey& to_beat, int64_t budget_bytes, double not_after_ms) {
+  if (to_beat.excess_bytes > 0) return {to_beat.peak_bytes, not_after_ms};
+  return {budget_bytes, std::min(to_beat.time_ms, not_after_ms)};
 }
 }  // namespace
 
 SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
-                           int64_t budget_bytes) {
-  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes);
+                           int64_t budget_bytes, double not_after_ms) {
+  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes, not_after_ms);
   return simulate_timeline(chain, ops, b.above_bytes, b.after_ms);
 }
 
 SimResult simulate_to_beat(TimelinePrefix& prefix, const std::vector<Op>& ops, const PlanKey& to_beat,
-                           int64_t budget_bytes) {
-  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes);
+                           int64_t budget_bytes, double not_after_ms) {
+  const BeatBounds b = bounds_to_beat(to_beat, budget_bytes, not_after_ms);
   return prefix.simulate(ops, b.above_bytes, b.after_ms);
 }
 

@@ -63,7 +63,7 @@
 // adds two copies to the key's count as well, so for a plan that fits, whose excess
 // cannot fall below 0, no round trip is ever better by the key, and the polish tries
 // them only while the plan is over the budget. The test
-// SimulateTimeline.AddingARoundTripNeverMakesAPlanFaster checks the premise.
+// SimulateTimeline.AddingARoundTripOrAWaitNeverMakesAPlanFaster checks the premise.
 //
 // Note [Round trips after the peak]
 // A round trip is tried only while the plan is over the budget (Note [Round trips
@@ -114,13 +114,32 @@
 // budget, a round trip that makes it fit is not taken when found: the round-trip
 // scan goes on to its end, and the fastest round trip that made the plan fit is
 // taken then. A round trip that lowers the excess without making the plan fit is
-// still taken at once. Taking the best round trip at every step instead costs about
-// three times as much on the solver bench's slow-link rows
+// still taken at once, unless it ends after the repair in hand (Note [Repairs that
+// end after the best one]). Taking the best round trip at every step instead costs
+// about three times as much on the solver bench's slow-link rows
 // (BM_SolveOptimalWithSlowLink) and closes no more of the oracle's budgets. It is
 // still a local search.
+//
+// Note [Repairs that end after the best one]
+// Once the round-trip scan holds a repair F that fits (Note [The best repair first]),
+// a candidate C that surely ends after both F and the plan is not taken, so its
+// simulation stops there (Note [Stopping over the budget] in simulate.cpp) instead
+// of running to the plan's end. If C fits, F is faster. If it does not fit, it is
+// better than the plan only where it lowers the excess (on a tie it would have to
+// end sooner), and taking it would change the plan but not the scan's outcome: every
+// candidate the scan makes from it after that adds a round trip to it, perhaps with
+// a wait, and so ends no sooner than C (Note [Round trips only repair];
+// SimulateTimeline.AddingARoundTripOrAWaitNeverMakesAPlanFaster), after F, so that
+// none of them that fits can displace F, and the scan ends by taking its fastest
+// repair that fits. Not taking C, the scan goes on trying the plan's own candidates,
+// the very ones it would have tried had C never been found, so the repair it takes
+// is never slower than the one it took when it did take such a C, and it can be
+// faster. Most of a repair's candidates are round trips that fit, each slower than
+// the best one so far; each ran to the plan's end before.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "solver/chain/chain.h"
@@ -152,14 +171,18 @@ PlanKey plan_key(const SimResult& sim, const std::vector<Op>& ops, int64_t budge
 
 // simulate_timeline for a candidate that counts only if its key is below `to_beat`:
 // where `to_beat` fits the budget, such a candidate fits and is no slower, so the
-// simulation may stop at the budget and at to_beat's time (Note [Stopping over the
-// budget] in simulate.cpp). A stopped result is invalid.
+// simulation may stop at the budget and at to_beat's time; where it does not, such a
+// candidate holds no more than to_beat's peak, so it may stop there (Note [Stopping
+// over the budget] in simulate.cpp). A caller that wants no candidate ending after
+// `not_after_ms` stops there too. A stopped result is invalid.
 SimResult simulate_to_beat(const Chain& chain, const std::vector<Op>& ops, const PlanKey& to_beat,
-                           int64_t budget_bytes);
+                           int64_t budget_bytes,
+                           double not_after_ms = std::numeric_limits<double>::infinity());
 // The same, from the state after the prefix `ops` shares with `prefix`'s base (Note
 // [Resuming from a shared prefix] in simulate.cpp).
 SimResult simulate_to_beat(TimelinePrefix& prefix, const std::vector<Op>& ops, const PlanKey& to_beat,
-                           int64_t budget_bytes);
+                           int64_t budget_bytes,
+                           double not_after_ms = std::numeric_limits<double>::infinity());
 
 // Note [One compute total per search]
 // A simulation that may stop late (Note [Stopping over the budget] in simulate.cpp)

@@ -14,6 +14,7 @@
 #include "solver/dp/offload.h"
 #include "solver/search/polish.h"
 #include "solver/dp/rotor.h"
+#include "solver/chain/plan_edits.h"
 #include "solver/chain/simulate.h"
 #include "tests/solver/random_chains.h"
 
@@ -212,6 +213,78 @@ TEST(Polish, RunsARecomputationWhileABackwardWaitsForItsPrefetch) {
   EXPECT_EQ(r.time_ms, 28);
   const auto at = [&](Op op) { return std::find(polished.begin(), polished.end(), op) - polished.begin(); };
   EXPECT_LT(at({OpKind::FwdKeep, 0}), at({OpKind::Bwd, 2}));
+}
+
+// simulate_to_beat stops only candidates that cannot beat its key, or that end after
+// the time it is given (Note [Repairs that end after the best one] in
+// solver/search/polish.h), and gives the others simulate_timeline's result bit for
+// bit: for the round trips a repair tries, against the plan they are made from (over
+// the budget or not) and against the round trip tried before, from the plain start
+// and from a shared prefix.
+TEST(SimulateToBeat, StopsOnlyCandidatesThatCannotBeatTheKeyOrEndLater) {
+  std::mt19937_64 rng(47);
+  int64_t num_whole = 0, num_stopped_over = 0, num_stopped_late = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = store_all_peak_bytes(chain);
+    for (const int percent : {30, 50, 70}) {
+      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
+      const int64_t larger = budget + (store_all - budget) / 3;
+      const auto base = solve_offload(chain, larger, {static_cast<int>(std::min<int64_t>(larger, 300)), false, 1});
+      if (!base) continue;
+      const SimResult base_sim = simulate_timeline(chain, *base);
+      ASSERT_TRUE(base_sim.valid) << base_sim.error;
+      const PlanKey base_key = plan_key(base_sim, *base, budget);
+      TimelinePrefix prefix(chain, *base, compute_only_ms(chain, *base), /*rejoin=*/true);
+      PlanKey previous_key = base_key;
+      for (int k = 0; k < chain.length(); ++k) {
+        std::vector<RoundTrip> trips = activation_round_trips(chain, *base, k);
+        if (const auto trip = saved_state_round_trip(chain, *base, k)) trips.push_back(*trip);
+        for (const RoundTrip& trip : trips) {
+          const std::vector<Op> with_out = inserted(*base, trip.made + 1, trip.out);
+          for (size_t at = trip.made + 2; at <= trip.reader + 1; ++at) {
+            const std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
+            const SimResult whole = simulate_timeline(chain, c);
+            if (!whole.valid) continue;
+            const PlanKey key = plan_key(whole, c, budget);
+            const double not_after_ms[] = {std::numeric_limits<double>::infinity(), base_sim.time_ms,
+                                           0.5 * (base_sim.time_ms + whole.time_ms)};
+            for (const PlanKey& to_beat : {base_key, previous_key})
+            for (const double after : not_after_ms) {
+              const SimResult plain = simulate_to_beat(chain, c, to_beat, budget, after);
+              const SimResult resumed = simulate_to_beat(prefix, c, to_beat, budget, after);
+              for (const SimResult* r : {&plain, &resumed}) {
+                if (r->valid) {
+                  ++num_whole;
+                  EXPECT_EQ(r->peak_bytes, whole.peak_bytes);
+                  EXPECT_EQ(r->time_ms, whole.time_ms);
+                  EXPECT_EQ(r->copy_ms, whole.copy_ms);
+                  EXPECT_EQ(r->stall_ms, whole.stall_ms);
+                  continue;
+                }
+                ASSERT_TRUE(r->stopped_over || r->stopped_late) << r->error;
+                if (r->stopped_over) {
+                  ++num_stopped_over;
+                  EXPECT_FALSE(key < to_beat) << "stopped over a bound, yet better";
+                } else {
+                  ++num_stopped_late;
+                  EXPECT_TRUE(!(key < to_beat) || whole.time_ms > after) << "stopped late, yet better and in time";
+                }
+              }
+            }
+            previous_key = key;
+          }
+        }
+      }
+    }
+  }
+  // Not vacuous: each outcome is common.
+  EXPECT_GT(num_whole, 2000);
+  EXPECT_GT(num_stopped_over, 200);
+  EXPECT_GT(num_stopped_late, 200);
+  std::printf("whole %lld, stopped over %lld, stopped late %lld\n", static_cast<long long>(num_whole),
+              static_cast<long long>(num_stopped_over), static_cast<long long>(num_stopped_late));
 }
 
 TEST(Polish, RepairsPlansOverTheBudget) {

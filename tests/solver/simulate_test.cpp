@@ -511,10 +511,22 @@ void for_each_plan_to_edit(uint64_t seed, Check check) {
 // valid plan -- its offload anywhere from right after the data is made up to its next
 // reader, its prefetch at any place after that before the reader -- never makes the
 // plan take less time, on chains with and without carried bytes, over slow and fast
-// links, from the DPs' plans and offload-all.
-TEST(SimulateTimeline, AddingARoundTripNeverMakesAPlanFaster) {
-  int64_t num_valid = 0, num_slower = 0;
+// links, from the DPs' plans and offload-all; nor does a wait_offloads put in with it
+// before one of the ops after the offload, as the repairs try (Note [Repairs that end
+// after the best one]), or anywhere into the plan alone.
+TEST(SimulateTimeline, AddingARoundTripOrAWaitNeverMakesAPlanFaster) {
+  int64_t num_valid = 0, num_slower = 0, num_waited = 0, num_waited_slower = 0;
+  const auto expect_no_faster = [&](const SimResult& r, const SimResult& than, int64_t& valid, int64_t& slower,
+                                    const std::string& what) {
+    if (!r.valid) return;
+    ++valid;
+    slower += r.time_ms > than.time_ms;
+    EXPECT_GE(r.time_ms, than.time_ms) << what;
+  };
   for_each_plan_to_edit(8191, [&](const Chain& chain, const std::vector<Op>& ops, const SimResult& base) {
+    for (size_t w = 0; w <= ops.size(); ++w)
+      expect_no_faster(simulate_timeline(chain, inserted(ops, w, {OpKind::WaitOffloads, -1})), base, num_waited,
+                       num_waited_slower, "a wait at " + std::to_string(w));
     std::vector<RoundTrip> trips;
     for (int k = 0; k < chain.length(); ++k) {
       if (const auto trip = saved_state_round_trip(chain, ops, k)) trips.push_back(*trip);
@@ -524,16 +536,23 @@ TEST(SimulateTimeline, AddingARoundTripNeverMakesAPlanFaster) {
       for (size_t off_at = trip.made + 1; off_at <= trip.reader; ++off_at) {
         const std::vector<Op> with_out = inserted(ops, off_at, trip.out);
         for (size_t at = off_at + 1; at <= trip.reader + 1; ++at) {
-          const SimResult r = simulate_timeline(chain, inserted(with_out, at, {way_back(trip.out.kind), trip.out.index}));
-          if (!r.valid) continue;
-          ++num_valid;
-          num_slower += r.time_ms > base.time_ms;
-          EXPECT_GE(r.time_ms, base.time_ms) << "off at " << off_at << ", back at " << at;
+          const std::vector<Op> with_back = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
+          const std::string where = "off at " + std::to_string(off_at) + ", back at " + std::to_string(at);
+          const SimResult r = simulate_timeline(chain, with_back);
+          expect_no_faster(r, base, num_valid, num_slower, where);
+          for (size_t w = off_at + 1; w < with_back.size() && w <= off_at + 3; ++w) {
+            const SimResult waited = simulate_timeline(chain, inserted(with_back, w, {OpKind::WaitOffloads, -1}));
+            expect_no_faster(waited, base, num_valid, num_slower, where + ", a wait at " + std::to_string(w));
+            if (r.valid) expect_no_faster(waited, r, num_waited, num_waited_slower, where + ", a wait at " + std::to_string(w));
+          }
         }
       }
   });
+  // Not vacuous: many cost time.
   EXPECT_GT(num_valid, 2000);
-  EXPECT_GT(num_slower, 200);  // not vacuous: many cost time
+  EXPECT_GT(num_slower, 200);
+  EXPECT_GT(num_waited, 2000);
+  EXPECT_GT(num_waited_slower, 200);
 }
 
 // Note [Round trips after the peak] in solver/search/polish.h: a round trip whose
