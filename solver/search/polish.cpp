@@ -37,15 +37,19 @@ struct Search {
   PlanKey key(const SimResult& x, const std::vector<Op>& plan) const { return plan_key(x, plan, budget_bytes); }
 
   // `refused_at`, where given: the op at which the simulator refused the candidate
-  // (Note [Refused round trips] in polish.h), or -1.
-  bool take(std::vector<Op> candidate, int* refused_at = nullptr) {
+  // (Note [Refused round trips] in polish.h), or -1; `late`, where given: whether it
+  // ends after the repair in hand and the plan (Note [Repairs that end after the best
+  // one] in polish.h), which it is then not taken for.
+  bool take(std::vector<Op> candidate, int* refused_at = nullptr, bool* late = nullptr) {
     const bool repairing = deferring && over_budget();
-    // Note [Repairs that end after the best one] in polish.h.
-    const double not_after_ms = repairing && best_fitting ? std::max(best_fitting->key.time_ms, sim_key.time_ms)
-                                                          : std::numeric_limits<double>::infinity();
+    const bool bounded = repairing && best_fitting;
+    const double not_after_ms = bounded ? std::max(best_fitting->key.time_ms, sim_key.time_ms)
+                                        : std::numeric_limits<double>::infinity();
     SimResult r = simulate_to_beat(*prefix, candidate, sim_key, budget_bytes, not_after_ms);
     if (refused_at) *refused_at = refused(r) ? r.error_op : -1;
-    if (!r.valid) return false;
+    const bool ends_late = bounded && (r.valid ? r.time_ms > not_after_ms : r.stopped_late);
+    if (late) *late = ends_late;
+    if (!r.valid || ends_late) return false;
     const PlanKey candidate_key = key(r, candidate);
     if (!(candidate_key < sim_key)) return false;
     if (repairing && r.peak_bytes <= budget_bytes) {
@@ -156,20 +160,22 @@ bool try_round_trip(Search& s, size_t made, size_t reader, Op out, int window) {
   const Op back{way_back(out.kind), out.index};
   // reader moved one on; the prefetch goes before it, after the offload. Note [Refused
   // round trips] in polish.h: a refused offload ends the trip, and a refused prefetch
-  // position is refused with every wait too.
-  std::vector<char> refused_position(static_cast<size_t>(std::max(window, 0)), 0);
+  // position is refused with every wait too; Note [Repairs that end after the best
+  // one]: so is one that ends too late, for a wait only delays it.
+  std::vector<char> no_waits(static_cast<size_t>(std::max(window, 0)), 0);
   for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
     int refused_at = -1;
-    if (s.take(inserted(with_out, at, back), &refused_at)) return true;
+    bool late = false;
+    if (s.take(inserted(with_out, at, back), &refused_at, &late)) return true;
     if (refused_at >= 0 && static_cast<size_t>(refused_at) <= made + 1) return false;
-    refused_position[n] = refused_at >= 0;
+    no_waits[n] = refused_at >= 0 || late;
   }
   if (!s.over_budget()) return false;
   // Over the budget, the offload frees its bytes only when its copy has ended: also
   // try each prefetch position with a wait before one of the `window` compute ops
   // that follow the offload.
   for (size_t at = reader + 1, n = 0; at > made + 1 && n < static_cast<size_t>(window); --at, ++n) {
-    if (refused_position[n]) continue;
+    if (no_waits[n]) continue;
     const std::vector<Op> with_back = inserted(with_out, at, back);
     for (size_t w = made + 2, m = 0; w < with_back.size() && m < static_cast<size_t>(window); ++w) {
       if (!info(with_back[w].kind).is_compute) continue;

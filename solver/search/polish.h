@@ -122,11 +122,13 @@
 //
 // Note [Repairs that end after the best one]
 // Once the round-trip scan holds a repair F that fits (Note [The best repair first]),
-// a candidate C that surely ends after both F and the plan is not taken, so its
-// simulation stops there (Note [Stopping over the budget] in simulate.cpp) instead
-// of running to the plan's end. If C fits, F is faster. If it does not fit, it is
-// better than the plan only where it lowers the excess (on a tie it would have to
-// end sooner), and taking it would change the plan but not the scan's outcome: every
+// a candidate C that ends after both F and the plan is not taken, so its simulation
+// stops where it surely will (Note [Stopping over the budget] in simulate.cpp)
+// instead of running to the plan's end, and a prefetch position whose round trip
+// ends so late is not tried with waits either: a wait only delays it. If C fits, F
+// is faster. If it does not fit, it is better than the plan only where it lowers
+// the excess (on a tie it would have to end sooner), and taking it would change the
+// plan but not the scan's outcome: every
 // candidate the scan makes from it after that adds a round trip to it, perhaps with
 // a wait, and so ends no sooner than C (Note [Round trips only repair];
 // SimulateTimeline.AddingARoundTripOrAWaitNeverMakesAPlanFaster), after F, so that
@@ -135,7 +137,7 @@
 // the very ones it would have tried had C never been found, so the repair it takes
 // is never slower than the one it took when it did take such a C, and it can be
 // faster. Most of a repair's candidates are round trips that fit, each slower than
-// the best one so far; each ran to the plan's end before.
+// the best one so far, and their waits; each ran to the plan's end before.
 #pragma once
 
 #include <cstdint>
