@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -215,6 +216,23 @@ TEST(Polish, RunsARecomputationWhileABackwardWaitsForItsPrefetch) {
   EXPECT_LT(at({OpKind::FwdKeep, 0}), at({OpKind::Bwd, 2}));
 }
 
+// visit(chain, store_all, budget) on `trials` random linked chains of 2 to 10 stages,
+// at 30%, 50% and 70% of each one's store-all peak.
+template <typename Visit>
+void for_each_chain_and_budget(uint64_t seed, int trials, Visit visit) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t store_all = store_all_peak_bytes(chain);
+    for (const int percent : {30, 50, 70}) visit(chain, store_all, std::max<int64_t>(1, store_all * percent / 100));
+  }
+}
+// The offload DP's plan at `budget`, with at most `slots` slots.
+std::optional<std::vector<Op>> dp_plan(const Chain& chain, int64_t budget, int64_t slots) {
+  return solve_offload(chain, budget, {static_cast<int>(std::min<int64_t>(budget, slots)), false, 1});
+}
+
 // simulate_to_beat stops only candidates that cannot beat its key, or that end after
 // the time it is given (Note [Repairs that end after the best one] in
 // solver/search/polish.h), and gives the others simulate_timeline's result bit for
@@ -222,35 +240,28 @@ TEST(Polish, RunsARecomputationWhileABackwardWaitsForItsPrefetch) {
 // the budget or not) and against the round trip tried before, from the plain start
 // and from a shared prefix.
 TEST(SimulateToBeat, StopsOnlyCandidatesThatCannotBeatTheKeyOrEndLater) {
-  std::mt19937_64 rng(47);
   int64_t num_whole = 0, num_stopped_over = 0, num_stopped_late = 0;
-  for (int trial = 0; trial < 80; ++trial) {
-    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
-    SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = store_all_peak_bytes(chain);
-    for (const int percent : {30, 50, 70}) {
-      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
-      const int64_t larger = budget + (store_all - budget) / 3;
-      const auto base = solve_offload(chain, larger, {static_cast<int>(std::min<int64_t>(larger, 300)), false, 1});
-      if (!base) continue;
-      const SimResult base_sim = simulate_timeline(chain, *base);
-      ASSERT_TRUE(base_sim.valid) << base_sim.error;
-      const PlanKey base_key = plan_key(base_sim, *base, budget);
-      TimelinePrefix prefix(chain, *base, compute_only_ms(chain, *base), /*rejoin=*/true);
-      PlanKey previous_key = base_key;
-      for (int k = 0; k < chain.length(); ++k) {
-        std::vector<RoundTrip> trips = activation_round_trips(chain, *base, k);
-        if (const auto trip = saved_state_round_trip(chain, *base, k)) trips.push_back(*trip);
-        for (const RoundTrip& trip : trips) {
-          const std::vector<Op> with_out = inserted(*base, trip.made + 1, trip.out);
-          for (size_t at = trip.made + 2; at <= trip.reader + 1; ++at) {
-            const std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
-            const SimResult whole = simulate_timeline(chain, c);
-            if (!whole.valid) continue;
-            const PlanKey key = plan_key(whole, c, budget);
-            const double not_after_ms[] = {std::numeric_limits<double>::infinity(), base_sim.time_ms,
-                                           0.5 * (base_sim.time_ms + whole.time_ms)};
-            for (const PlanKey& to_beat : {base_key, previous_key})
+  for_each_chain_and_budget(47, 80, [&](const Chain& chain, int64_t store_all, int64_t budget) {
+    const auto base = dp_plan(chain, budget + (store_all - budget) / 3, 300);
+    if (!base) return;
+    const SimResult base_sim = simulate_timeline(chain, *base);
+    ASSERT_TRUE(base_sim.valid) << base_sim.error;
+    const PlanKey base_key = plan_key(base_sim, *base, budget);
+    TimelinePrefix prefix(chain, *base, compute_only_ms(chain, *base), /*rejoin=*/true);
+    PlanKey previous_key = base_key;
+    for (int k = 0; k < chain.length(); ++k) {
+      std::vector<RoundTrip> trips = activation_round_trips(chain, *base, k);
+      if (const auto trip = saved_state_round_trip(chain, *base, k)) trips.push_back(*trip);
+      for (const RoundTrip& trip : trips) {
+        const std::vector<Op> with_out = inserted(*base, trip.made + 1, trip.out);
+        for (size_t at = trip.made + 2; at <= trip.reader + 1; ++at) {
+          const std::vector<Op> c = inserted(with_out, at, {way_back(trip.out.kind), trip.out.index});
+          const SimResult whole = simulate_timeline(chain, c);
+          if (!whole.valid) continue;
+          const PlanKey key = plan_key(whole, c, budget);
+          const double not_after_ms[] = {std::numeric_limits<double>::infinity(), base_sim.time_ms,
+                                         0.5 * (base_sim.time_ms + whole.time_ms)};
+          for (const PlanKey& to_beat : {base_key, previous_key})
             for (const double after : not_after_ms) {
               const SimResult plain = simulate_to_beat(chain, c, to_beat, budget, after);
               const SimResult resumed = simulate_to_beat(prefix, c, to_beat, budget, after);
@@ -273,12 +284,11 @@ TEST(SimulateToBeat, StopsOnlyCandidatesThatCannotBeatTheKeyOrEndLater) {
                 }
               }
             }
-            previous_key = key;
-          }
+          previous_key = key;
         }
       }
     }
-  }
+  });
   // Not vacuous: each outcome is common.
   EXPECT_GT(num_whole, 2000);
   EXPECT_GT(num_stopped_over, 200);
@@ -288,36 +298,26 @@ TEST(SimulateToBeat, StopsOnlyCandidatesThatCannotBeatTheKeyOrEndLater) {
 }
 
 TEST(Polish, RepairsPlansOverTheBudget) {
-  std::mt19937_64 rng(43);
   int num_over = 0, num_repaired = 0, num_faster_than_dp = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    const Chain chain = testing::linked_chain(rng, trial, 2 + trial % 9);
-    SCOPED_TRACE("trial " + std::to_string(trial));
-    const int64_t store_all = store_all_peak_bytes(chain);
-    for (const int percent : {30, 50, 70}) {
-      const int64_t budget = std::max<int64_t>(1, store_all * percent / 100);
-      const DpOptions dp{static_cast<int>(std::min<int64_t>(budget, 400)), false, 1};
-      const auto at_budget = solve_offload(chain, budget, dp);
-      const double dp_ms = at_budget
-                               ? simulate_timeline(chain, polish_copies(chain, budget, *at_budget)).time_ms
-                               : std::numeric_limits<double>::infinity();
-      const int64_t larger = budget + (store_all - budget) / 4;
-      const auto start = solve_offload(chain, larger, {static_cast<int>(std::min<int64_t>(larger, 400)), false, 1});
-      if (!start) continue;
-      const SimResult before = simulate_timeline(chain, *start);
-      ASSERT_TRUE(before.valid) << before.error;
-      if (before.peak_bytes <= budget) continue;
-      ++num_over;
-      const std::vector<Op> repaired = polish_copies(chain, budget, *start);
-      const SimResult after = simulate_timeline(chain, repaired);
-      ASSERT_TRUE(after.valid) << after.error;
-      EXPECT_LE(after.peak_bytes, before.peak_bytes);
-      EXPECT_TRUE(moves_each_data_at_most_once_each_way(repaired));
-      if (after.peak_bytes > budget) continue;
-      ++num_repaired;
-      num_faster_than_dp += after.time_ms < dp_ms;
-    }
-  }
+  for_each_chain_and_budget(43, 60, [&](const Chain& chain, int64_t store_all, int64_t budget) {
+    const auto at_budget = dp_plan(chain, budget, 400);
+    const double dp_ms = at_budget ? simulate_timeline(chain, polish_copies(chain, budget, *at_budget)).time_ms
+                                   : std::numeric_limits<double>::infinity();
+    const auto start = dp_plan(chain, budget + (store_all - budget) / 4, 400);
+    if (!start) return;
+    const SimResult before = simulate_timeline(chain, *start);
+    ASSERT_TRUE(before.valid) << before.error;
+    if (before.peak_bytes <= budget) return;
+    ++num_over;
+    const std::vector<Op> repaired = polish_copies(chain, budget, *start);
+    const SimResult after = simulate_timeline(chain, repaired);
+    ASSERT_TRUE(after.valid) << after.error;
+    EXPECT_LE(after.peak_bytes, before.peak_bytes);
+    EXPECT_TRUE(moves_each_data_at_most_once_each_way(repaired));
+    if (after.peak_bytes > budget) return;
+    ++num_repaired;
+    num_faster_than_dp += after.time_ms < dp_ms;
+  });
   RecordProperty("over_budget", num_over);
   RecordProperty("repaired", num_repaired);
   RecordProperty("faster_than_the_dp", num_faster_than_dp);
