@@ -293,7 +293,10 @@ TEST(SimulateToBeat, StopsOnlyCandidatesThatCannotBeatTheKeyOrEndLater) {
   EXPECT_GT(num_whole, 2000);
   EXPECT_GT(num_stopped_over, 200);
   EXPECT_GT(num_stopped_late, 200);
-  std::printf("whole %lld, stopped over %lld, stopped late %lld\n", static_cast<long long>(num_whole),
+  RecordProperty("whole", std::to_string(num_whole));
+  RecordProperty("stopped_over", std::to_string(num_stopped_over));
+  RecordProperty("stopped_late", std::to_string(num_stopped_late));
+  std::printf("simulate_to_beat: whole %lld, stopped over %lld, stopped late %lld\n", static_cast<long long>(num_whole),
               static_cast<long long>(num_stopped_over), static_cast<long long>(num_stopped_late));
 }
 
