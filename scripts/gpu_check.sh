@@ -18,6 +18,9 @@
 #   chunked the GPT-2 small benchmark with memopt's head also computing the loss by
 #           chunks (chunked_loss=True), whose lower floor leaves room at HF
 #           checkpointing's peak
+#   goals   one GPT-2 small benchmark with all of memopt's kinds -- eager, compiled,
+#           chunked, compiled and chunked -- against the competitors measured once:
+#           compiled and chunked in one process, for less GPU time than both parts
 # A second call on a machine that stayed warm finds build-gpu/ built and rebuilds nothing.
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
@@ -29,12 +32,12 @@
 # left is skipped, and the results are packed after every step, so that a run cut short by
 # its caller still hands back everything it finished.
 set -uo pipefail
-result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled|chunked ...]}
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled|chunked|goals ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(cli)
 for part in "${parts[@]}"; do
-  case "$part" in cli|python|large|compiled|chunked) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled, chunked)" >&2; exit 2 ;; esac
+  case "$part" in cli|python|large|compiled|chunked|goals) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled, chunked, goals)" >&2; exit 2 ;; esac
 done
 mkdir -p "$result"
 result=$(cd "$result" && pwd)
@@ -178,5 +181,6 @@ for part in "${parts[@]}"; do
     large) bench large 540 36 1280 20 ;;
     compiled) bench small_compiled 420 12 768 12 --memopt-compiled ;;
     chunked) bench small_chunked 300 12 768 12 --memopt-chunked-loss ;;
+    goals) bench small_goals 540 12 768 12 --memopt-compiled --memopt-chunked-loss ;;
   esac
 done

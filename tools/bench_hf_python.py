@@ -12,7 +12,8 @@ memopt variant runs again with each stage compiled (memopt.optimize(compile_stag
 `memopt-compiled`, `memopt-compiled+LINK`), which tells whether compiling memopt's stages
 closes the gap to torch.compile at equal memory; with --memopt-chunked-loss, again with
 the head's loss computed by chunks (chunked_loss=True: `memopt-chunked`, ...), whose
-lower floor leaves memopt room to keep blocks at HF checkpointing's peak.
+lower floor leaves memopt room to keep blocks at HF checkpointing's peak; with both,
+also with both at once (`memopt-compiled-chunked`, ...).
 The model is HF's GPT2LMHeadModel (dropout 0.1) or LlamaForCausalLM (--arch llama:
 grouped-query attention with --kv-heads, SwiGLU MLP of 2.6875 C, no dropout, as Llama
 trains) as it is, random weights. With --new-shapes, memopt's plan for each other batch
@@ -23,7 +24,7 @@ before it, untimed); its activation peak is what the device's allocator held abo
 bytes that existed before it (memopt.testbed: the testbed allocator on the CPU, the
 caching allocator's requested bytes on a GPU). On the CPU: one compute thread, the host
 clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
-("measured"). Writes one JSON per shape.
+("measured"). Writes one JSON per shape, again after every measured round.
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
@@ -35,6 +36,7 @@ clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
 import argparse
 import copy
 import json
+import os
 import statistics
 import sys
 import time
@@ -218,6 +220,8 @@ def main():
         kinds.append(("memopt-compiled", {"compile_stages": True}))
     if args.memopt_chunked_loss:
         kinds.append(("memopt-chunked", {"chunked_loss": True}))
+    if args.memopt_compiled and args.memopt_chunked_loss:
+        kinds.append(("memopt-compiled-chunked", {"compile_stages": True, "chunked_loss": True}))
     for prefix, options in kinds:
         m = copy.deepcopy(plain)
         profile = None
@@ -244,6 +248,36 @@ def main():
                                "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}
+
+    def record(done):
+        """The JSON of the rounds measured so far (Note [A record after every round])."""
+        measured = [k for k in variants if times[k]]
+        return {
+            "model": {"arch": args.arch, "n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads,
+                      "n_kv_head": args.kv_heads or args.heads, "vocab": vocab, "batch": args.batch,
+                      "seq_len": args.seq, "attention": args.attention,
+                      "dropout": 0.0 if args.arch == "llama" else 0.1},
+            "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
+            "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": len(times["plain"]),
+            "complete": done,
+            "hf_ckpt_peak_bytes": hf_peak,
+            "store_all_peak_bytes": store_all_peak,
+            "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
+                             "max_peak_bytes": max(peaks[k])} for k in measured},
+            "plans": plans,
+            "new_shapes": new_shapes(plain, ids, str(hf_peak), args, clock, log) if done and args.new_shapes else {},
+        }
+
+    # Note [A record after every round]: a run cut short by its caller's time limit
+    # (scripts/gpu_check.sh's deadline) still leaves the rounds it measured, each
+    # variant with as many steps as the others, marked "complete": false; the file is
+    # replaced whole, never left half written.
+    def write(out):
+        with open(args.out + ".part", "w") as f:
+            json.dump(out, f, indent=2)
+        os.replace(args.out + ".part", args.out)
+
+    write(record(False))  # the plans, before any round
     for r in range(args.warmup + args.steps):
         for name, model in variants.items():
             if name in forwards:
@@ -257,25 +291,13 @@ def main():
             if r >= args.warmup:
                 times[name].append(ms)
                 peaks[name].append(peak)
-    out = {
-        "model": {"arch": args.arch, "n_layer": args.layers, "n_embd": args.embd, "n_head": args.heads,
-                  "n_kv_head": args.kv_heads or args.heads, "vocab": vocab, "batch": args.batch, "seq_len": args.seq,
-                  "attention": args.attention, "dropout": 0.0 if args.arch == "llama" else 0.1},
-        "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
-        "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": args.steps,
-        "hf_ckpt_peak_bytes": hf_peak,
-        "store_all_peak_bytes": store_all_peak,
-        "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
-                         "max_peak_bytes": max(peaks[k])} for k in variants},
-        "plans": plans,
-        "new_shapes": new_shapes(plain, ids, str(hf_peak), args, clock, log) if args.new_shapes else {},
-    }
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
+        if args.warmup <= r < args.warmup + args.steps - 1:
+            write(record(False))
+    out = record(True)
+    write(out)
     for k, v in out["variants"].items():
         log(f"{k}: {v['time_ms']['median']:.0f} ms (IQR {v['time_ms']['q1']:.0f}-{v['time_ms']['q3']:.0f}), "
             f"peak {v['peak_bytes'] / 2**20:.1f} MiB")
-
 
 if __name__ == "__main__":
     main()

@@ -16,8 +16,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 MIB = 2**20
 
 
-# memopt's kinds of variant (bench_hf_python.py): eager stages, compiled stages, a chunked head.
-KINDS = {"memopt": "memopt", "memopt-compiled": "memopt, compiled stages", "memopt-chunked": "memopt, chunked loss"}
+# memopt's kinds of variant (bench_hf_python.py): eager stages, compiled stages, a chunked
+# head, both; each with its label and its markers at hf-ckpt's peak and at another budget.
+KINDS = {"memopt": ("memopt", "o", "D"), "memopt-compiled": ("memopt, compiled stages", "o", "D"),
+         "memopt-chunked": ("memopt, chunked loss", "p", "h"),
+         "memopt-compiled-chunked": ("memopt, compiled stages and chunked loss", "*", "X")}
 LINK_COLORS = ["tab:orange", "tab:green", "tab:purple", "tab:brown"]
 COMPILE_COLORS = {True: "tab:gray", False: "tab:olive"}  # activation_memory_budget above 0.3, or not
 
@@ -27,7 +30,7 @@ def series(name, links):
     `links` its own, in order); memopt's circles sit at hf-ckpt's peak as budget, its
     diamonds at the larger budget; memopt's compiled stages (memopt-compiled...) and its
     chunked head (memopt-chunked..., pentagons and hexagons) are hollow markers of the
-    same colours."""
+    same colours, both at once hollow stars and crosses."""
     if name == "plain":
         return "plain HF", dict(marker="s", color="black")
     if name == "hf-ckpt":
@@ -38,21 +41,24 @@ def series(name, links):
             dict(marker="P", color=COMPILE_COLORS[float(fraction) > 0.3], markersize=9)
     link, _, budget = name.partition(" @")
     kind, _, over = link.partition("+")  # over: the link memopt offloads over; empty: none
-    label = KINDS[kind] + (", recompute-only" if not over else f", offload over the {over} link"
-                           if over == "measured" else f", offload over {over}")
+    kind_label, at_hf_peak, at_budget = KINDS[kind]
+    label = kind_label + (", recompute-only" if not over else f", offload over the {over} link"
+                          if over == "measured" else f", offload over {over}")
     color = "tab:blue" if not over else LINK_COLORS[links.index(f"memopt+{over}") % len(LINK_COLORS)]
     style = dict(color=color, **(dict(markerfacecolor="none", markeredgewidth=1.5) if kind != "memopt" else {}))
     if not budget:
-        return label + ", budget = hf-ckpt's peak", dict(marker="p" if kind == "memopt-chunked" else "o", **style)
+        return label + ", budget = hf-ckpt's peak", dict(marker=at_hf_peak, **style)
     # A budget word (80%) or a byte count: a torch.compile variant's measured peak
     # (bench_hf_python.py), which differs from panel to panel.
     shown = "= torch.compile's peak" if budget.isdigit() else f"{budget} of store-all"
-    return label + f", budget {shown}", dict(marker="h" if kind == "memopt-chunked" else "D", **style)
+    return label + f", budget {shown}", dict(marker=at_budget, **style)
 
 
 def table(title, d):
     hf = d["variants"]["hf-ckpt"]["time_ms"]["median"]
-    rows = [f"**{title}** (hf-ckpt's measured peak: {d['hf_ckpt_peak_bytes'] / MIB:.1f} MiB)", "",
+    # A run cut short (bench_hf_python.py's Note [A record after every round]) says so.
+    cut = "" if d.get("complete", True) else f"; cut short after {d['rounds']} measured rounds"
+    rows = [f"**{title}** (hf-ckpt's measured peak: {d['hf_ckpt_peak_bytes'] / MIB:.1f} MiB{cut})", "",
             "| variant | budget | step time, median (IQR) | vs hf-ckpt | measured peak | predicted peak | recomputed / offloaded ops |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, v in d["variants"].items():
@@ -77,6 +83,8 @@ def main():
     for ax, (title, path) in zip(axes[0], args.case):
         with open(path) as f:
             d = json.load(f)
+        if not d["variants"]:
+            raise SystemExit(f"plot_hf_python: {path} has no measured round: its run was cut short before one")
         md.append(table(title, d))
         links = list(dict.fromkeys(n.partition(" @")[0] for n in d["variants"] if n.startswith("memopt+")))
         for name, v in d["variants"].items():
@@ -92,8 +100,10 @@ def main():
         ax.set_ylabel("step time, median (ms)")
         ax.grid(alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3 if len(args.case) > 1 else 2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.14 if len(args.case) > 1 else 0.22, 1, 1))
+    fig.tight_layout()
+    # Below the panels, however many entries: the saved figure's tight box takes it in.
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=3 if len(args.case) > 1 else 2, fontsize=8, frameon=False)
     fig.savefig(os.path.join(args.out, "steps.png"), dpi=120, bbox_inches="tight")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(md))

@@ -104,6 +104,29 @@ def test_the_head_no_longer_sets_the_floor_and_peaks_are_predicted(small_chunks)
         assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (budget, peak, plan.predicted["peak_bytes"])
 
 
+@pytest.mark.parametrize("budget,link", [("100%", None), ("min", None), ("60%", "100GB/s")])
+def test_with_compiled_stages_it_trains_as_plain_hf_and_peaks_as_predicted(budget, link, small_chunks):
+    """Both options at once: the chunked head's loop traced into its stage's graphs."""
+    plain = gpt2()
+    model = copy.deepcopy(plain)
+    ids, labels = batch()
+    memopt.optimize(model, ids, budget=budget, link=link, repeat=1, other_shapes=False, chunked_loss=True,
+                    compile_stages=True)
+    plan = model.memopt_plan
+    assert (plan.profile["model"]["loss"], plan.profile["model"]["compiled"]) == ("chunked", "torch.compile")
+    ops = [op[0] for op in plan.schedule["ops"]]
+    assert ("fwd_ckpt" in ops) == (budget == "min")
+    assert ("offload_saved" in ops) == (link is not None)
+    step(model, ids, labels, 2)  # warm-up: the first step's backward also makes the .grad buffers
+    for seed in (3, 4):
+        result = step(model, ids, labels, seed)
+        assert_close_to(result, step(plain, ids, labels, seed))
+        peak = result[2]
+        assert peak <= plan.budget_bytes, (peak, plan.budget_bytes)
+        # The prediction counts a_0, the token ids the caller made.
+        assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (peak, plan.predicted["peak_bytes"])
+
+
 def test_models_the_chunked_head_would_not_compute_as_they_do_are_refused():
     ids, _ = batch()
     capped = gpt2()
