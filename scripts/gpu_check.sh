@@ -19,8 +19,9 @@
 #           chunks (chunked_loss=True), whose lower floor leaves room at HF
 #           checkpointing's peak
 #   goals   one GPT-2 small benchmark with all of memopt's kinds -- eager, compiled,
-#           chunked, compiled and chunked -- against the competitors measured once:
-#           compiled and chunked in one process, for less GPU time than both parts
+#           chunked, compiled and chunked -- against the competitors measured once
+#           (compiled and chunked in one process, for less GPU time than both parts),
+#           each kind also at 100%, beside plain training
 # A second call on a machine that stayed warm finds build-gpu/ built and rebuilds nothing.
 # Needs a CUDA GPU, nvcc 13, CMake, ninja and a Python with a CUDA torch ($MEMOPT_GPU_PYTHON,
 # default python3). Needs no registry: the other build dependencies travel in .deps/,
@@ -181,6 +182,6 @@ for part in "${parts[@]}"; do
     large) bench large 540 36 1280 20 ;;
     compiled) bench small_compiled 420 12 768 12 --memopt-compiled ;;
     chunked) bench small_chunked 300 12 768 12 --memopt-chunked-loss ;;
-    goals) bench small_goals 540 12 768 12 --memopt-compiled --memopt-chunked-loss ;;
+    goals) bench small_goals 540 12 768 12 --memopt-compiled --memopt-chunked-loss --budgets 100% ;;
   esac
 done

@@ -1,7 +1,7 @@
 """plot_hf_python.py: the figure and table of the Python benchmark (bench_hf_python.py):
 per shape, each variant's median step time (bars: interquartile range) against its
 measured activation peak (dotted: hf-ckpt's peak, memopt's budget), and a Markdown
-table of the same numbers.
+table of the same numbers, with the benchmark's two questions answered beneath it.
   python3 tools/plot_hf_python.py --out DIR --case "TITLE" small.json --case "TITLE" c256.json
 """
 import argparse
@@ -72,11 +72,52 @@ def table(title, d):
     return "\n".join(rows) + "\n"
 
 
+def fastest_within(d, peak_bytes, names):
+    """The fastest of `names` (median step) whose measured peak is at most `peak_bytes`, or None."""
+    fits = [n for n in names if d["variants"][n]["peak_bytes"] <= peak_bytes]
+    return min(fits, key=lambda n: d["variants"][n]["time_ms"]["median"], default=None)
+
+
+def goals(d, ratio):
+    """The benchmark's two questions, answered from the medians: at hf-ckpt's measured peak,
+    is memopt's fastest step at most `ratio` of hf-ckpt's; and is any competitor both leaner
+    and faster than memopt's curve -- the fastest memopt variant at or under its peak?"""
+    v = d["variants"]
+    ms = lambda n: v[n]["time_ms"]["median"]
+    mine = [n for n in v if n.startswith("memopt")]
+    hf = v["hf-ckpt"]
+    rows = ["", "| question | answer |", "|---|---|"]
+    best = fastest_within(d, hf["peak_bytes"], mine)
+    if best is None:
+        rows.append(f"| at hf-ckpt's peak, memopt's step at most {ratio:g}x hf-ckpt's | **no**: no memopt variant "
+                    f"peaked at or under {hf['peak_bytes'] / MIB:.1f} MiB |")
+    else:
+        r = ms(best) / hf["time_ms"]["median"]
+        rows.append(f"| at hf-ckpt's peak, memopt's step at most {ratio:g}x hf-ckpt's | "
+                    f"**{'yes' if r <= ratio else 'no'}**: {r:.2f}x, {best} ({ms(best):.0f} ms, "
+                    f"{v[best]['peak_bytes'] / MIB:.1f} MiB) |")
+    for name in (n for n in v if not n.startswith("memopt")):
+        best = fastest_within(d, v[name]["peak_bytes"], mine)
+        if best is None:
+            answer = "**yes**: it peaks under every memopt variant"
+        elif ms(best) <= ms(name):
+            answer = f"no: {best} is leaner and {'as fast' if ms(best) == ms(name) else 'faster'} " \
+                     f"({ms(best):.0f} ms, {v[best]['peak_bytes'] / MIB:.1f} MiB)"
+        else:
+            answer = f"**yes**: memopt's fastest at or under its peak is {best} " \
+                     f"({ms(best):.0f} ms, {v[best]['peak_bytes'] / MIB:.1f} MiB)"
+        rows.append(f"| {name} ({ms(name):.0f} ms, {v[name]['peak_bytes'] / MIB:.1f} MiB) below memopt's curve "
+                    f"| {answer} |")
+    return "\n".join(rows) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--case", nargs=2, action="append", metavar=("TITLE", "JSON"), required=True)
     ap.add_argument("--goal", type=float, default=0.8, help="the dashed line: this fraction of hf-ckpt's step time")
+    ap.add_argument("--ratio", type=float, default=0.85,
+                    help="the table's question: memopt's step at hf-ckpt's peak at most this fraction of hf-ckpt's")
     args = ap.parse_args()
     fig, axes = plt.subplots(1, len(args.case), figsize=(6.5 * len(args.case), 5.6), squeeze=False)
     md = []
@@ -85,7 +126,7 @@ def main():
             d = json.load(f)
         if not d["variants"]:
             raise SystemExit(f"plot_hf_python: {path} has no measured round: its run was cut short before one")
-        md.append(table(title, d))
+        md.append(table(title, d) + goals(d, args.ratio))
         links = list(dict.fromkeys(n.partition(" @")[0] for n in d["variants"] if n.startswith("memopt+")))
         for name, v in d["variants"].items():
             t = v["time_ms"]
