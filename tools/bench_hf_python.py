@@ -226,7 +226,8 @@ def main():
         m = copy.deepcopy(plain)
         profile = None
         for budget in budgets + [b for b in args.budgets.split(",") if b]:
-            for link in [None] + args.links.split(","):
+            # At 100% every plan stores everything: no link variant to measure.
+            for link in [None] + ([] if budget == "100%" else args.links.split(",")):
                 name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
                 log(f"optimizing {name}")
                 try:
