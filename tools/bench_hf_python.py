@@ -40,6 +40,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 
 import torch
 import transformers
@@ -238,6 +239,11 @@ def main():
                     plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
                                    "infeasible": str(e)}
                     continue
+                except Exception as e:  # Note [A variant that fails]
+                    log(f"{name} failed:\n{traceback.format_exc()}")
+                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
+                                   **options, "failed": f"{type(e).__name__}: {e}"}
+                    continue
                 profile = m.memopt_plan.profile
                 variants[name], forwards[name] = m, m.forward
                 plan = m.memopt_plan
@@ -249,6 +255,7 @@ def main():
                                "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}
+    rounds_done = 0
 
     def record(done):
         """The JSON of the rounds measured so far (Note [A record after every round])."""
@@ -259,7 +266,7 @@ def main():
                       "seq_len": args.seq, "attention": args.attention,
                       "dropout": 0.0 if args.arch == "llama" else 0.1},
             "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
-            "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": len(times["plain"]),
+            "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": rounds_done,
             "complete": done,
             "hf_ckpt_peak_bytes": hf_peak,
             "store_all_peak_bytes": store_all_peak,
@@ -279,12 +286,23 @@ def main():
         os.replace(args.out + ".part", args.out)
 
     write(record(False))  # the plans, before any round
+    # Note [A variant that fails]: a variant whose optimize() or step raises -- a first
+    # run on a new device, an option combination that breaks there -- is recorded with
+    # its error and left out of the rounds, and the others are measured as planned.
     for r in range(args.warmup + args.steps):
-        for name, model in variants.items():
+        for name, model in list(variants.items()):
             if name in forwards:
                 model.forward = forwards[name]
             ln_1_calls[0] = 0
-            ms, peak = step(model, ids, clock)
+            try:
+                ms, peak = step(model, ids, clock)
+            except Exception as e:
+                log(f"round {r + 1} {name} failed:\n{traceback.format_exc()}")
+                plans.setdefault(name, {})["failed"] = f"round {r + 1}: {type(e).__name__}: {e}"
+                del variants[name], times[name], peaks[name]
+                if ids.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
             if name == "hf-ckpt" and ln_1_calls[0] != 2:
                 raise SystemExit(f"hf-ckpt did not recompute in round {r + 1} (its first norm ran {ln_1_calls[0]} "
                                  f"times)")
@@ -292,6 +310,8 @@ def main():
             if r >= args.warmup:
                 times[name].append(ms)
                 peaks[name].append(peak)
+        if r >= args.warmup:
+            rounds_done += 1
         if args.warmup <= r < args.warmup + args.steps - 1:
             write(record(False))
     out = record(True)

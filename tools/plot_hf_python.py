@@ -69,6 +69,12 @@ def table(title, d):
         ops = f"{plan['num_recomputed']} / {plan['num_offloads']}" if plan else ""
         rows.append(f"| {name} | {budget} | {t['median']:.0f} ms ({t['q1']:.0f}-{t['q3']:.0f}) | "
                     f"{t['median'] / hf:.2f}x | {v['peak_bytes'] / MIB:.1f} MiB | {predicted} | {ops} |")
+    # Variants planned but not measured: under memopt's floor, or failed (bench_hf_python.py's
+    # Note [A variant that fails]).
+    missing = [f"- {name}: {plan.get('failed') or 'infeasible: ' + plan['infeasible']}"
+               for name, plan in d["plans"].items() if "failed" in plan or "infeasible" in plan]
+    if missing:
+        rows += ["", "Not measured:", *missing]
     return "\n".join(rows) + "\n"
 
 

@@ -1,6 +1,7 @@
-"""The Python benchmark's answers (tools/plot_hf_python.py): memopt's fastest step at
-hf-ckpt's peak against the ratio asked, and each competitor against memopt's curve --
-the fastest memopt variant at or under that competitor's measured peak."""
+"""The Python benchmark's table and answers (tools/plot_hf_python.py): the variants
+planned and not measured, memopt's fastest step at hf-ckpt's peak against the ratio
+asked, and each competitor against memopt's curve -- the fastest memopt variant at or
+under that competitor's measured peak."""
 import pathlib
 import sys
 
@@ -45,3 +46,14 @@ def test_a_competitor_is_below_the_curve_when_no_memopt_variant_is_as_lean_and_a
 def test_without_a_memopt_variant_under_hf_ckpts_peak_the_answer_is_no():
     d = run({"plain": (100, 900), "hf-ckpt": (200, 300), "memopt": (150, 310)})
     assert answers(d)[0].startswith("**no**: no memopt variant peaked at or under 300.0 MiB")
+
+
+def test_the_table_names_the_variants_planned_and_not_measured():
+    d = run({"plain": (100, 900), "hf-ckpt": (200, 300), "memopt": (150, 290)})
+    d["plans"] = {"memopt": {"budget_bytes": 300 * MIB, "predicted": {"peak_bytes": 290 * MIB},
+                             "num_recomputed": 2, "num_offloads": 0},
+                  "memopt @100": {"infeasible": "no schedule fits"},
+                  "memopt-compiled": {"failed": "round 3: RuntimeError: boom"}}
+    text = plot.table("t", d)
+    assert text.endswith("Not measured:\n- memopt @100: infeasible: no schedule fits\n"
+                         "- memopt-compiled: round 3: RuntimeError: boom\n")

@@ -1,0 +1,55 @@
+"""The Python benchmark (tools/bench_hf_python.py) on a tiny GPT-2: a variant whose
+optimize() or step fails is recorded with its error and the others are measured as
+planned (Note [A variant that fails]); the record is complete, every measured variant
+with as many steps as the rounds."""
+import json
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
+pytest.importorskip("transformers")
+import bench_hf_python as bench  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
+
+ARGS = ["--layers", "1", "--embd", "32", "--heads", "2", "--vocab", "64", "--batch", "1", "--seq", "16",
+        "--links", "1GB/s", "--budgets", "", "--memopt-chunked-loss", "--warmup", "1", "--steps", "2"]
+
+
+def run(tmp_path, monkeypatch):
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["bench_hf_python.py", *ARGS, "--out", str(out)])
+    bench.main()
+    return json.loads(out.read_text())
+
+
+def test_a_variant_that_fails_is_recorded_and_the_others_are_measured(tmp_path, monkeypatch):
+    optimize, step = bench.memopt.optimize, bench.step
+    calls = []
+
+    def failing_optimize(model, *args, **kwargs):
+        if kwargs.get("chunked_loss"):
+            raise RuntimeError("made to fail")
+        return optimize(model, *args, **kwargs)
+
+    def failing_step(*args, **kwargs):
+        # hf-ckpt's two steps for its peak, then the rounds: plain, hf-ckpt, memopt,
+        # memopt+1GB/s. The second round's memopt+1GB/s fails.
+        calls.append(None)
+        if len(calls) == 2 + 4 + 4:
+            raise RuntimeError("a step made to fail")
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(bench.memopt, "optimize", failing_optimize)
+    monkeypatch.setattr(bench, "step", failing_step)
+    d = run(tmp_path, monkeypatch)
+    assert d["complete"] and d["rounds"] == 2
+    assert list(d["variants"]) == ["plain", "hf-ckpt", "memopt"]
+    for v in d["variants"].values():
+        assert len(v["time_ms"]["values"]) == 2
+    assert d["plans"]["memopt-chunked"]["failed"] == "RuntimeError: made to fail"
+    assert d["plans"]["memopt-chunked+1GB/s"]["failed"] == "RuntimeError: made to fail"
+    assert d["plans"]["memopt+1GB/s"]["failed"] == "round 2: RuntimeError: a step made to fail"
+    assert "predicted" in d["plans"]["memopt"]
