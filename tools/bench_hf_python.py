@@ -24,7 +24,8 @@ before it, untimed); its activation peak is what the device's allocator held abo
 bytes that existed before it (memopt.testbed: the testbed allocator on the CPU, the
 caching allocator's requested bytes on a GPU). On the CPU: one compute thread, the host
 clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
-("measured"). Writes one JSON per shape, again after every measured round.
+("measured"). Writes one JSON per shape, again after every measured round; a variant
+that fails is recorded there with its error, and the others are measured.
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
