@@ -9,6 +9,8 @@
 #           the copy engine's link, GPT-2 profiled, solved at four budgets and run with
 #           its gradients checked, then timed interleaved, and a step of each offloading
 #           plan traced (about 4 minutes with the build)
+#   overlap of cli only the link, the profile and the traced steps of the offloading
+#           plans: whether their copies ran under compute (about a minute)
 #   python  the benchmark against HF checkpointing and torch.compile's activation
 #           memory budget on GPT-2 small
 #   large   the same benchmark on GPT-2 large (36 layers, C = 1280)
@@ -33,12 +35,12 @@
 # left is skipped, and the results are packed after every step, so that a run cut short by
 # its caller still hands back everything it finished.
 set -uo pipefail
-result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|python|large|compiled|chunked|goals ...]}
+result=${1:?usage: scripts/gpu_check.sh RESULT_DIR [cli|overlap|python|large|compiled|chunked|goals ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(cli)
 for part in "${parts[@]}"; do
-  case "$part" in cli|python|large|compiled|chunked|goals) ;; *) echo "gpu_check: unknown part '$part' (cli, python, large, compiled, chunked, goals)" >&2; exit 2 ;; esac
+  case "$part" in cli|overlap|python|large|compiled|chunked|goals) ;; *) echo "gpu_check: unknown part '$part' (cli, overlap, python, large, compiled, chunked, goals)" >&2; exit 2 ;; esac
 done
 mkdir -p "$result"
 result=$(cd "$result" && pwd)
@@ -113,7 +115,9 @@ step configure 90 cmake --preset cuda -B "$build" -DMEMOPT_PYTHON="$py" -DMEMOPT
   exit 1
 step build 360 cmake --build "$build" --target memopt_cuda_ci -j "$(nproc)" || exit 1
 
-run_cli() {
+# 3-4. The link and GPT-2's profile, once per run (the cli and overlap parts both start here).
+profile_gpt2() {
+[ -f "$work/profile.json" ] && return
 # 3. The copy engine: pinned H2D and D2H alone, both at once, both beside matrix products.
 step link 60 "$memopt" link --device cuda --bytes 256MiB --repeat 10 --out "$work/link.json"
 
@@ -130,6 +134,22 @@ print(f"{len(stages)} stages; {len(kernels)} ranges; unattributed kernels: {trac
 print("ranges with no kernel:", missing or "none")
 sys.exit(1 if missing else 0)
 PY
+}
+
+# 8. Overlap: one step of each offloading plan traced (CUPTI), its copies against its
+#    kernels: how much of the links' busy time ran under compute.
+trace_offloads() {
+for name in 60 40; do
+  [ -f "$work/schedule_$name.json" ] ||
+    step "solve_$name" 60 "$memopt" solve --profile "$work/profile.json" --budget "$name%" \
+      --out "$work/schedule_$name.json" || continue
+  step "run_trace_$name" 90 "$memopt" run --device cuda --profile "$work/profile.json" \
+    --schedule "$work/schedule_$name.json" --warmup-steps 2 --steps 3 --trace-out "$work/trace_run_$name.json"
+done
+}
+
+run_cli() {
+profile_gpt2
 
 # 5. Every CUDA test, each running its body on the GPU, beside step 6: both check
 #    correctness and peaks (per process), neither times anything that is reported.
@@ -151,13 +171,7 @@ wait "$tests"
 #    training uses), with the trade-off figure; nothing else runs beside it.
 step tradeoff_run 240 "$memopt" tradeoff --profile "$work/profile.json" --budgets 100%,60%,40%,25% \
   --solvers optimal,recompute-only --run --warmup-steps 2 --steps 7 --out "$work/tradeoff"
-
-# 8. Overlap: one step of each offloading plan traced (CUPTI), its copies against its
-#    kernels: how much of the links' busy time ran under compute.
-for name in 60 40; do
-  step "run_trace_$name" 90 "$memopt" run --device cuda --profile "$work/profile.json" \
-    --schedule "$work/schedule_$name.json" --warmup-steps 2 --steps 3 --trace-out "$work/trace_run_$name.json"
-done
+trace_offloads
 }
 
 # The users' benchmark -- plain, HF checkpointing, torch.compile at two memory
@@ -178,6 +192,7 @@ bench() {  # bench NAME SECONDS LAYERS EMBD HEADS [BENCH_FLAGS...]
 for part in "${parts[@]}"; do
   case "$part" in
     cli) run_cli ;;
+    overlap) profile_gpt2; trace_offloads ;;
     python) bench small 300 12 768 12 ;;
     large) bench large 540 36 1280 20 ;;
     compiled) bench small_compiled 420 12 768 12 --memopt-compiled ;;
