@@ -226,11 +226,15 @@ def main():
         kinds.append(("memopt-compiled-chunked", {"compile_stages": True, "chunked_loss": True}))
     for prefix, options in kinds:
         m = copy.deepcopy(plain)
-        profile = None
+        profile, unprofiled = None, None
         for budget in budgets + [b for b in args.budgets.split(",") if b]:
             # At 100% every plan stores everything: no link variant to measure.
             for link in [None] + ([] if budget == "100%" else args.links.split(",")):
                 name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
+                if unprofiled:  # the kind's profile failed: each try would fail again, as slowly
+                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
+                                   **options, "failed": f"not tried: {unprofiled} failed before its profile was made"}
+                    continue
                 log(f"optimizing {name}")
                 try:
                     memopt.optimize(m, ids, budget=budget, link=link, progress=True, profile=profile,
@@ -244,6 +248,7 @@ def main():
                     log(f"{name} failed:\n{traceback.format_exc()}")
                     plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
                                    **options, "failed": f"{type(e).__name__}: {e}"}
+                    unprofiled = name if profile is None else None
                     continue
                 profile = m.memopt_plan.profile
                 variants[name], forwards[name] = m, m.forward
@@ -289,7 +294,9 @@ def main():
     write(record(False))  # the plans, before any round
     # Note [A variant that fails]: a variant whose optimize() or step raises -- a first
     # run on a new device, an option combination that breaks there -- is recorded with
-    # its error and left out of the rounds, and the others are measured as planned.
+    # its error and left out of the rounds, and the others are measured as planned. A
+    # kind whose first optimize() fails before its profile exists is not tried again at
+    # its other budgets: each would profile, and fail, again.
     for r in range(args.warmup + args.steps):
         for name, model in list(variants.items()):
             if name in forwards:
