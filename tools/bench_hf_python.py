@@ -231,9 +231,10 @@ def main():
             # At 100% every plan stores everything: no link variant to measure.
             for link in [None] + ([] if budget == "100%" else args.links.split(",")):
                 name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
+                # What a variant that is not measured leaves in the record, with why.
+                unmeasured = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link, **options}
                 if unprofiled:  # the kind's profile failed: each try would fail again, as slowly
-                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
-                                   **options, "failed": f"not tried: {unprofiled} failed before its profile was made"}
+                    plans[name] = dict(unmeasured, failed=f"not tried: {unprofiled} failed before its profile was made")
                     continue
                 log(f"optimizing {name}")
                 try:
@@ -241,13 +242,11 @@ def main():
                                     other_shapes=False, **options)
                 except memopt.InfeasibleBudget as e:  # a competitor below memopt's floor: say so, go on
                     log(f"{name}: {e}")
-                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
-                                   "infeasible": str(e)}
+                    plans[name] = dict(unmeasured, infeasible=str(e))
                     continue
                 except Exception as e:  # Note [A variant that fails]
                     log(f"{name} failed:\n{traceback.format_exc()}")
-                    plans[name] = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link,
-                                   **options, "failed": f"{type(e).__name__}: {e}"}
+                    plans[name] = dict(unmeasured, failed=f"{type(e).__name__}: {e}")
                     unprofiled = name if profile is None else None
                     continue
                 profile = m.memopt_plan.profile

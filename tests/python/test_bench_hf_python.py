@@ -27,9 +27,7 @@ def run(tmp_path, monkeypatch):
 
 def test_a_variant_that_fails_is_recorded_and_the_others_are_measured(tmp_path, monkeypatch):
     optimize, step = bench.memopt.optimize, bench.step
-    calls = []
-
-    tried = []
+    calls, tried = [], []
 
     def failing_optimize(model, *args, **kwargs):
         tried.append(kwargs.get("chunked_loss"))

@@ -21,6 +21,24 @@ pytestmark = [
 ]
 
 
+def assert_trains_as_plain(model, plain, ids, seed, dtype=None):
+    """A step of `model` after a warm-up: plain training's loss and gradients up to the
+    order of the sums (the chunked head's), its peak within the budget and as predicted."""
+    for m in (plain, model):
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+    step(model, ids, seed, dtype)  # warm-up
+    ref_loss, _, _ = step(plain, ids, seed + 1, dtype)
+    loss, peak, _ = step(model, ids, seed + 1, dtype)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
+    tolerance = dict(rtol=1e-2, atol=1e-3) if dtype else dict(rtol=1e-3, atol=1e-5)
+    for (n, p), q in zip(model.named_parameters(), plain.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **tolerance, msg=lambda m: f"{n}: {m}")
+    plan = model.memopt_plan
+    assert peak <= plan.budget_bytes
+    assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
+
+
 @pytest.mark.parametrize("budget,link", [("100%", None), ("min", None), ("50%", "measured")])
 def test_compiled_stages_train_as_storing_everything_and_peak_as_predicted(budget, link):
     """compile_stages=True (Note [Compiled stages] in python/memopt/_compile.py): every
@@ -65,19 +83,7 @@ def test_a_chunked_head_trains_as_plain_and_lowers_the_floor(dtype, budget, link
         memopt.optimize(own, ids, budget="min", repeat=2, other_shapes=False)
         memopt.optimize(model, ids, budget=budget, link=link, repeat=2, other_shapes=False, chunked_loss=True)
     assert model.memopt_plan.budget_bytes < own.memopt_plan.budget_bytes
-    for m in (plain, model):
-        for p in m.parameters():
-            p.grad = torch.zeros_like(p)
-    step(model, ids, 20, dtype)  # warm-up
-    ref_loss, _, _ = step(plain, ids, 21, dtype)
-    loss, peak, _ = step(model, ids, 21, dtype)
-    torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
-    tolerance = dict(rtol=1e-2, atol=1e-3) if dtype else dict(rtol=1e-3, atol=1e-5)
-    for (n, p), q in zip(model.named_parameters(), plain.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, **tolerance, msg=lambda m: f"{n}: {m}")
-    plan = model.memopt_plan
-    assert peak <= plan.budget_bytes
-    assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
+    assert_trains_as_plain(model, plain, ids, 20, dtype)
 
 
 @pytest.mark.parametrize("budget,link", [("min", None), ("min", "measured")])
@@ -90,14 +96,4 @@ def test_compiled_stages_with_a_chunked_head_train_as_plain_and_peak_as_predicte
                     chunked_loss=True)
     plan = model.memopt_plan
     assert (plan.profile["model"]["loss"], plan.profile["model"]["compiled"]) == ("chunked", "torch.compile")
-    for m in (plain, model):
-        for p in m.parameters():
-            p.grad = torch.zeros_like(p)
-    step(model, ids, 30)  # warm-up
-    ref_loss, _, _ = step(plain, ids, 31)
-    loss, peak, _ = step(model, ids, 31)
-    torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
-    for (n, p), q in zip(model.named_parameters(), plain.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5, msg=lambda m: f"{n}: {m}")
-    assert peak <= plan.budget_bytes
-    assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
+    assert_trains_as_plain(model, plain, ids, 30)
