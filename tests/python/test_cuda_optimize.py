@@ -36,9 +36,9 @@ def deterministic():
     torch.use_deterministic_algorithms(False)
 
 
-def gpt2(attention, dropout=0.1, n_layer=4, seed=0):
+def gpt2(attention, dropout=0.1, n_layer=4, seed=0, vocab_size=512):
     torch.manual_seed(seed)
-    config = transformers.GPT2Config(vocab_size=512, n_positions=T, n_embd=128, n_head=4, n_layer=n_layer,
+    config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=T, n_embd=128, n_head=4, n_layer=n_layer,
                                      resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                                      bos_token_id=0, eos_token_id=0)
     config._attn_implementation = attention
@@ -93,6 +93,13 @@ def test_gradients_equal_plain_training_and_peaks_stay_in_budget(attention, dtyp
     for m in (plain, model):
         for p in m.parameters():
             p.grad = torch.zeros_like(p)
+    # A process's first recomputing step also made one lasting 1 MiB block that no later
+    # step makes again (measured on a GPU: only the first test of a process saw it,
+    # and only in its first step; the allocator's trace held one more allocation and no
+    # more frees): one-time state of the process, not an activation, so a warm-up step
+    # of each model makes it before the measured ones.
+    for m in (plain, model):
+        step(m, ids, 10, dtype)
     for seed in (11, 12):  # the second step reuses the runner, its engine and its pool
         ref_loss, _, _ = step(plain, ids, seed, dtype)
         loss, peak, peak_alloc = step(model, ids, seed, dtype)

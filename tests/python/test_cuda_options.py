@@ -75,8 +75,9 @@ def test_compiled_stages_train_as_storing_everything_and_peak_as_predicted(budge
 def test_a_chunked_head_trains_as_plain_and_lowers_the_floor(dtype, budget, link):
     """chunked_loss=True (Note [A chunked head] in python/memopt/_chunked_loss.py): the
     loss and gradients of plain training up to the order of the sums, a smallest budget
-    below the model's own head's, peaks as predicted."""
-    plain = gpt2("sdpa")
+    below the model's own head's, peaks as predicted. A vocabulary wide enough that the
+    logits set the floor of the model's own head in bfloat16 too (ids stay below 512)."""
+    plain = gpt2("sdpa", vocab_size=4096)
     own, model = copy.deepcopy(plain), copy.deepcopy(plain)
     ids = batch()
     with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
