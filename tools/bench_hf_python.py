@@ -226,15 +226,21 @@ def main():
         kinds.append(("memopt-compiled-chunked", {"compile_stages": True, "chunked_loss": True}))
     for prefix, options in kinds:
         m = copy.deepcopy(plain)
-        profile, unprofiled = None, None
+        # One profile per kind, made before its plans: each budget and link reuses it.
+        log(f"profiling {prefix}")
+        try:
+            profile, unprofiled = memopt.profile(m, ids, progress=True, **options), None
+        except Exception as e:  # Note [A variant that fails]
+            log(f"{prefix}'s profile failed:\n{traceback.format_exc()}")
+            profile, unprofiled = None, f"{type(e).__name__}: {e}"
         for budget in budgets + [b for b in args.budgets.split(",") if b]:
             # At 100% every plan stores everything: no link variant to measure.
             for link in [None] + ([] if budget == "100%" else args.links.split(",")):
                 name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
                 # What a variant that is not measured leaves in the record, with why.
                 unmeasured = {"budget_bytes": int(budget) if budget.isdigit() else budget, "link": link, **options}
-                if unprofiled:  # the kind's profile failed: each try would fail again, as slowly
-                    plans[name] = dict(unmeasured, failed=f"not tried: {unprofiled} failed before its profile was made")
+                if unprofiled:
+                    plans[name] = dict(unmeasured, failed=f"not tried: {prefix}'s profile failed: {unprofiled}")
                     continue
                 log(f"optimizing {name}")
                 try:
@@ -247,9 +253,7 @@ def main():
                 except Exception as e:  # Note [A variant that fails]
                     log(f"{name} failed:\n{traceback.format_exc()}")
                     plans[name] = dict(unmeasured, failed=f"{type(e).__name__}: {e}")
-                    unprofiled = name if profile is None else None
                     continue
-                profile = m.memopt_plan.profile
                 variants[name], forwards[name] = m, m.forward
                 plan = m.memopt_plan
                 if not options:
@@ -294,8 +298,7 @@ def main():
     # Note [A variant that fails]: a variant whose optimize() or step raises -- a first
     # run on a new device, an option combination that breaks there -- is recorded with
     # its error and left out of the rounds, and the others are measured as planned. A
-    # kind whose first optimize() fails before its profile exists is not tried again at
-    # its other budgets: each would profile, and fail, again.
+    # kind whose profile fails has none of its variants tried: each needs that profile.
     for r in range(args.warmup + args.steps):
         for name, model in list(variants.items()):
             if name in forwards:

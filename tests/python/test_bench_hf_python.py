@@ -1,7 +1,7 @@
 """The Python benchmark (tools/bench_hf_python.py) on a tiny GPT-2: a variant whose
-optimize() or step fails is recorded with its error and the others are measured as
-planned (Note [A variant that fails]); the record is complete, every measured variant
-with as many steps as the rounds."""
+profile, optimize() or step fails is recorded with its error and the others are
+measured as planned (Note [A variant that fails]); the record is complete, every
+measured variant with as many steps as the rounds."""
 import json
 import pathlib
 import sys
@@ -26,34 +26,43 @@ def run(tmp_path, monkeypatch):
 
 
 def test_a_variant_that_fails_is_recorded_and_the_others_are_measured(tmp_path, monkeypatch):
-    optimize, step = bench.memopt.optimize, bench.step
-    calls, tried = [], []
+    profile, optimize, step = bench.memopt.profile, bench.memopt.optimize, bench.step
+    calls, profiled, optimized = [], [], []
+
+    def failing_profile(model, *args, **kwargs):
+        profiled.append(bool(kwargs.get("chunked_loss")))
+        if kwargs.get("chunked_loss"):
+            raise RuntimeError("made to fail")
+        return profile(model, *args, **kwargs)
 
     def failing_optimize(model, *args, **kwargs):
-        tried.append(kwargs.get("chunked_loss"))
-        if kwargs.get("chunked_loss"):
+        optimized.append(kwargs.get("link"))
+        assert kwargs["profile"] is not None  # the kind's profile, never made again
+        if kwargs.get("link") == "1GB/s":
             raise RuntimeError("made to fail")
         return optimize(model, *args, **kwargs)
 
     def failing_step(*args, **kwargs):
-        # hf-ckpt's two steps for its peak, then the rounds: plain, hf-ckpt, memopt,
-        # memopt+1GB/s. The second round's memopt+1GB/s fails.
+        # hf-ckpt's two steps for its peak, then the rounds: plain, hf-ckpt, memopt.
+        # The second round's memopt fails.
         calls.append(None)
-        if len(calls) == 2 + 4 + 4:
+        if len(calls) == 2 + 3 + 3:
             raise RuntimeError("a step made to fail")
         return step(*args, **kwargs)
 
+    monkeypatch.setattr(bench.memopt, "profile", failing_profile)
     monkeypatch.setattr(bench.memopt, "optimize", failing_optimize)
     monkeypatch.setattr(bench, "step", failing_step)
     d = run(tmp_path, monkeypatch)
     assert d["complete"] and d["rounds"] == 2
-    assert list(d["variants"]) == ["plain", "hf-ckpt", "memopt"]
+    assert list(d["variants"]) == ["plain", "hf-ckpt"]
     for v in d["variants"].values():
         assert len(v["time_ms"]["values"]) == 2
-    # The kind failed before its profile was made: its other variants are not tried.
-    assert d["plans"]["memopt-chunked"]["failed"] == "RuntimeError: made to fail"
-    assert d["plans"]["memopt-chunked+1GB/s"]["failed"] == \
-        "not tried: memopt-chunked failed before its profile was made"
-    assert sum(1 for c in tried if c) == 1
-    assert d["plans"]["memopt+1GB/s"]["failed"] == "round 2: RuntimeError: a step made to fail"
+    # One profile per kind; the kind whose profile failed has no variant tried.
+    assert profiled == [False, True]
+    assert optimized == [None, "1GB/s"]
+    assert d["plans"]["memopt-chunked"]["failed"] == d["plans"]["memopt-chunked+1GB/s"]["failed"] == \
+        "not tried: memopt-chunked's profile failed: RuntimeError: made to fail"
+    assert d["plans"]["memopt+1GB/s"]["failed"] == "RuntimeError: made to fail"
+    assert d["plans"]["memopt"]["failed"] == "round 2: RuntimeError: a step made to fail"
     assert "predicted" in d["plans"]["memopt"]
