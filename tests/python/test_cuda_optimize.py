@@ -67,6 +67,18 @@ def step(model, ids, seed, dtype=None):
     return (loss.detach(), testbed.peak_bytes(CUDA) - base, torch.cuda.max_memory_allocated(CUDA) - base_alloc)
 
 
+def warm_up(models, ids, dtype=None):
+    """What a loop's first step makes once, before the measured steps: the .grad
+    buffers, static state a plan counts apart from its activations, and a process's
+    one-time blocks (a process's first recomputing step made one lasting 1 MiB block
+    that no later step makes again: measured on a GPU, the allocator's trace of that
+    step held one more allocation and no more frees than the next step's)."""
+    for m in models:
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+        step(m, ids, 10, dtype)
+
+
 def assert_same_grads(a, b):
     for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
         assert torch.equal(p.grad, q.grad), f"gradient of {n} differs: max |diff| {(p.grad - q.grad).abs().max()}"
@@ -88,18 +100,7 @@ def test_gradients_equal_plain_training_and_peaks_stay_in_budget(attention, dtyp
     plan = model.memopt_plan
     assert plan.profile["device"]["kind"] == "cuda"
     assert plan.schedule["profiled_on"]["device"] == "cuda"
-    # A loop's first backward also allocates the .grad buffers: static state, which a
-    # plan counts apart from its activations. They exist before the measured steps.
-    for m in (plain, model):
-        for p in m.parameters():
-            p.grad = torch.zeros_like(p)
-    # A process's first recomputing step also made one lasting 1 MiB block that no later
-    # step makes again (measured on a GPU: only the first test of a process saw it,
-    # and only in its first step; the allocator's trace held one more allocation and no
-    # more frees): one-time state of the process, not an activation, so a warm-up step
-    # of each model makes it before the measured ones.
-    for m in (plain, model):
-        step(m, ids, 10, dtype)
+    warm_up((plain, model), ids, dtype)
     for seed in (11, 12):  # the second step reuses the runner, its engine and its pool
         ref_loss, _, _ = step(plain, ids, seed, dtype)
         loss, peak, peak_alloc = step(model, ids, seed, dtype)

@@ -13,7 +13,7 @@ import memopt
 
 pytest.importorskip("transformers")
 
-from test_cuda_optimize import batch, deterministic, gpt2, step  # noqa: E402,F401  (the fixture by name)
+from test_cuda_optimize import batch, deterministic, gpt2, step, warm_up  # noqa: E402,F401  (the fixture by name)
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible"),
@@ -24,10 +24,7 @@ pytestmark = [
 def assert_trains_as_plain(model, plain, ids, seed, dtype=None):
     """A step of `model` after a warm-up: plain training's loss and gradients up to the
     order of the sums (the chunked head's), its peak within the budget and as predicted."""
-    for m in (plain, model):
-        for p in m.parameters():
-            p.grad = torch.zeros_like(p)
-    step(model, ids, seed, dtype)  # warm-up
+    warm_up((plain, model), ids, dtype)
     ref_loss, _, _ = step(plain, ids, seed + 1, dtype)
     loss, peak, _ = step(model, ids, seed + 1, dtype)
     torch.testing.assert_close(loss, ref_loss, rtol=1e-4, atol=1e-5)
@@ -51,16 +48,13 @@ def test_compiled_stages_train_as_storing_everything_and_peak_as_predicted(budge
     for b, l in {("100%", None), (budget, link)}:
         model = copy.deepcopy(plain)
         memopt.optimize(model, ids, budget=b, link=l, repeat=2, other_shapes=False, compile_stages=True)
-        for p in model.parameters():
-            p.grad = torch.zeros_like(p)
-        step(model, ids, 10)  # warm-up
+        warm_up((model,), ids)
         loss, peak, _ = step(model, ids, 11)
         plan = model.memopt_plan
         assert peak <= plan.budget_bytes
         assert abs(peak - plan.predicted["peak_bytes"]) <= 16 << 10
         steps[(b, l)] = (loss, [p.grad.clone() for p in model.parameters()])
-    for p in plain.parameters():
-        p.grad = torch.zeros_like(p)
+    warm_up((plain,), ids)
     ref_loss, _, _ = step(plain, ids, 11)
     loss, grads = steps[(budget, link)]
     all_loss, all_grads = steps[("100%", None)]
