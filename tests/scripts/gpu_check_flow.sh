@@ -13,6 +13,7 @@ cp "$src/scripts/gpu_check.sh" "$tmp/tree/scripts/"
 
 cat > "$tmp/bin/cmake" <<STUB
 #!/usr/bin/env bash
+echo "cmake \$*"
 if [ "\$1" = --build ]; then mkdir -p "\$2/tools" "\$2/python/memopt"; cp "$tmp/memopt" "\$2/tools/memopt"; fi
 [ "\$1" = --version ] && echo "cmake version 0"
 exit 0
@@ -72,6 +73,11 @@ bench=$(tar -xzOf "$tmp/out/gpu_check.tar.gz" gpu_check/bench_small_goals.log)
 for flag in "--device cuda" "--memopt-compiled" "--memopt-chunked-loss" "--budgets 100%" "--links measured"; do
   case "$bench" in *"$flag"*) ;; *) echo "FAIL goals: the benchmark lacks $flag: $bench"; failures=$((failures + 1)) ;; esac
 done
+# The build's target: the Python package alone when every part is a benchmark.
+built_target() { tar -xzOf "$tmp/out/gpu_check.tar.gz" gpu_check/build.log | sed -n 's/.*--target \([^ ]*\).*/\1/p'; }
+[ "$(built_target)" = memopt_cuda_ci ] || { echo "FAIL overlap_goals: built $(built_target)"; failures=$((failures + 1)); }
+check_run goals_alone 0 "$built""bench_small_goals bench_large " goals large
+[ "$(built_target)" = memopt_python ] || { echo "FAIL goals_alone: built $(built_target)"; failures=$((failures + 1)); }
 checked="solve_100 run_check_100 solve_60 run_check_60 solve_40 run_check_40 solve_min run_check_min "
 check_run cli 0 "$built$profiled$checked""tradeoff_run run_trace_60 run_trace_40 " cli
 [ "$(grep -c '^cuda_tests ' "$tmp/out/summary.txt")" = 1 ] || { echo "FAIL cli: the CUDA tests did not run once"; failures=$((failures + 1)); }
