@@ -25,7 +25,8 @@ bytes that existed before it (memopt.testbed: the testbed allocator on the CPU, 
 caching allocator's requested bytes on a GPU). On the CPU: one compute thread, the host
 clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
 ("measured"). Writes one JSON per shape, again after every measured round; a variant
-that fails is recorded there with its error, and the others are measured.
+that fails is recorded there with its error, and the others are measured. Its log lines
+and its record's "seconds" say where the run's time went (Note [Where a run's time went]).
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
@@ -188,7 +189,19 @@ def main():
     args = ap.parse_args()
     if args.device == "cpu":
         torch.set_num_threads(1)
-    log = lambda *a: print("[bench]", *a, file=sys.stderr, flush=True)
+    # Note [Where a run's time went]: on a GPU lent by the minute, the next run is
+    # planned from this one: every log line carries the seconds since the start, and
+    # the record's "seconds" holds each phase's -- the competitors (the first steps of
+    # torch.compile's variants compile), each kind's profile and plans (compiled stages
+    # compile in the profile, and each plan traces them again at its first step, a
+    # warm-up round), the warm-up and the measured rounds.
+    began = time.perf_counter()
+    log = lambda *a: print(f"[bench {time.perf_counter() - began:6.1f} s]", *a, file=sys.stderr, flush=True)
+    seconds = {}
+
+    def phase(name, since):
+        seconds[name] = round(time.perf_counter() - since, 1)
+        return time.perf_counter()
     clock = Clock(args.device)
 
     plain = model_for(args)
@@ -208,6 +221,9 @@ def main():
             _, peak = step(competitors[name], ids, clock)
         log(f"{name} peak {peak} B")
         budgets.append(str(peak))
+    since = phase("competitors", began)
+    # Two competitors at one peak are one budget: one memopt point for both.
+    budgets = list(dict.fromkeys(budgets + [b for b in args.budgets.split(",") if b]))
     # A guard on the comparison: HF's checkpointing must recompute in every step (its
     # first block's first norm runs twice), whatever ran in the process before.
     ln_1_calls = [0]
@@ -233,7 +249,8 @@ def main():
         except Exception as e:  # Note [A variant that fails]
             log(f"{prefix}'s profile failed:\n{traceback.format_exc()}")
             profile, unprofiled = None, f"{type(e).__name__}: {e}"
-        for budget in budgets + [b for b in args.budgets.split(",") if b]:
+        since = phase(f"profile {prefix}", since)
+        for budget in budgets:
             # At 100% every plan stores everything: no link variant to measure.
             for link in [None] + ([] if budget == "100%" else args.links.split(",")):
                 name = (prefix if link is None else f"{prefix}+{link}") + ("" if budget == str(hf_peak) else f" @{budget}")
@@ -262,6 +279,7 @@ def main():
                 plans[name] = {"budget_bytes": plan.budget_bytes, "predicted": plan.predicted, "link": link,
                                **options, "num_offloads": sum(o.startswith("offload") for o in ops),
                                "num_recomputed": ops.count("fwd_ckpt") + ops.count("fwd_drop")}
+        since = phase(f"plans {prefix}", since)
     times = {k: [] for k in variants}
     peaks = {k: [] for k in variants}
     rounds_done = 0
@@ -276,7 +294,7 @@ def main():
                       "dropout": 0.0 if args.arch == "llama" else 0.1},
             "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
             "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": rounds_done,
-            "complete": done,
+            "complete": done, "seconds": dict(seconds),
             "hf_ckpt_peak_bytes": hf_peak,
             "store_all_peak_bytes": store_all_peak,
             "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
@@ -320,8 +338,11 @@ def main():
             if r >= args.warmup:
                 times[name].append(ms)
                 peaks[name].append(peak)
+        if r + 1 == args.warmup:
+            since = phase("warm-up rounds", since)
         if r >= args.warmup:
             rounds_done += 1
+            seconds["measured rounds"] = round(time.perf_counter() - since, 1)
         if args.warmup <= r < args.warmup + args.steps - 1:
             write(record(False))
     out = record(True)

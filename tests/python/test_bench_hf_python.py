@@ -1,10 +1,12 @@
 """The Python benchmark (tools/bench_hf_python.py) on a tiny GPT-2: a variant whose
 profile, optimize() or step fails is recorded with its error and the others are
 measured as planned (Note [A variant that fails]); the record is complete, every
-measured variant with as many steps as the rounds."""
+measured variant with as many steps as the rounds; a budget named twice is one plan; the
+record says how long each phase took (Note [Where a run's time went])."""
 import json
 import pathlib
 import sys
+import time
 
 import pytest
 
@@ -18,9 +20,9 @@ ARGS = ["--layers", "1", "--embd", "32", "--heads", "2", "--vocab", "64", "--bat
         "--links", "1GB/s", "--budgets", "", "--memopt-chunked-loss", "--warmup", "1", "--steps", "2"]
 
 
-def run(tmp_path, monkeypatch):
+def run(tmp_path, monkeypatch, args=ARGS):
     out = tmp_path / "bench.json"
-    monkeypatch.setattr(sys, "argv", ["bench_hf_python.py", *ARGS, "--out", str(out)])
+    monkeypatch.setattr(sys, "argv", ["bench_hf_python.py", *args, "--out", str(out)])
     bench.main()
     return json.loads(out.read_text())
 
@@ -66,3 +68,29 @@ def test_a_variant_that_fails_is_recorded_and_the_others_are_measured(tmp_path, 
     assert d["plans"]["memopt+1GB/s"]["failed"] == "RuntimeError: made to fail"
     assert d["plans"]["memopt"]["failed"] == "round 2: RuntimeError: a step made to fail"
     assert "predicted" in d["plans"]["memopt"]
+
+
+def test_a_budget_named_twice_is_one_plan_and_each_phase_is_timed(tmp_path, monkeypatch):
+    optimize, budgets = bench.memopt.optimize, []
+
+    def counting_optimize(model, *args, **kwargs):
+        budgets.append((kwargs.get("chunked_loss", False), kwargs["budget"], kwargs.get("link")))
+        return optimize(model, *args, **kwargs)
+
+    monkeypatch.setattr(bench.memopt, "optimize", counting_optimize)
+    args = list(ARGS)
+    args[args.index("--budgets") + 1] = "100%,100%"
+    began = time.perf_counter()
+    d = run(tmp_path, monkeypatch, args)
+    wall_s = time.perf_counter() - began
+    # Per kind: hf-ckpt's peak without and with the link, then 100% once.
+    for chunked in (False, True):
+        assert [b[1:] for b in budgets if b[0] == chunked] == [(str(d["hf_ckpt_peak_bytes"]), None),
+                                                               (str(d["hf_ckpt_peak_bytes"]), "1GB/s"),
+                                                               ("100%", None)]
+    assert list(d["variants"]) == ["plain", "hf-ckpt", "memopt", "memopt+1GB/s", "memopt @100%",
+                                   "memopt-chunked", "memopt-chunked+1GB/s", "memopt-chunked @100%"]
+    assert list(d["seconds"]) == ["competitors", "profile memopt", "plans memopt", "profile memopt-chunked",
+                                  "plans memopt-chunked", "warm-up rounds", "measured rounds"]
+    assert all(s >= 0 for s in d["seconds"].values())
+    assert sum(d["seconds"].values()) <= wall_s + 0.1 * len(d["seconds"])  # each rounded to 0.1 s
