@@ -1,6 +1,7 @@
 """The documentation's Python examples are the files the tests run: README.md quotes
-examples/optimize_hf_gpt2.py and docs/python.md examples/optimize_hf_llama.py verbatim,
-and they run."""
+examples/optimize_hf_gpt2.py and examples/optimize_hf_gpt2_cuda.py, docs/python.md
+examples/optimize_hf_llama.py, verbatim, and they run (the GPU one in
+tests/python/test_cuda_readme_example.py)."""
 import os
 import re
 import subprocess
@@ -10,10 +11,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = [os.path.join(ROOT, "examples", name) for name in ("optimize_hf_gpt2.py", "optimize_hf_llama.py")]
-QUOTED_IN = {"optimize_hf_gpt2.py": "README.md", "optimize_hf_llama.py": os.path.join("docs", "python.md")}
+QUOTED_IN = {"optimize_hf_gpt2.py": "README.md", "optimize_hf_gpt2_cuda.py": "README.md",
+             "optimize_hf_llama.py": os.path.join("docs", "python.md")}
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", [os.path.join(ROOT, "examples", name) for name in QUOTED_IN])
 def test_the_docs_quote_the_example_verbatim(example):
     with open(os.path.join(ROOT, QUOTED_IN[os.path.basename(example)])) as f:
         readme = f.read()
