@@ -78,6 +78,10 @@ built_target() { tar -xzOf "$tmp/out/gpu_check.tar.gz" gpu_check/build.log | sed
 [ "$(built_target)" = memopt_cuda_ci ] || { echo "FAIL overlap_goals: built $(built_target)"; failures=$((failures + 1)); }
 check_run goals_alone 0 "$built""bench_small_goals bench_large " goals large
 [ "$(built_target)" = memopt_python ] || { echo "FAIL goals_alone: built $(built_target)"; failures=$((failures + 1)); }
+case "$(tar -xzOf "$tmp/out/gpu_check.tar.gz" gpu_check/bench_large.log)" in
+  *"--layers 36 --embd 1280"*"--memopt-chunked-loss"*) ;;
+  *) echo "FAIL large: not GPT-2 large with the chunked head"; failures=$((failures + 1)) ;;
+esac
 checked="solve_100 run_check_100 solve_60 run_check_60 solve_40 run_check_40 solve_min run_check_min "
 check_run cli 0 "$built$profiled$checked""tradeoff_run run_trace_60 run_trace_40 " cli
 [ "$(grep -c '^cuda_tests ' "$tmp/out/summary.txt")" = 1 ] || { echo "FAIL cli: the CUDA tests did not run once"; failures=$((failures + 1)); }
