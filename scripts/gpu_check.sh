@@ -15,7 +15,7 @@
 #           memory budget on GPT-2 small
 #   large   the same benchmark on GPT-2 large (36 layers, C = 1280), memopt's eager stages
 #           also with the chunked head, which frees the logits' bytes at HF checkpointing's
-#           peak (not with compiled stages: each plan traces its 38 stages again, time
+#           peak (not with compiled stages: their profile compiles 38 stages, time
 #           that goals spends on GPT-2 small)
 #   compiled  the GPT-2 small benchmark with memopt's stages also compiled
 #           (memopt.optimize(compile_stages=True)): does compiling them close the gap to

@@ -26,7 +26,8 @@ caching allocator's requested bytes on a GPU). On the CPU: one compute thread, t
 clock, emulated links; on a GPU (--device cuda): CUDA events, the GPU's own link
 ("measured"). Writes one JSON per shape, again after every measured round; a variant
 that fails is recorded there with its error, and the others are measured. Its log lines
-and its record's "seconds" say where the run's time went (Note [Where a run's time went]).
+and its record's "seconds" and "graphs" say where the run's time went (Note [Where a run's
+time went]).
 
   .venv/bin/python tools/bench_hf_python.py --layers 12 --embd 768 --heads 12 --batch 1 --seq 256 \
       --out results/DIR/small.json
@@ -46,6 +47,7 @@ import traceback
 
 import torch
 import transformers
+from torch._dynamo.utils import counters as dynamo_counters
 
 import memopt
 from benchmark_json import quartiles  # the report scripts' one quartile rule (tools/)
@@ -189,18 +191,23 @@ def main():
     args = ap.parse_args()
     if args.device == "cpu":
         torch.set_num_threads(1)
-    # Note [Where a run's time went]: on a GPU lent by the minute, the next run is
-    # planned from this one: every log line carries the seconds since the start, and
-    # the record's "seconds" holds each phase's -- the competitors (the first steps of
+    # Note [Where a run's time went]: where GPU time is scarce, the next run is planned
+    # from this one: every log line carries the seconds since the start, and the
+    # record's "seconds" holds each phase's -- the competitors (the first steps of
     # torch.compile's variants compile), each kind's profile and plans (compiled stages
-    # compile in the profile, and each plan traces them again at its first step, a
-    # warm-up round), the warm-up and the measured rounds.
+    # compile in the profile), the warm-up and the measured rounds. Its "graphs" holds
+    # how many graphs Dynamo made in each phase: a compiled kind's plans and rounds make
+    # none, running the graphs its profile traced (Note [One code object per stage of a
+    # model] in python/memopt/_compile.py); a number there says they were traced again.
     began = time.perf_counter()
     log = lambda *a: print(f"[bench {time.perf_counter() - began:6.1f} s]", *a, file=sys.stderr, flush=True)
-    seconds = {}
+    seconds, graphs = {}, {}
+    graphs_so_far = [dynamo_counters["stats"]["unique_graphs"]]
 
     def phase(name, since):
         seconds[name] = round(time.perf_counter() - since, 1)
+        graphs[name] = dynamo_counters["stats"]["unique_graphs"] - graphs_so_far[0]
+        graphs_so_far[0] += graphs[name]
         return time.perf_counter()
     clock = Clock(args.device)
 
@@ -294,7 +301,7 @@ def main():
                       "dropout": 0.0 if args.arch == "llama" else 0.1},
             "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
             "threads": torch.get_num_threads(), "warmup_rounds": args.warmup, "rounds": rounds_done,
-            "complete": done, "seconds": dict(seconds),
+            "complete": done, "seconds": dict(seconds), "graphs": dict(graphs),
             "hf_ckpt_peak_bytes": hf_peak,
             "store_all_peak_bytes": store_all_peak,
             "variants": {k: {"time_ms": summary(times[k]), "peak_bytes": statistics.median(peaks[k]),
@@ -343,6 +350,7 @@ def main():
         if r >= args.warmup:
             rounds_done += 1
             seconds["measured rounds"] = round(time.perf_counter() - since, 1)
+            graphs["measured rounds"] = dynamo_counters["stats"]["unique_graphs"] - graphs_so_far[0]
         if args.warmup <= r < args.warmup + args.steps - 1:
             write(record(False))
     out = record(True)

@@ -28,9 +28,22 @@ heterogeneous chain never runs out of graphs, at the price of tracing identical 
 once each (inductor's graph cache then finds their kernels already built). A batch of
 another shape recompiles each stage once per grad mode; Dynamo then marks the shapes
 dynamic.
+
+Note [One code object per stage of a model]
+A plan is made by building the chain again: a profile, then optimize() at each budget and
+link, each a new set of stage closures. Were each compiled from a fresh copy of its code,
+every plan's first step would trace all its stages again, although they compute what the
+profile's stages computed. So a model keeps, per stage, the code object its stages were
+first compiled from, and every later chain of that model compiles its stage from that one:
+Dynamo finds the graphs it made for it, whose guards check that the closure's values
+(the block, the step's mask and position ids) are still what the graph was traced on, and
+traces again only what they reject. The code objects live as long as the model, and
+another model (a copy for another plan) gets its own, so the few graphs Dynamo keeps per
+code object are never shared among models.
 """
 import types
-from typing import Callable
+import weakref
+from typing import Callable, Dict, Tuple
 
 import torch
 
@@ -40,28 +53,40 @@ from ._chains import ChainSpec
 COMPILED = "torch.compile"
 
 
-def _function_copy(function: types.FunctionType, index: int) -> types.FunctionType:
-    code = function.__code__.replace(co_name=f"{function.__code__.co_name}_stage{index}")
+# A model's stage code objects, by (the function's own code, stage index) (Note [One
+# code object per stage of a model]).
+StageCodes = Dict[Tuple[types.CodeType, int], types.CodeType]
+_codes_of_model: "weakref.WeakKeyDictionary[object, StageCodes]" = weakref.WeakKeyDictionary()
+
+
+def _function_copy(function: types.FunctionType, index: int, codes: StageCodes) -> types.FunctionType:
+    key = (function.__code__, index)
+    if key not in codes:
+        codes[key] = function.__code__.replace(co_name=f"{function.__code__.co_name}_stage{index}")
+    code = codes[key]
     copy = types.FunctionType(code, function.__globals__, code.co_name, function.__defaults__, function.__closure__)
     copy.__kwdefaults__ = function.__kwdefaults__
     return copy
 
 
-def _with_own_code(forward: Callable, index: int) -> Callable:
-    """`forward`, as a function whose code object is its own (Note [Compiled stages])."""
+def _with_own_code(forward: Callable, index: int, codes: StageCodes) -> Callable:
+    """`forward`, as a function whose code object is its stage's own (Note [Compiled stages])."""
     if isinstance(forward, types.MethodType) and isinstance(forward.__func__, types.FunctionType):
-        return types.MethodType(_function_copy(forward.__func__, index), forward.__self__)
+        return types.MethodType(_function_copy(forward.__func__, index, codes), forward.__self__)
     if isinstance(forward, types.FunctionType):
-        return _function_copy(forward, index)
+        return _function_copy(forward, index, codes)
     return forward
 
 
-def compile_stage(forward: Callable, index: int) -> Callable:
-    return torch.compile(_with_own_code(forward, index), options={"fallback_random": True})
+def compile_stage(forward: Callable, index: int, codes: StageCodes) -> Callable:
+    return torch.compile(_with_own_code(forward, index, codes), options={"fallback_random": True})
 
 
 def compile_forwards(spec: ChainSpec) -> ChainSpec:
-    """`spec` with every stage's forward compiled (Note [Compiled stages])."""
-    spec.forwards = [compile_stage(f, i) for i, f in enumerate(spec.forwards)]
+    """`spec` with every stage's forward compiled (Note [Compiled stages]), from the code
+    objects its model's earlier chains were compiled from (Note [One code object per
+    stage of a model])."""
+    codes = _codes_of_model.setdefault(spec.owner, {})
+    spec.forwards = [compile_stage(f, i, codes) for i, f in enumerate(spec.forwards)]
     spec.model_json = dict(spec.model_json, compiled=COMPILED)
     return spec

@@ -2,7 +2,8 @@
 profile, optimize() or step fails is recorded with its error and the others are
 measured as planned (Note [A variant that fails]); the record is complete, every
 measured variant with as many steps as the rounds; a budget named twice is one plan; the
-record says how long each phase took (Note [Where a run's time went])."""
+record says how long each phase took and how many graphs Dynamo made in it (Note [Where a
+run's time went])."""
 import json
 import pathlib
 import sys
@@ -94,3 +95,17 @@ def test_a_budget_named_twice_is_one_plan_and_each_phase_is_timed(tmp_path, monk
                                   "plans memopt-chunked", "warm-up rounds", "measured rounds"]
     assert all(s >= 0 for s in d["seconds"].values())
     assert sum(d["seconds"].values()) <= wall_s + 0.1 * len(d["seconds"])  # each rounded to 0.1 s
+
+
+def test_a_compiled_kind_traces_its_stages_in_its_profile_alone(tmp_path, monkeypatch):
+    """Its plans and their rounds run the graphs the profile traced (Note [One code
+    object per stage of a model] in python/memopt/_compile.py)."""
+    # This model's compiled stages need more than hf-ckpt's peak: a plan at 100% too.
+    args = [a for a in ARGS if a != "--memopt-chunked-loss"] + ["--memopt-compiled"]
+    args[args.index("--budgets") + 1] = "100%"
+    d = run(tmp_path, monkeypatch, args)
+    assert list(d["graphs"]) == list(d["seconds"])
+    assert d["graphs"]["profile memopt-compiled"] > 0
+    assert {k: v for k, v in d["graphs"].items() if k != "profile memopt-compiled"} == \
+        {k: 0 for k in d["graphs"] if k != "profile memopt-compiled"}
+    assert "memopt-compiled @100%" in d["variants"]

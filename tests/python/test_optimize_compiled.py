@@ -139,7 +139,10 @@ def test_stages_first_compiled_inside_a_step_that_moves_saved_state():
     plain = tiny_gpt2()
     model = copy.deepcopy(plain)
     ids = batch()
-    profile = memopt.profile(model, ids, repeat=1, progress=False, compile_stages=True)
+    # The profile of a twin: the model's own stages have not yet been traced (a profile
+    # of the model itself would leave them traced, Note [One code object per stage of a
+    # model]).
+    profile = memopt.profile(copy.deepcopy(plain), ids, repeat=1, progress=False, compile_stages=True)
     memopt.optimize(model, ids, budget="60%", link="100GB/s", profile=profile, other_shapes=False,
                     compile_stages=True)
     assert "offload_saved" in [op[0] for op in model.memopt_plan.schedule["ops"]]
@@ -147,3 +150,30 @@ def test_stages_first_compiled_inside_a_step_that_moves_saved_state():
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
     for n in ref_g:
         torch.testing.assert_close(g[n], ref_g[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
+def test_plans_of_one_model_run_the_graphs_its_profile_traced():
+    """Each optimize() builds the chain again; the model's stages are compiled from the
+    code objects its profile's were (Note [One code object per stage of a model]), so
+    no plan traces a stage again, and each trains as a model that traced its own."""
+    from torch._dynamo.utils import counters
+    plain = tiny_gpt2()
+    ids = batch()
+    model = copy.deepcopy(plain)
+    profile = memopt.profile(model, ids, repeat=1, progress=False, compile_stages=True)
+    graphs = counters["stats"]["unique_graphs"]
+    for budget, link in PLANS[1:]:
+        memopt.optimize(model, ids, budget=budget, link=link, profile=profile, other_shapes=False,
+                        compile_stages=True)
+        loss, g, _ = step(model, ids, 5)
+        assert counters["stats"]["unique_graphs"] == graphs, (budget, link)
+        # The same plan on a model that traced its stages itself, step for step.
+        twin = copy.deepcopy(plain)
+        memopt.optimize(twin, ids, budget=budget, link=link, profile=profile, other_shapes=False,
+                        compile_stages=True)
+        twin_loss, twin_g, _ = step(twin, ids, 5)
+        assert counters["stats"]["unique_graphs"] > graphs, (budget, link)  # its own graphs
+        graphs = counters["stats"]["unique_graphs"]
+        assert torch.equal(loss, twin_loss), (budget, link)
+        for n in g:
+            assert torch.equal(g[n], twin_g[n]), (budget, link, n)
