@@ -48,49 +48,75 @@ std::shared_ptr<py::object> hold(py::object object) {
   });
 }
 
+// Note [A chain holds its model weakly]
+// An optimized language model holds its plans (its forward is a Python object), and
+// the plans hold the chain. Were the chain's stages to hold their functions and the
+// model strongly from C++, where Python's garbage collector sees no reference, that
+// cycle would never be collected: a model once optimized would never be freed, nor
+// its parameters' device memory, nor its plans' pinned host pools. So the chain holds
+// its ChainSpec -- the stage functions and the owner -- by a weak reference, and the
+// Python objects that run the chain hold the spec; a stage called after the spec is
+// gone (a loss kept past its model) is an error, not a crash.
+using WeakSpec = std::shared_ptr<py::object>;  // a py::weakref, released under the GIL
+
+py::object live_spec(const WeakSpec& spec) {
+  py::object alive = (*spec)();
+  if (alive.is_none())
+    throw std::runtime_error("memopt: the model this plan was made for is gone; a step of it cannot run");
+  return alive;
+}
+
 // Carries the Python module's train/eval flag, so that the profiler's and the
 // executor's train() reach its dropouts.
 class PythonOwner final : public torch::nn::Module {
  public:
-  explicit PythonOwner(std::shared_ptr<py::object> module) : module_(std::move(module)) {
+  explicit PythonOwner(WeakSpec spec) : spec_(std::move(spec)) {
     py::gil_scoped_acquire gil;
-    torch::nn::Module::train(module_->attr("training").cast<bool>());
+    torch::nn::Module::train(live_spec(spec_).attr("owner").attr("training").cast<bool>());
   }
   void train(bool on) override {
     torch::nn::Module::train(on);
     py::gil_scoped_acquire gil;
-    module_->attr("train")(on);
+    live_spec(spec_).attr("owner").attr("train")(on);
   }
 
  private:
-  std::shared_ptr<py::object> module_;
+  WeakSpec spec_;
 };
 
 // A chain of Python stages: forward(x, targets) -> tensor each.
 struct Chain {
   std::shared_ptr<model::StagedModel> staged;
+  WeakSpec spec;
 };
 
-Chain make_chain(const std::vector<std::string>& names, const std::vector<py::object>& forwards,
-                 const std::vector<std::vector<at::Tensor>>& parameters, py::object owner, bool ends_with_loss) {
-  if (names.size() != forwards.size() || names.size() != parameters.size())
+// `spec`: memopt's ChainSpec (python/memopt/_chains.py) -- names, forwards,
+// parameters, owner, ends_with_loss -- held weakly (Note [A chain holds its model
+// weakly]).
+Chain make_chain(const py::object& spec) {
+  const auto names = spec.attr("names").cast<std::vector<std::string>>();
+  const auto parameters = spec.attr("parameters").cast<std::vector<std::vector<at::Tensor>>>();
+  const size_t num_forwards = py::len(spec.attr("forwards"));
+  if (names.size() != num_forwards || names.size() != parameters.size())
     throw std::invalid_argument("memopt: one name, forward and parameter list per stage");
   if (names.empty()) throw std::invalid_argument("memopt: a chain needs at least one stage");
+  const WeakSpec weak = hold(py::weakref(spec));
   std::vector<model::Stage> stages;
   for (size_t i = 0; i < names.size(); ++i) {
-    std::shared_ptr<py::object> fn = hold(forwards[i]);
     model::Stage stage;
     stage.name = names[i];
     stage.parameters = parameters[i];
-    stage.forward = model::one_tensor([fn](const at::Tensor& input, const model::Batch& batch) {
+    stage.forward = model::one_tensor([weak, i](const at::Tensor& input, const model::Batch& batch) {
       py::gil_scoped_acquire gil;
       py::object targets = batch.targets.defined() ? py::cast(batch.targets) : py::none();
-      return (*fn)(input, targets).cast<at::Tensor>();
+      return live_spec(weak).attr("forwards")[py::int_(i)](input, targets).cast<at::Tensor>();
     });
     stages.push_back(std::move(stage));
   }
-  auto owner_module = std::make_shared<PythonOwner>(hold(std::move(owner)));
-  return Chain{std::make_shared<model::StagedModel>(std::move(stages), owner_module, ends_with_loss)};
+  auto owner_module = std::make_shared<PythonOwner>(weak);
+  return Chain{std::make_shared<model::StagedModel>(std::move(stages), owner_module,
+                                                    spec.attr("ends_with_loss").cast<bool>()),
+               weak};
 }
 
 std::string profile_chain(const Chain& chain, const at::Tensor& input, const std::optional<at::Tensor>& targets,
@@ -182,50 +208,68 @@ std::string simulate(const std::string& profile_text, const std::string& schedul
 }
 
 // One schedule ready to run on a chain, step after step: its copy engine (for
-// offloading schedules, on the profile's link) lives as long as it does.
+// offloading schedules, on the profile's link) lives as long as it does, and as long
+// as a step it began still waits for its backward.
 class Runner {
  public:
   Runner(Chain chain, const std::string& profile_text, const std::string& schedule_text)
-      : chain_(std::move(chain)),
-        profile_(solver::parse_profile(profile_text, "the profile")),
-        schedule_(solver::parse_schedule(schedule_text, "the schedule")),
-        anchor_(at::zeros({}).requires_grad_(true)) {
-    runtime::check_schedule_fits_model(schedule_, *chain_.staged);
-    solver::check_schedule_for_chain(schedule_, profile_.chain, "the schedule", "the profile");
-    if (const auto copies = runtime::plan_copies(profile_.chain, schedule_.ops, "the schedule")) {
-      engine_ = runtime::make_copy_engine(profile_device(profile_), copies->engine);
-      options_.copy_engine = engine_.get();
-      options_.offload_done_before = copies->offload_done_before;
-    }
-  }
+      : plan_(std::make_shared<Plan>(std::move(chain), profile_text, schedule_text)) {}
 
   at::Tensor run(const at::Tensor& input, const std::optional<at::Tensor>& targets,
                  const std::vector<at::Tensor>& step_inputs) {
     // The copy engine's host pool holds one step's offloaded data; the next step may
     // only start once the last one's backward has used it (or its graph is gone).
-    if (engine_ && !in_flight_.expired())
+    if (plan_->engine && !in_flight_.expired())
       throw py::value_error(
           "memopt: a forward while the previous step's backward is still to come; this plan offloads, and its "
           "host memory holds one step at a time: call backward (or drop that loss) before the next forward");
-    py::gil_scoped_release no_gil;
-    if (engine_) engine_->finish_step();
-    auto token = std::make_shared<int>(0);
+    // Note [A step holds its plan and its model]: the step's graph outlives this call,
+    // and its backward runs the plan's ops on the stages; the graph therefore holds
+    // the plan (schedule, copy engine) and the spec strongly until it is gone, so that
+    // a loss kept past the object that made it -- `optimize(seq, x)(x).sum()` -- still
+    // runs its backward. Once the graph is gone, the model is held weakly again (Note
+    // [A chain holds its model weakly]).
+    auto token = std::make_shared<StepHold>(StepHold{plan_, hold(live_spec(plan_->chain.spec))});
     in_flight_ = token;
-    return run_scheduled_step(*chain_.staged, schedule_, options_, model::Batch{input, targets.value_or(at::Tensor()), step_inputs},
-                              anchor_, std::move(token));
+    py::gil_scoped_release no_gil;
+    if (plan_->engine) plan_->engine->finish_step();
+    return run_scheduled_step(*plan_->chain.staged, plan_->schedule, plan_->options,
+                              model::Batch{input, targets.value_or(at::Tensor()), step_inputs}, plan_->anchor,
+                              std::move(token));
   }
 
-  const solver::Schedule& schedule() const { return schedule_; }
   // Whether a step this runner began still waits for its backward (its graph alive).
   bool in_flight() const { return !in_flight_.expired(); }
 
  private:
-  Chain chain_;
-  solver::Profile profile_;
-  solver::Schedule schedule_;
-  std::unique_ptr<runtime::CopyEngine> engine_;
-  runtime::ExecutorOptions options_;
-  at::Tensor anchor_;
+  struct Plan {
+    Plan(Chain chain_in, const std::string& profile_text, const std::string& schedule_text)
+        : chain(std::move(chain_in)),
+          profile(solver::parse_profile(profile_text, "the profile")),
+          schedule(solver::parse_schedule(schedule_text, "the schedule")),
+          anchor(at::zeros({}).requires_grad_(true)) {
+      runtime::check_schedule_fits_model(schedule, *chain.staged);
+      solver::check_schedule_for_chain(schedule, profile.chain, "the schedule", "the profile");
+      if (const auto copies = runtime::plan_copies(profile.chain, schedule.ops, "the schedule")) {
+        engine = runtime::make_copy_engine(profile_device(profile), copies->engine);
+        options.copy_engine = engine.get();
+        options.offload_done_before = copies->offload_done_before;
+      }
+    }
+    Chain chain;
+    solver::Profile profile;
+    solver::Schedule schedule;
+    std::unique_ptr<runtime::CopyEngine> engine;
+    runtime::ExecutorOptions options;
+    at::Tensor anchor;
+  };
+  // What a step's graph holds (Note [A step holds its plan and its model]).
+  struct StepHold {
+    std::shared_ptr<const Plan> plan;
+    std::shared_ptr<py::object> spec;
+  };
+
+  std::shared_ptr<Plan> plan_;
   std::weak_ptr<void> in_flight_;
 };
 
@@ -242,8 +286,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Chain>(m, "Chain").def_property_readonly("num_stages", [](const Chain& c) {
     return c.staged->num_stages();
   });
-  m.def("make_chain", &make_chain, py::arg("names"), py::arg("forwards"), py::arg("parameters"), py::arg("owner"),
-        py::arg("ends_with_loss"));
+  m.def("make_chain", &make_chain, py::arg("spec"));
   m.def("profile", &profile_chain, py::arg("chain"), py::arg("input"), py::arg("targets"), py::arg("model_json"),
         py::arg("repeat"), py::arg("warmup"), py::arg("threads"), py::arg("on_progress"));
   m.def("set_link", &set_link, py::arg("profile"), py::arg("link"));

@@ -2,6 +2,7 @@
 makes the model train along the plan. The profiler, solver, simulator and executor are
 the C++ core's (memopt._core); JSON is the CLI's (docs/formats.md)."""
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -195,10 +196,32 @@ def _grads_kept(module: nn.Module):
             p.grad = g
 
 
+@contextlib.contextmanager
+def _measuring():
+    """Python's garbage collector off while a profile measures (Note [No collection
+    inside a measurement])."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# Note [No collection inside a measurement]
+# The profiler counts each stage's bytes as the change in what the device holds. A
+# collection inside it -- of an optimized model the caller dropped, which is garbage
+# like any other (Note [A chain holds its model weakly] in core_module.cpp) -- would
+# free bytes that are not the stage's and make its count too small, or negative. So
+# the collector is off while a profile runs (a collection before it would cost a
+# fraction of a second per shape profiled, in a process that imported torch);
+# reference counting still frees what the stages drop.
 def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
-    chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
-    return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
-                                repeat, warmup, threads, _progress_printer(progress))
+    chain = _core.make_chain(spec)
+    with _measuring():
+        return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
+                                    repeat, warmup, threads, _progress_printer(progress))
 
 
 def profile(model: nn.Module, sample_inputs, granularity: str = "block", out=None, repeat: int = 5,
@@ -293,14 +316,16 @@ class OptimizedModel(nn.Module):
     forward part and backward runs the rest; without grad it is the model's own
     forward. The model is at `.module`, the plan at `.plan`."""
 
-    def __init__(self, module: nn.Module, runner, plan: Plan, shape: tuple, stages=None, name: str = "module"):
+    def __init__(self, module: nn.Module, runner, plan: Plan, shape: tuple, spec: ChainSpec, name: str = "module"):
         super().__init__()
         setattr(self, name, module)
         self._name = name
         self.plan = plan
         self._runner = runner
         self._shape = shape
-        self._stages = stages
+        self._spec = spec  # the runner's chain holds it weakly (Note [A chain holds its model weakly] in
+        # python/core_module.cpp)
+        self._stages = spec.stages
         # A stage may save a buffer of the model for backward; like a parameter it is
         # never moved (the list is taken once, not each step).
         self._buffers = list(module.buffers())
@@ -327,8 +352,8 @@ class OptimizedSequential(OptimizedModel):
     """An nn.Sequential that trains along a memopt schedule (OptimizedModel); the
     Sequential is at `.seq`."""
 
-    def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple):
-        super().__init__(seq, runner, plan, shape, name="seq")
+    def __init__(self, seq: nn.Sequential, runner, plan: Plan, shape: tuple, spec: ChainSpec):
+        super().__init__(seq, runner, plan, shape, spec, name="seq")
 
 
 # Frames between a warning in _ShapePlans._make and the user's call of the model:
@@ -349,7 +374,7 @@ class _ShapePlans:
     def __init__(self, chain, spec: ChainSpec, sample_profile: dict, link: Optional[str], solver: str, slots: int,
                  measure: dict):
         self.chain = chain
-        self.spec = spec
+        self.spec = spec  # the chain holds it weakly (Note [A chain holds its model weakly] in core_module.cpp)
         self.link_word = "none" if link is None else link
         self.measured_link = sample_profile.get("link")  # link="measured": measured once, for every shape
         self.solver = solver
@@ -393,7 +418,7 @@ class _ShapePlans:
         """A profile of this batch's shape, leaving the generators and the parameters'
         gradients as they were."""
         devices = [input_ids.device] if input_ids.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), _grads_kept(self.spec.owner):
+        with torch.random.fork_rng(devices=devices), _grads_kept(self.spec.owner), _measuring():
             self.spec.stages.prepare(input_ids)
             return json.loads(_core.profile(self.chain, input_ids, labels,
                                             _model_json_at(self.spec, tuple(input_ids.shape)), repeat, warmup,
@@ -534,7 +559,7 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
         if profile is None:
             chain, profile_text = _profile_chain(spec, repeat, warmup, threads, progress)
         else:
-            chain = _core.make_chain(spec.names, spec.forwards, spec.parameters, spec.owner, spec.ends_with_loss)
+            chain = _core.make_chain(spec)
             profile_text = _read_json("profile", profile)
             _check_profile_matches(json.loads(profile_text), spec)
         sample_profile = json.loads(profile_text)
@@ -547,9 +572,9 @@ def optimize(model: nn.Module, sample_inputs, budget: Union[str, int] = "100%", 
             plan.save(save)
         runner = _core.Runner(chain, profile_text, schedule_text)
         if isinstance(model, nn.Sequential):
-            return OptimizedSequential(model, runner, plan, tuple(spec.sample_input.shape))
+            return OptimizedSequential(model, runner, plan, tuple(spec.sample_input.shape), spec)
         if not spec.ends_with_loss:
-            return OptimizedModel(model, runner, plan, tuple(spec.sample_input.shape), spec.stages)
+            return OptimizedModel(model, runner, plan, tuple(spec.sample_input.shape), spec)
         plans = _ShapePlans(chain, spec, plan.profile, link, solver, slots,
                             {"repeat": repeat, "warmup": warmup, "threads": threads})
         plans.add(tuple(spec.sample_input.shape), runner, plan)
