@@ -4,9 +4,12 @@ nn.Sequential -- gradients bit for bit with deterministic algorithms on, for rec
 offload and saved-state offload plans; each step's peak (the caching allocator's
 requested bytes, and torch.cuda.max_memory_allocated, above the step's baseline)
 within the budget and against the prediction; errors for a model on two devices and a
-budget below the minimum. Skips itself without a GPU or without the CUDA backend."""
+budget below the minimum; a dropped model's GPU memory given back. Skips itself without
+a GPU or without the CUDA backend."""
 import copy
+import gc
 import os
+import weakref
 
 import pytest
 import torch
@@ -140,3 +143,33 @@ def test_a_model_split_across_devices_is_refused():
 def test_a_budget_below_the_minimum_names_the_minimum():
     with pytest.raises(memopt.InfeasibleBudget, match='budget="min"'):
         memopt.optimize(gpt2("sdpa"), batch(), budget=1 << 10, repeat=1)
+
+
+def test_a_dropped_model_gives_its_gpu_memory_back():
+    """An optimized model the caller drops is freed, its parameters, gradients and
+    plan's buffers with it (Note [A chain holds its model weakly] in
+    python/core_module.cpp), with an offloading plan, whose copy engine holds streams
+    and a pinned pool."""
+    ids = batch()
+
+    def trained():
+        model = gpt2("sdpa")
+        memopt.optimize(model, ids, budget="min", link="measured", repeat=1, other_shapes=False)
+        warm_up((model,), ids)
+        return model
+
+    first = trained()  # the process's one-time state (workspaces, streams) made first
+    del first
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(CUDA)
+    model = trained()
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert torch.cuda.memory_allocated(CUDA) - before >= 2 * parameter_bytes  # weights and gradients
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    torch.cuda.synchronize()
+    assert alive() is None
+    left = torch.cuda.memory_allocated(CUDA) - before
+    assert left < parameter_bytes / 4, (left, parameter_bytes)
