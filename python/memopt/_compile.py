@@ -39,7 +39,9 @@ Dynamo finds the graphs it made for it, whose guards check that the closure's va
 (the block, the step's mask and position ids) are still what the graph was traced on, and
 traces again only what they reject. The code objects live as long as the model, and
 another model (a copy for another plan) gets its own, so the few graphs Dynamo keeps per
-code object are never shared among models.
+code object are never shared among models. The table is kept beside the models, keyed
+weakly, not on them: an attribute would travel with copy.deepcopy (which copies a code
+object as itself, sharing it) and stop torch.save from pickling the model.
 """
 import types
 import weakref
