@@ -245,9 +245,9 @@ class Runner {
   struct Plan {
     Plan(Chain chain_in, const std::string& profile_text, const std::string& schedule_text)
         : chain(std::move(chain_in)),
-          profile(solver::parse_profile(profile_text, "the profile")),
           schedule(solver::parse_schedule(schedule_text, "the schedule")),
           anchor(at::zeros({}).requires_grad_(true)) {
+      const solver::Profile profile = solver::parse_profile(profile_text, "the profile");
       runtime::check_schedule_fits_model(schedule, *chain.staged);
       solver::check_schedule_for_chain(schedule, profile.chain, "the schedule", "the profile");
       if (const auto copies = runtime::plan_copies(profile.chain, schedule.ops, "the schedule")) {
@@ -257,7 +257,6 @@ class Runner {
       }
     }
     Chain chain;
-    solver::Profile profile;
     solver::Schedule schedule;
     std::unique_ptr<runtime::CopyEngine> engine;
     runtime::ExecutorOptions options;

@@ -204,9 +204,13 @@ def main():
     seconds, graphs = {}, {}
     graphs_so_far = [dynamo_counters["stats"]["unique_graphs"]]
 
-    def phase(name, since):
+    def phase(name, since, ended=True):
+        """Records what ran since `since` as phase `name`; a phase not yet `ended` (the
+        measured rounds, recorded after each) keeps its start."""
         seconds[name] = round(time.perf_counter() - since, 1)
         graphs[name] = dynamo_counters["stats"]["unique_graphs"] - graphs_so_far[0]
+        if not ended:
+            return since
         graphs_so_far[0] += graphs[name]
         return time.perf_counter()
     clock = Clock(args.device)
@@ -349,8 +353,7 @@ def main():
             since = phase("warm-up rounds", since)
         if r >= args.warmup:
             rounds_done += 1
-            seconds["measured rounds"] = round(time.perf_counter() - since, 1)
-            graphs["measured rounds"] = dynamo_counters["stats"]["unique_graphs"] - graphs_so_far[0]
+            phase("measured rounds", since, ended=False)
         if args.warmup <= r < args.warmup + args.steps - 1:
             write(record(False))
     out = record(True)

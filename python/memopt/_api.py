@@ -325,7 +325,6 @@ class OptimizedModel(nn.Module):
         self._shape = shape
         self._spec = spec  # the runner's chain holds it weakly (Note [A chain holds its model weakly] in
         # python/core_module.cpp)
-        self._stages = spec.stages
         # A stage may save a buffer of the model for backward; like a parameter it is
         # never moved (the list is taken once, not each step).
         self._buffers = list(module.buffers())
@@ -340,12 +339,13 @@ class OptimizedModel(nn.Module):
                              f"optimize with a sample of this shape")
         _check_autocast(self.plan, x.device)
         with _on(x.device):
-            if self._stages is None:
+            stages = self._spec.stages
+            if stages is None:
                 return self._runner.run(x, None)
             if self._runner.in_flight():
                 raise ValueError(_IN_FLIGHT)
-            self._stages.prepare(x)
-            return self._runner.run(x, None, self._stages.step_inputs() + self._buffers)
+            stages.prepare(x)
+            return self._runner.run(x, None, stages.step_inputs() + self._buffers)
 
 
 class OptimizedSequential(OptimizedModel):

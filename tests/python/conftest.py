@@ -4,6 +4,8 @@ import gc
 import pytest
 import torch
 
+from memopt._api import _measuring
+
 
 @pytest.fixture
 def one_thread():
@@ -26,10 +28,8 @@ def collected_before():
 def no_collection_inside():
     """The collector off while a test runs: a measured step's peak above its baseline
     must not fall because a model dropped earlier (an optimized one too: Note [A chain
-    holds its model weakly]) happened to be freed inside it. Tests of what is freed
-    collect explicitly."""
-    enabled = gc.isenabled()
-    gc.disable()
-    yield
-    if enabled:
-        gc.enable()
+    holds its model weakly]) happened to be freed inside it, as memopt's profiles keep it
+    off (Note [No collection inside a measurement]). Tests of what is freed collect
+    explicitly."""
+    with _measuring():
+        yield
