@@ -27,6 +27,18 @@ in the head's dtype (under autocast, the autocast dtype), as HF upcasts them; on
 order of the sums differs, so the loss and the gradients equal HF's up to rounding. A
 model whose head does more (a logit scale, a soft cap) or whose loss is not that one is
 refused.
+
+Note [The chunked head is not compiled]
+With compile_stages=True the head stage's final norm is compiled, and the chunked head
+and loss run eagerly (torch.compiler.disable, a graph break after the norm). Traced, the
+autograd function's forward and backward become one joint graph, and AOTAutograd's
+partitioner chooses what crosses from one to the other by size alone. Where the logits
+of all chunks are smaller than the gradients made from them (fewer rows than the model
+is wide: a short batch), it moves the gradients' computation into the backward and saves
+the logits -- a B x T x V tensor, which the chunked head exists not to hold -- and the
+backward, which then makes the weight's gradient, holds it twice. Eager, the head keeps
+the order it was written in, whose peak the Note above states; its time is its matrix
+products, which compiling would not shorten.
 """
 from typing import Optional
 
@@ -91,6 +103,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None, None, None, None
 
 
+@torch.compiler.disable  # Note [The chunked head is not compiled]
 def causal_lm_loss(hidden: torch.Tensor, head: nn.Linear, labels: torch.Tensor,
                    num_items_in_batch=None, ignore_index: int = IGNORE_INDEX,
                    shift_labels: Optional[torch.Tensor] = None, **unknown) -> torch.Tensor:

@@ -29,9 +29,9 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(_chunked_loss, "CHUNK_BYTES", 4 * V * 7)
 
 
-def gpt2(dropout=0.1):
+def gpt2(dropout=0.1, width=32):
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=V, n_positions=T, n_embd=32, n_head=4, n_layer=3,
+    config = transformers.GPT2Config(vocab_size=V, n_positions=T, n_embd=width, n_head=4, n_layer=3,
                                      resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                                      bos_token_id=0, eos_token_id=0)
     config._attn_implementation = "eager"
@@ -106,7 +106,7 @@ def test_the_head_no_longer_sets_the_floor_and_peaks_are_predicted(small_chunks)
 
 @pytest.mark.parametrize("budget,link", [("100%", None), ("min", None), ("60%", "100GB/s")])
 def test_with_compiled_stages_it_trains_as_plain_hf_and_peaks_as_predicted(budget, link, small_chunks):
-    """Both options at once: the chunked head's loop traced into its stage's graphs."""
+    """Both options at once: the blocks and the final norm compiled, the chunked head eager."""
     plain = gpt2()
     model = copy.deepcopy(plain)
     ids, labels = batch()
@@ -125,6 +125,23 @@ def test_with_compiled_stages_it_trains_as_plain_hf_and_peaks_as_predicted(budge
         assert peak <= plan.budget_bytes, (peak, plan.budget_bytes)
         # The prediction counts a_0, the token ids the caller made.
         assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (peak, plan.predicted["peak_bytes"])
+
+
+def test_compiled_stages_leave_the_chunked_head_holding_what_it_holds_eager(small_chunks):
+    """Compiling the stages must not undo the chunking (Note [The chunked head is not
+    compiled]): the head stage saves its gradients, not the logits of every chunk, and
+    its backward makes nothing, exactly as the eager chunked head's. The model is wider
+    than the batch has rows, so that the gradients outweigh the logits, as in a short
+    batch, where a compiled head would save the logits instead."""
+    ids, labels = batch()
+    width = 2 * B * T
+    heads = {}
+    for compiled in (False, True):
+        profile = memopt.profile(gpt2(width=width), {"input_ids": ids, "labels": labels}, repeat=1, progress=False,
+                                 chunked_loss=True, compile_stages=compiled)
+        heads[compiled] = profile["stages"][-1]
+    for key in ("saved_bytes", "bwd_tmp_bytes"):
+        assert heads[True][key] == heads[False][key], (key, heads[True][key], heads[False][key])
 
 
 def test_models_the_chunked_head_would_not_compute_as_they_do_are_refused():
