@@ -12,13 +12,15 @@ over chunks of rows, which makes the gradients in its forward: each chunk's logi
 give the chunk's loss, then turn into their own gradient in place, whose products with
 the weight and the chunk's hidden states are added into the gradients of the hidden
 states, the weight and the bias; the backward only scales them by the loss's gradient.
-The head then holds one chunk's logits (twice while their log-sum-exp is taken) and the
-gradients it will hand back -- the hidden states' and the weight's, which the backward
-of HF's head makes too -- instead of several B x T x V tensors, for the same three
-matrix products per chunk as HF's head. The head's forward and backward run back to
-back in every plan (the loss is between them), so gradients made early hold no memory
-longer than a backward would. Without autograd (a profile's no-grad run) it makes only
-the loss.
+Each chunk's log-sum-exp is taken in place -- the logits shifted by their row's largest
+and exponentiated where they lie, with no second chunk-sized tensor such as
+torch.logsumexp makes -- and the softmax they become turns into the gradient in place
+too. The head then holds one chunk's logits and the gradients it will hand back -- the
+hidden states' and the weight's, which the backward of HF's head makes too -- instead of
+several B x T x V tensors, for the same three matrix products per chunk as HF's head.
+The head's forward and backward run back to back in every plan (the loss is between
+them), so gradients made early hold no memory longer than a backward would. Without
+autograd (a profile's no-grad run) it makes only the loss.
 
 It computes what Hugging Face's ForCausalLMLoss computes -- labels shifted by one,
 -100 ignored, the mean over the tokens not ignored or, with num_items_in_batch, the sum
@@ -70,22 +72,27 @@ class _LinearCrossEntropy(torch.autograd.Function):
             rows = slice(start, start + chunk)
             h = hidden[rows]
             logits = nn.functional.linear(h, weight, bias).float()
-            lse = torch.logsumexp(logits, dim=-1)
             t = targets[rows]
             valid = t != IGNORE_INDEX
             index = t.clamp(min=0).unsqueeze(1)
-            total += torch.where(valid, lse - logits.gather(1, index).squeeze(1), 0.0).sum()
+            target_logits = logits.gather(1, index).squeeze(1)
+            # The log-sum-exp, shifted by each row's largest logit, in place (Note [A
+            # chunked head]): the logits become exp(l - max), then the softmax.
+            shift = logits.amax(dim=1, keepdim=True)
+            sums = logits.sub_(shift).exp_().sum(dim=1, keepdim=True)
+            lse = (shift + sums.log()).squeeze(1)
+            total += torch.where(valid, lse - target_logits, 0.0).sum()
             if with_grads:
-                # The logits become their gradient in place: softmax less the one-hot
+                # The softmax becomes the logits' gradient in place: less the one-hot
                 # target, zero on ignored rows, over the denominator.
-                g = logits.sub_(lse.unsqueeze(1)).exp_()
-                g.scatter_add_(1, index, -valid.to(g.dtype).unsqueeze(1))
-                g.mul_((valid.to(g.dtype) / denominator).unsqueeze(1))
-                grad_hidden[rows] = (g.to(h.dtype) @ weight.to(h.dtype)).to(hidden.dtype)
-                grad_weight.addmm_(g.t(), h.float())
+                logits.div_(sums)
+                logits.scatter_add_(1, index, -valid.to(logits.dtype).unsqueeze(1))
+                logits.mul_((valid.to(logits.dtype) / denominator).unsqueeze(1))
+                grad_hidden[rows] = (logits.to(h.dtype) @ weight.to(h.dtype)).to(hidden.dtype)
+                grad_weight.addmm_(logits.t(), h.float())
                 if grad_bias is not None:
-                    grad_bias += g.sum(0)
-            del logits
+                    grad_bias += logits.sum(0)
+            del logits  # the only reference: freed before the next chunk's are made
         if with_grads:
             ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
             ctx.weight_dtype = weight.dtype

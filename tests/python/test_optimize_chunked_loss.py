@@ -104,6 +104,22 @@ def test_the_head_no_longer_sets_the_floor_and_peaks_are_predicted(small_chunks)
         assert abs(peak - plan.predicted["peak_bytes"]) <= B * T * 8, (budget, peak, plan.predicted["peak_bytes"])
 
 
+def test_the_head_holds_one_chunk_of_logits_at_a_time(small_chunks):
+    """Its forward's temporaries are one chunk's float32 logits (the log-sum-exp and the
+    gradient taken in place, each chunk freed before the next is made), the final norm's
+    output, and vectors of a few numbers per row -- with and without autograd."""
+    ids, labels = batch()
+    width = 32
+    profile = memopt.profile(gpt2(width=width), {"input_ids": ids, "labels": labels}, repeat=1,
+                             progress=False, chunked_loss=True)
+    head = profile["stages"][-1]
+    chunk = _chunked_loss.rows_per_chunk(V) * V * 4
+    norm_output = B * T * width * 4
+    per_row = B * T * 64  # targets, masks and per-row sums, generously
+    for key in ("fwd_keep_tmp_bytes", "fwd_tmp_nograd_bytes"):
+        assert chunk <= head[key] <= chunk + norm_output + per_row, (key, head[key], chunk)
+
+
 @pytest.mark.parametrize("budget,link", [("100%", None), ("min", None), ("60%", "100GB/s")])
 def test_with_compiled_stages_it_trains_as_plain_hf_and_peaks_as_predicted(budget, link, small_chunks):
     """Both options at once: the blocks and the final norm compiled, the chunked head eager."""
