@@ -8,7 +8,8 @@ one per grad mode (Dynamo guards on it), each with fused kernels, and an AOTAuto
 backward for the one with autograd. Nothing else changes: the profile measures the
 compiled stages as they will run, the plan prices them, and saved-state offloading still
 sees every tensor the compiled forward saves (AOTAutograd saves them through autograd,
-where memopt's hooks take them).
+where memopt's hooks take them). One part of one stage stays eager: a chunked head's
+loss (Note [The chunked head is not compiled] in _chunked_loss.py).
 
 Recomputation must draw the dropout masks the first forward drew. Inductor's own random
 numbers come from seeds it draws from the generator, in its own order, per graph; the
