@@ -217,10 +217,16 @@ def _measuring():
 # the collector is off while a profile runs (a collection before it would cost a
 # fraction of a second per shape profiled, in a process that imported torch);
 # reference counting still frees what the stages drop.
+def _measured_profile(chain, inputs, targets, model_json: str, repeat, warmup, threads, on_progress) -> str:
+    """The C++ profiler's JSON for `chain`, measured with the collector off (Note [No
+    collection inside a measurement]): every profile the package makes is made here."""
+    with _measuring():
+        return _core.profile(chain, inputs, targets, model_json, repeat, warmup, threads, on_progress)
+
+
 def _profile_chain(spec: ChainSpec, repeat, warmup, threads, progress):
     chain = _core.make_chain(spec)
-    with _measuring():
-        return chain, _core.profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
+    return chain, _measured_profile(chain, spec.sample_input, spec.sample_targets, json.dumps(_model_json(spec)),
                                     repeat, warmup, threads, _progress_printer(progress))
 
 
@@ -418,11 +424,11 @@ class _ShapePlans:
         """A profile of this batch's shape, leaving the generators and the parameters'
         gradients as they were."""
         devices = [input_ids.device] if input_ids.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), _grads_kept(self.spec.owner), _measuring():
+        with torch.random.fork_rng(devices=devices), _grads_kept(self.spec.owner):
             self.spec.stages.prepare(input_ids)
-            return json.loads(_core.profile(self.chain, input_ids, labels,
-                                            _model_json_at(self.spec, tuple(input_ids.shape)), repeat, warmup,
-                                            threads, None))
+            return json.loads(_measured_profile(self.chain, input_ids, labels,
+                                                _model_json_at(self.spec, tuple(input_ids.shape)), repeat, warmup,
+                                                threads, None))
 
     def get(self, input_ids: torch.Tensor, labels: torch.Tensor):
         """The runner and plan for this batch's shape, made on its first batch."""
