@@ -119,12 +119,13 @@ def goals(d, ratio):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="the folder for steps.png and table.md, made if missing")
     ap.add_argument("--case", nargs=2, action="append", metavar=("TITLE", "JSON"), required=True)
     ap.add_argument("--goal", type=float, default=0.8, help="the dashed line: this fraction of hf-ckpt's step time")
     ap.add_argument("--ratio", type=float, default=0.85,
                     help="the table's question: memopt's step at hf-ckpt's peak at most this fraction of hf-ckpt's")
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     fig, axes = plt.subplots(1, len(args.case), figsize=(6.5 * len(args.case), 5.6), squeeze=False)
     md = []
     for ax, (title, path) in zip(axes[0], args.case):

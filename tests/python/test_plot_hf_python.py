@@ -2,6 +2,7 @@
 planned and not measured, memopt's fastest step at hf-ckpt's peak against the ratio
 asked, and each competitor against memopt's curve -- the fastest memopt variant at or
 under that competitor's measured peak."""
+import json
 import pathlib
 import sys
 
@@ -57,3 +58,14 @@ def test_the_table_names_the_variants_planned_and_not_measured():
     text = plot.table("t", d)
     assert text.endswith("Not measured:\n- memopt @100: infeasible: no schedule fits\n"
                          "- memopt-compiled: round 3: RuntimeError: boom\n")
+
+
+def test_the_figure_and_table_land_in_a_folder_made_for_them(tmp_path, monkeypatch):
+    record = tmp_path / "bench.json"
+    record.write_text(json.dumps(run({"plain": (100, 900), "hf-ckpt": (200, 300), "memopt": (150, 290)})))
+    out = tmp_path / "not" / "there"
+    monkeypatch.setattr(sys, "argv", ["plot_hf_python.py", "--out", str(out), "--case", "t", str(record)])
+    plot.main()
+    assert (out / "steps.png").stat().st_size > 0
+    answer = "| hf-ckpt (200 ms, 300.0 MiB) below memopt's curve | no: memopt is leaner and faster"
+    assert answer in (out / "table.md").read_text()
